@@ -116,7 +116,7 @@ def optimal_k(alpha, c, k_max: int = 64):
 
     k = 0 means speculation does not pay.  Ties go to the smaller k (cheaper, same speed).
 
-    Example: optimal_k(0.8, 0.1) -> 4 ;  optimal_k(0.2, 0.1) -> 0
+    Example: optimal_k(0.8, 0.1) -> 6 ;  optimal_k(0.2, 0.1) -> 1 ;  optimal_k(0.05, 0.1) -> 0
     """
     k_max = int(_as_k(k_max))
     a = _as_alpha(alpha)
@@ -124,7 +124,8 @@ def optimal_k(alpha, c, k_max: int = 64):
     a, cc = np.broadcast_arrays(a, cc)
     ks = np.arange(k_max + 1).reshape((-1,) + (1,) * a.ndim)  # (K, ...)
     s = np.asarray(toy_speedup(a[None], ks, cc[None]))  # (K, ...)
-    return _out(np.argmax(s >= s.max(axis=0) - 1e-12, axis=0))
+    best = np.argmax(s >= s.max(axis=0) - 1e-12, axis=0)
+    return int(best) if best.ndim == 0 else best
 
 
 def break_even_alpha(k, c, tol: float = 1e-12):

@@ -1,0 +1,128 @@
+"""Execute the numbered notebooks in order with papermill, resuming where a run stopped.
+
+    python notebooks/run.py --out build/notebooks [--only 03] [NAME=VALUE ...]
+
+Each notebook `notebooks/NN_*.ipynb` is executed into `<out>/NN_*.ipynb` with cwd = repository
+root.  NAME=VALUE pairs set parameters; each notebook receives only the ones its `parameters`
+cell declares (values are parsed as Python literals where possible, else kept as strings; an
+empty value leaves the notebook's default).  A notebook is skipped when its executed copy carries
+the key of the current run: sha256 over the notebook, every file of the `specdec` library, the
+model manifest and the parameters.  A changed notebook, library or parameter re-runs it; a
+deleted or half-written output re-runs it (outputs are written to a temp file, then renamed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY_INPUTS = ("specdec", "data/models/manifest.json", "data/corpus/manifest.json", "data/results/gpu")
+
+
+def _digest_tree(h: "hashlib._Hash", path: Path) -> None:
+    if path.is_file():
+        h.update(str(path.relative_to(ROOT)).encode())
+        h.update(path.read_bytes())
+    elif path.is_dir():
+        for p in sorted(path.rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts:
+                _digest_tree(h, p)
+
+
+def run_key(notebook: Path, params: dict) -> str:
+    """The hash an executed copy must carry to count as up to date."""
+    h = hashlib.sha256()
+    h.update(notebook.read_bytes())
+    for rel in KEY_INPUTS:
+        _digest_tree(h, ROOT / rel)
+    h.update(json.dumps(params, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def parse_assignments(pairs: list[str]) -> dict:
+    params = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.isidentifier():
+            raise SystemExit(f"parameter {pair!r} is not NAME=VALUE")
+        if value == "":
+            continue
+        try:
+            params[name] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            params[name] = value
+    return params
+
+
+def declared_parameters(notebook: Path) -> set[str]:
+    import papermill
+
+    return set(papermill.inspect_notebook(str(notebook)))
+
+
+def stored_key(executed: Path) -> str | None:
+    if not executed.exists():
+        return None
+    try:
+        meta = json.loads(executed.read_text())["metadata"]
+    except (ValueError, KeyError):
+        return None
+    return meta.get("specdec", {}).get("run_key")
+
+
+def execute(notebook: Path, out: Path, params: dict, key: str) -> None:
+    import nbformat
+    import papermill
+
+    tmp = out.with_name(f".partial.{out.name}")
+    papermill.execute_notebook(
+        str(notebook), str(tmp), parameters=params, kernel_name="python3", cwd=str(ROOT),
+        progress_bar=False, log_output=False, request_save_on_cell_execute=False,
+    )
+    nb = nbformat.read(tmp, as_version=4)
+    nb.metadata["specdec"] = {"run_key": key, "parameters": params}
+    nbformat.write(nb, tmp)
+    os.replace(tmp, out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True, help="folder for the executed copies")
+    ap.add_argument("--only", default="", help="run only notebooks whose name starts with this")
+    ap.add_argument("--force", action="store_true", help="re-run even when up to date")
+    ap.add_argument("assignments", nargs="*", metavar="NAME=VALUE")
+    args = ap.parse_args(argv)
+
+    given = parse_assignments(args.assignments)
+    notebooks = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if p.name.startswith(args.only))
+    if not notebooks:
+        raise SystemExit(f"no notebooks/NN_*.ipynb match {args.only!r}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    for i, nb in enumerate(notebooks, 1):
+        params = {k: v for k, v in given.items() if k in declared_parameters(nb)}
+        out = args.out / nb.name
+        key = run_key(nb, params)
+        tag = f"[{i}/{len(notebooks)}] {nb.name}"
+        if not args.force and stored_key(out) == key:
+            print(f"{tag}: up to date, skipped", flush=True)
+            continue
+        print(f"{tag}: running with {params or 'its defaults'} ...", flush=True)
+        t0 = time.perf_counter()
+        try:
+            execute(nb, out, params, key)
+        except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
+            print(f"{tag}: FAILED after {time.perf_counter() - t0:.0f} s\n{exc}", file=sys.stderr, flush=True)
+            return 1
+        print(f"{tag}: done in {time.perf_counter() - t0:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
