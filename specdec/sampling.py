@@ -101,18 +101,15 @@ def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
     probs: (..., V) non-negative rows with positive mass (need not be normalized).
     u: (...) uniforms in [0, 1).  Returns (...) int64: the first x with cdf(x) > u * total.
-    A token with zero probability is never returned, and the id is always < V (when rounding
-    puts u * total at the total, the last token with positive mass is returned).
+    The threshold is kept strictly below the total (rounding can put u * total on it), so the id
+    is always < V, and a token with zero probability is never returned (cdf does not rise there).
 
     Example: sample_inverse_cdf(torch.tensor([0.2, 0.0, 0.8]), torch.tensor(0.5)) -> tensor(2)
     """
-    cdf = torch.cumsum(probs, dim=-1)  # (..., V)
+    cdf = torch.cumsum(probs, dim=-1)  # (..., V), non-decreasing in floating point too
     total = cdf[..., -1:]  # (..., 1)
-    idx = torch.searchsorted(cdf.contiguous(), (u.unsqueeze(-1).to(cdf.dtype) * total).contiguous(),
-                             right=True).squeeze(-1)  # (...)
-    V = probs.shape[-1]
-    last_pos = V - 1 - torch.argmax((probs.flip(-1) > 0).to(torch.uint8), dim=-1)  # (...)
-    return torch.minimum(idx, last_pos)
+    thr = torch.minimum(u.unsqueeze(-1).to(cdf.dtype) * total, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, thr, right=True).squeeze(-1)  # (...)
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:

@@ -64,18 +64,21 @@ def accept_prob(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return torch.clamp(ratio, max=1.0)
 
 
-def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+def residual(p: torch.Tensor, q: torch.Tensor, normalize: bool = True) -> torch.Tensor:
     """Equation (2): r = [p - q]_+ / sum_y [p(y) - q(y)]_+ over the last axis.
 
     Where the mass sum_y [p - q]_+ is exactly zero (so p <= q everywhere; for distributions p == q
     and the rejection branch has probability zero) the row returned is p / sum(p), the residual's
     limit, so callers never divide by zero.  p may be a weighted distribution (block
-    verification passes w p); it must have positive mass.
+    verification passes w p); it must have positive mass.  normalize=False skips the division
+    (what an inverse-CDF sampler needs) and returns [p - q]_+, or p where that mass is zero.
 
     Example: residual(torch.tensor([1/3, 2/3]), torch.tensor([2/3, 1/3])) -> tensor([0., 1.])
     """
     r = torch.clamp(p - q, min=0.0)  # (..., V)
     mass = r.sum(dim=-1, keepdim=True)  # (..., 1)
+    if not normalize:
+        return torch.where(mass > 0, r, p)
     fallback = p / p.sum(dim=-1, keepdim=True)
     return torch.where(mass > 0, r / torch.where(mass > 0, mass, torch.ones_like(mass)), fallback)
 
@@ -99,10 +102,17 @@ def _tol(*dtypes) -> float:
     return 1e-4 if any(d != torch.float64 for d in dtypes) else 1e-9
 
 
+def _dist_flags(x: torch.Tensor, tol: float) -> list[torch.Tensor]:
+    # two passes over x: aminmax (NaN propagates into both) and the row sums
+    lo, hi = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
+    sums = x.sum(-1)
+    return [~torch.isfinite(lo) | ~torch.isfinite(hi), lo < 0, ((sums - 1).abs() > tol).any()]
+
+
 def check_inputs(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor) -> None:
     """Raise ValueError unless drafts (B, k), q (B, k, V), p (B, k+1, V) are consistent distributions.
 
-    All value checks run vectorized and meet in one host sync.
+    All value checks run vectorized (two passes over p and q) and meet in one host sync.
     """
     for name, t in (("draft_tokens", draft_tokens), ("q", q), ("p", p)):
         if not isinstance(t, torch.Tensor):
@@ -127,12 +137,8 @@ def check_inputs(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor) -
     in_range = (draft_tokens >= 0) & (draft_tokens < V)  # (B, k)
     safe = torch.where(in_range, draft_tokens, torch.zeros_like(draft_tokens)).long()
     qx = q.gather(-1, safe.unsqueeze(-1)).squeeze(-1)  # (B, k)
-    flags = torch.stack([
-        ~in_range.all(),
-        ~torch.isfinite(q).all(), (q < 0).any(), ((q.sum(-1, dtype=torch.float64) - 1).abs() > tol).any(),
-        ~torch.isfinite(p).all(), (p < 0).any(), ((p.sum(-1, dtype=torch.float64) - 1).abs() > tol).any(),
-        (in_range & (qx <= 0)).any(),
-    ]).tolist()  # the one host sync
+    flags = torch.stack([~in_range.all(), *_dist_flags(q, tol), *_dist_flags(p, tol),
+                         (in_range & (qx <= 0)).any()]).tolist()  # the one host sync
     msgs = [
         f"draft token ids out of range [0, {V})",
         "q contains NaN or inf", "q has negative entries", f"rows of q do not sum to 1 (tolerance {tol:g})",
@@ -175,14 +181,14 @@ def verify(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, meth
     if method == "token":
         accepted = u[:, :k] < accept_prob(px, qx)  # (B, k)
         n = accepted.long().cumprod(dim=-1).sum(dim=-1)  # (B,) leading acceptances
-        weight = torch.ones(B, dtype=f64, device=dev)  # residual [1 * p_n - q_n]_+
+        weight = None  # residual [p_n - q_n]_+
     else:
         w = block_weights(px, qx)  # (B, k+1)
         h = torch.zeros(B, k, dtype=f64, device=dev)  # h_1..h_k
         if k > 0:
             h[:, k - 1] = w[:, k]
         for i in range(1, k):  # loop over positions only; each step is (B, V)
-            s = torch.clamp(w[:, i, None] * p[:, i].to(f64) - q[:, i].to(f64), min=0.0).sum(-1)  # (B,)
+            s = (w[:, i, None] * p[:, i] - q[:, i]).clamp_(min=0.0).sum(-1)  # (B,), float64 by promotion
             den = s + 1.0 - w[:, i]
             h[:, i - 1] = torch.where(s > 0, s / torch.where(s > 0, den, torch.ones_like(den)), torch.zeros_like(s))
         hit = u[:, :k] < h  # (B, k)
@@ -195,7 +201,8 @@ def verify(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, meth
         q_n = q[rows, n.clamp(max=k - 1)].to(f64) * (n < k).to(f64).unsqueeze(-1)  # (B, V)
     else:
         q_n = torch.zeros_like(p_n)
-    y = sample_inverse_cdf(residual(weight.unsqueeze(-1) * p_n, q_n), u[:, k])  # (B,)
+    pw = p_n if weight is None else weight.unsqueeze(-1) * p_n  # block: w_n p_n
+    y = sample_inverse_cdf(residual(pw, q_n, normalize=False), u[:, k])  # (B,)
 
     col = torch.arange(k + 1, device=dev)  # (k+1,)
     drafts = torch.cat([d, torch.zeros(B, 1, dtype=torch.long, device=dev)], dim=1)  # (B, k+1)
