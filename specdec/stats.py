@@ -1,0 +1,156 @@
+"""Sampled frequencies against an exact law: goodness of fit, total variation with a
+confidence interval, and the power calculation that sizes the samples.
+
+Goodness of fit.  Pearson's chi-square X^2 = sum (O - E)^2 / E or the G-test
+G = 2 sum O ln(O / E), on m cells with df = m - 1 (scipy.stats.power_divergence).  Cells with
+expected count below `min_expected` are pooled into one cell (merged with the next-smallest cell
+while the pool is still too small).  A count in a cell of exact probability 0 is an impossible
+outcome: p-value 0.
+
+Total variation.  TV(f, p) = 1/2 sum |f - p| of the empirical law f of N samples.  The sampled
+law P differs from f by at most E + t with probability >= 1 - exp(-2 N t^2) (McDiarmid: one
+sample moves TV by <= 1/N), and E = E TV(f, P) <= 1/2 sqrt((m - 1)/N) (Cauchy-Schwarz), so
+
+    TV(P, p) in [TV(f, p) - b, TV(f, p) + b],   b = 1/2 sqrt((m-1)/N) + sqrt(ln(2/delta)/(2N)).
+
+Power.  If TV(P, p) >= eps then the chi-square divergence sum (P - p)^2 / p >= (2 eps)^2
+(Cauchy-Schwarz), so X^2 is at least noncentral chi-square with df = m - 1 and noncentrality
+lambda = 4 N eps^2.  `sample_size` is the smallest N whose worst-case power reaches the target
+at level alpha.  It is stated for the cells actually tested (after pooling).
+
+Example: sample_size(0.05, 16, alpha=1e-3, power_target=0.99) -> 5517; a fair 16-sided die
+sampled that often passes, a die with TV 0.05 from fair fails with probability >= 0.99.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _st
+
+__all__ = ["GofResult", "gof_test", "tv_interval", "power", "sample_size", "counts_of"]
+
+
+@dataclass(frozen=True)
+class GofResult:
+    statistic: float
+    df: int
+    p_value: float
+    n: int  # samples
+    cells: int  # cells after pooling
+    impossible: int  # samples that fell in cells of exact probability 0
+    tv: float  # TV(empirical, exact) on the original cells
+    tv_low: float
+    tv_high: float
+    test: str
+
+
+def _check(counts, probs):
+    c = np.asarray(counts, dtype=np.float64).ravel()
+    p = np.asarray(probs, dtype=np.float64).ravel()
+    if c.shape != p.shape or c.size == 0:
+        raise ValueError(f"counts ({c.size} cells) and probs ({p.size} cells) must match and be non-empty")
+    if np.any(~np.isfinite(c)) or np.any(c < 0) or np.any(c != np.round(c)):
+        raise ValueError("counts must be non-negative integers")
+    if np.any(~np.isfinite(p)) or np.any(p < 0) or abs(p.sum() - 1) > 1e-9:
+        raise ValueError(f"probs must be a distribution (non-negative, sum 1), sum is {p.sum()!r}")
+    if c.sum() == 0:
+        raise ValueError("no samples (all counts are zero)")
+    return c, p
+
+
+def counts_of(samples, V: int, n: int) -> np.ndarray:
+    """Counts of each length-n sequence over V tokens, flattened in the order of a (V,)*n law."""
+    s = np.asarray(samples, dtype=np.int64).reshape(-1, n)
+    if s.size and (s.min() < 0 or s.max() >= V):
+        raise ValueError(f"sample tokens outside [0, {V})")
+    codes = np.zeros(s.shape[0], dtype=np.int64)
+    for i in range(n):
+        codes = codes * V + s[:, i]
+    return np.bincount(codes, minlength=V ** n)
+
+
+def tv_interval(counts, probs, delta: float = 0.01) -> tuple[float, float, float]:
+    """(TV(f, p), lower, upper): a distribution-free 1 - delta interval for TV(P, p)."""
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    c, p = _check(counts, probs)
+    N, m = c.sum(), c.size
+    tv = 0.5 * float(np.abs(c / N - p).sum())
+    b = 0.5 * math.sqrt((m - 1) / N) + math.sqrt(math.log(2 / delta) / (2 * N))
+    return tv, max(0.0, tv - b), min(1.0, tv + b)
+
+
+def _pool(c, p, min_expected):
+    N = c.sum()
+    e = p * N
+    keep = e >= min_expected
+    if keep.all():
+        return c, e
+    oc, oe = c[keep], e[keep]
+    pc, pe = c[~keep].sum(), e[~keep].sum()
+    while pe < min_expected and oe.size > 0:  # merge the smallest remaining cell into the pool
+        j = int(np.argmin(oe))
+        pc, pe = pc + oc[j], pe + oe[j]
+        oc, oe = np.delete(oc, j), np.delete(oe, j)
+    return np.append(oc, pc), np.append(oe, pe)
+
+
+def gof_test(counts, probs, min_expected: float = 5.0, test: str = "chi2", delta: float = 0.01) -> GofResult:
+    """Goodness of fit of `counts` to the exact law `probs` (same cell order; any shape).
+
+    test: "chi2" (Pearson) or "g" (log-likelihood ratio).  Zero-probability cells are removed
+    from the test after counting the samples in them (any such sample gives p-value 0).
+    """
+    if test not in ("chi2", "g"):
+        raise ValueError(f"test must be 'chi2' or 'g', got {test!r}")
+    if not min_expected > 0:
+        raise ValueError(f"min_expected must be > 0, got {min_expected!r}")
+    c, p = _check(counts, probs)
+    tv, lo, hi = tv_interval(c, p, delta)
+    possible = p > 0
+    impossible = int(c[~possible].sum())
+    cp, pp = c[possible], p[possible]
+    pc, pe = _pool(cp, pp / pp.sum(), min_expected)
+    if pc.size < 2:
+        stat, pval = 0.0, 1.0
+    else:
+        lam = "pearson" if test == "chi2" else "log-likelihood"
+        stat, pval = _st.power_divergence(pc, pe * pc.sum() / pe.sum(), lambda_=lam)
+    if impossible:
+        pval = 0.0
+    return GofResult(float(stat), int(max(pc.size - 1, 0)), float(pval), int(c.sum()), int(pc.size),
+                     impossible, tv, lo, hi, test)
+
+
+def power(N: int, eps: float, cells: int, alpha: float = 1e-3) -> float:
+    """Worst-case power of the chi-square test (N samples, `cells` cells, level alpha) against any
+    law at total variation >= eps from the null."""
+    if cells < 2 or not 0 < eps <= 1 or not 0 < alpha < 1 or N < 1:
+        raise ValueError(f"need cells >= 2, eps in (0, 1], alpha in (0, 1), N >= 1; got "
+                         f"cells={cells}, eps={eps}, alpha={alpha}, N={N}")
+    df = cells - 1
+    crit = _st.chi2.ppf(1 - alpha, df)
+    return float(_st.ncx2.sf(crit, df, 4.0 * N * eps ** 2))
+
+
+def sample_size(eps: float, cells: int, alpha: float = 1e-3, power_target: float = 0.99) -> int:
+    """Smallest N with power(N, eps, cells, alpha) >= power_target (bisection on N).
+
+    Example: sample_size(0.05, 16, 1e-3, 0.99) -> 5517.
+    """
+    if not 0 < power_target < 1:
+        raise ValueError(f"power_target must lie in (0, 1), got {power_target!r}")
+    power(1, eps, cells, alpha)  # validates the rest
+    lo, hi = 1, 2
+    while power(hi, eps, cells, alpha) < power_target:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if power(mid, eps, cells, alpha) >= power_target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
