@@ -29,7 +29,8 @@ env: $(ENV_STAMP) ## build the virtual environment .venv from environment.yml (o
 # file's hash, so editing environment.yml re-runs the install into the same venv.
 $(ENV_STAMP): environment.yml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@awk '/^ *- pip:/{f=1;next} f&&/^ *- /{sub(/^ *- /,"");print} f&&!/^ *- /&&!/^ *$$/{f=0}' environment.yml > $(VENV)/requirements.txt
+	@awk '/^ *- pip:/{f=1;next} f&&/^ *- /{sub(/^ *- /,"");print;next} f&&!/^ *$$/{f=0}' environment.yml > $(VENV)/requirements.txt
+	@grep -q '^pytest==' $(VENV)/requirements.txt || { echo "could not read the pip list of environment.yml"; exit 1; }
 	$(PY) -m pip install --quiet --disable-pip-version-check $(PIP_ARGS) -r $(VENV)/requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@rm -f $(VENV)/.env-* && touch $@
