@@ -139,6 +139,8 @@ def _prompts(input_ids, vocab: int, device) -> tuple[torch.Tensor, torch.Tensor]
     if isinstance(input_ids, torch.Tensor):
         if input_ids.dim() not in (1, 2):
             raise ValueError(f"input_ids must be (T,) or (B, T), got shape {tuple(input_ids.shape)}")
+        if input_ids.numel() == 0:
+            raise ValueError(f"empty prompt: input_ids has shape {tuple(input_ids.shape)}")
         rows = list(input_ids.reshape(-1, input_ids.shape[-1]))
     elif isinstance(input_ids, (list, tuple)) and all(isinstance(r, torch.Tensor) and r.dim() == 1 for r in input_ids):
         rows = list(input_ids)
