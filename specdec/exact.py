@@ -59,7 +59,7 @@ def _encode(tokens: torch.Tensor, V: int) -> torch.Tensor:
 
 def _seq_probs(model: TableModel, cfg: SamplingConfig, seqs: torch.Tensor, start: int) -> torch.Tensor:
     """Processed next-token distributions at positions start..T of seqs (M, T): (M, T-start+1, V)."""
-    return torch.stack([cfg(model.logits_for(seqs[:, :t])) for t in range(start, seqs.shape[1] + 1)], dim=1)
+    return torch.stack([model.probs_for(seqs[:, :t], cfg) for t in range(start, seqs.shape[1] + 1)], dim=1)
 
 
 def target_law(target: TableModel, n: int, cfg: SamplingConfig = SamplingConfig()) -> torch.Tensor:
@@ -152,30 +152,30 @@ def spec_law(target: TableModel, draft: TableModel, n: int, k: int, method="toke
     final = torch.zeros(V ** n, dtype=F64)
     mass = [torch.zeros(V ** L, dtype=F64) for L in range(n)]  # prefixes of length L < n
     mass[0][0] = 1.0
-    for L in range(n):
-        for code in mass[L].nonzero().squeeze(1).tolist():
-            m = mass[L][code]
-            prefix = torch.tensor([(code // V ** (L - 1 - i)) % V for i in range(L)], dtype=torch.long)
-            seqs = torch.cat([prefix.expand(D, L), blocks], dim=1)  # (D, L+k)
-            lg = [draft.logits_for(seqs[:, : L + i]) for i in range(k)]
-            q_s = torch.stack([draft_sample_cfg(x) for x in lg], dim=1) if k else torch.zeros(D, 0, V, dtype=F64)
-            q_v = torch.stack([draft_cfg(x) for x in lg], dim=1) if k else q_s
-            p = _seq_probs(target, target_cfg, seqs, L)  # (D, k+1, V)
-            q_block = q_s.gather(-1, blocks.unsqueeze(-1)).squeeze(-1).prod(-1)  # (D,) draft law
-            live = q_block > 0
-            if not bool(live.all()):  # drafts that cannot be drawn: dropped (their q(x) = 0)
-                keep = live.nonzero().squeeze(1)
-                d_, qv_, p_, qb_ = blocks[keep], q_v[keep], p[keep], q_block[keep]
+    for L in range(n):  # every step adds >= 1 token, so lengths are processed in order
+        codes = mass[L].nonzero().squeeze(1)  # (S,) reachable prefixes of length L
+        S = codes.shape[0]
+        if S == 0:
+            continue
+        prefixes = torch.stack([(codes // V ** (L - 1 - i)) % V for i in range(L)], dim=1) if L \
+            else torch.zeros(S, 0, dtype=torch.long)  # (S, L)
+        state = torch.arange(S).repeat_interleave(D)  # (S*D,) state of each row
+        seqs = torch.cat([prefixes[state], blocks.repeat(S, 1)], dim=1)  # (S*D, L+k)
+        q_s = _seq_probs(draft, draft_sample_cfg, seqs, L)[:, :k]  # (S*D, k, V) drafts drawn from
+        q_v = _seq_probs(draft, draft_cfg, seqs, L)[:, :k]  # (S*D, k, V) q given to verification
+        p = _seq_probs(target, target_cfg, seqs, L)  # (S*D, k+1, V)
+        d_all = seqs[:, L:]  # (S*D, k)
+        q_block = q_s.gather(-1, d_all.unsqueeze(-1)).squeeze(-1).prod(-1)  # (S*D,) draft law
+        keep = (q_block > 0).nonzero().squeeze(1)  # drafts that cannot be drawn are dropped
+        row_mass = mass[L][codes][state[keep]] * q_block[keep]  # (R,)
+        row_code = codes[state[keep]]  # (R,)
+        for idx, toks, prob in rule(d_all[keep], q_v[keep], p[keep]):
+            w = row_mass[idx] * prob  # (M,)
+            Lc = toks.shape[1]
+            if L + Lc >= n:
+                final.index_add_(0, row_code[idx] * V ** (n - L) + _encode(toks[:, : n - L], V), w)
             else:
-                d_, qv_, p_, qb_ = blocks, q_v, p, q_block
-            for idx, toks, prob in rule(d_, qv_, p_):
-                w = m * qb_[idx] * prob  # (M,)
-                Lc = toks.shape[1]
-                if L + Lc >= n:
-                    cut = toks[:, : n - L]
-                    final.index_add_(0, code * V ** (n - L) + _encode(cut, V), w)
-                else:
-                    mass[L + Lc].index_add_(0, code * V ** Lc + _encode(toks, V), w)
+                mass[L + Lc].index_add_(0, row_code[idx] * V ** Lc + _encode(toks, V), w)
     return final.reshape((V,) * n)
 
 

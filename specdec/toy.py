@@ -63,19 +63,38 @@ class TableModel:
     def order(self) -> int:
         return self.table.dim() - 1
 
-    def logits_for(self, ctx: torch.Tensor) -> torch.Tensor:
-        """Logits of the next token after each context row: ctx (N, L) long -> (N, V) float64."""
+    def _stopped_table(self) -> torch.Tensor:
+        """The table with the stop rule baked in: after stop, only stop (order >= 1)."""
+        t = self.table
+        if self.stop is None or self.order == 0:
+            return t
+        only_stop = torch.full((self.V,), float("-inf"), dtype=t.dtype)
+        only_stop[self.stop] = 0.0
+        t = t.clone()
+        t[(slice(None),) * (self.order - 1) + (self.stop,)] = only_stop
+        return t
+
+    def _lookup(self, table: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
         N, L = ctx.shape
         m = self.order
         pad = torch.full((N, m), self.V, dtype=torch.long)
         last = torch.cat([pad, ctx.long()], dim=1)[:, L:]  # (N, m): the last m tokens, BOS-padded
-        out = self.table[tuple(last[:, i] for i in range(m))] if m else self.table.expand(N, self.V)
-        if self.stop is not None and L > 0:
-            stopped = (ctx[:, -1] == self.stop).unsqueeze(-1)  # (N, 1)
-            only_stop = torch.full((self.V,), float("-inf"), dtype=out.dtype)
+        out = table[tuple(last[:, i] for i in range(m))] if m else table.expand(N, self.V)
+        if self.stop is not None and m == 0 and L > 0:  # order 0 cannot see the stop: override
+            only_stop = torch.full((self.V,), float("-inf"), dtype=table.dtype)  # logits (see probs_for)
             only_stop[self.stop] = 0.0
-            out = torch.where(stopped, only_stop, out)
+            out = torch.where((ctx[:, -1] == self.stop).unsqueeze(-1), only_stop, out)
         return out  # (N, V)
+
+    def logits_for(self, ctx: torch.Tensor) -> torch.Tensor:
+        """Logits of the next token after each context row: ctx (N, L) long -> (N, V) float64."""
+        return self._lookup(self._stopped_table() if self.order else self.table, ctx)
+
+    def probs_for(self, ctx: torch.Tensor, cfg: "SamplingConfig") -> torch.Tensor:
+        """cfg(logits_for(ctx)), computed once per table entry (cheap for enumeration): (N, V)."""
+        if self.order == 0:
+            return cfg(self.logits_for(ctx))
+        return self._lookup(cfg(self._stopped_table()), ctx)
 
 
 def random_table_model(V: int, order: int, generator: torch.Generator, stop: int | None = None,
@@ -98,7 +117,7 @@ def sample_autoregressive(model: TableModel, n: int, N: int, generator: torch.Ge
     """N independent generations of n tokens from `model` itself: (N, n) long."""
     seq = torch.zeros(N, 0, dtype=torch.long)
     for _ in range(n):
-        probs = cfg(model.logits_for(seq))  # (N, V)
+        probs = model.probs_for(seq, cfg)  # (N, V)
         u = torch.rand(N, generator=generator, dtype=torch.float64)
         seq = torch.cat([seq, sample_inverse_cdf(probs, u).unsqueeze(1)], dim=1)
     return seq
@@ -127,15 +146,15 @@ def sample_speculative(target: TableModel, draft: TableModel, n: int, k: int, N:
             ctx = seq[grp, :Lg]  # (R, Lg)
             qs, qv, drafts = [], [], []
             for _ in range(k):
-                lg = draft.logits_for(ctx)
-                qi_sample, qi_verify = draft_sample_cfg(lg), draft_cfg(lg)  # (R, V)
+                qi_sample = draft.probs_for(ctx, draft_sample_cfg)  # (R, V)
+                qi_verify = draft.probs_for(ctx, draft_cfg)
                 u = torch.rand(len(grp), generator=generator, dtype=torch.float64)
                 x = sample_inverse_cdf(qi_sample, u)  # (R,)
                 qv.append(qi_verify)
                 drafts.append(x)
                 ctx = torch.cat([ctx, x.unsqueeze(1)], dim=1)
             full = ctx  # (R, Lg + k)
-            p = torch.stack([target_cfg(target.logits_for(full[:, : Lg + i])) for i in range(k + 1)], dim=1)
+            p = torch.stack([target.probs_for(full[:, : Lg + i], target_cfg) for i in range(k + 1)], dim=1)
             d = torch.stack(drafts, dim=1) if k else torch.zeros(len(grp), 0, dtype=torch.long)
             q = torch.stack(qv, dim=1) if k else torch.zeros(len(grp), 0, target.V, dtype=p.dtype)
             res = verifier(d, q, p, method=method, generator=generator)
