@@ -3,8 +3,8 @@ confidence interval, and the power calculation that sizes the samples.
 
 Goodness of fit.  Pearson's chi-square X^2 = sum (O - E)^2 / E or the G-test
 G = 2 sum O ln(O / E), on m cells with df = m - 1 (scipy.stats.power_divergence).  Cells with
-expected count below `min_expected` are pooled into one cell (merged with the next-smallest cell
-while the pool is still too small).  A count in a cell of exact probability 0 is an impossible
+expected count below `min_expected` are pooled into one cell (joined by the next-smallest cells
+while the pool is still too small); see `pool_cells`.  A count in a cell of exact probability 0 is an impossible
 outcome: p-value 0.
 
 Total variation.  TV(f, p) = 1/2 sum |f - p| of the empirical law f of N samples.  The sampled
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _st
 
-__all__ = ["GofResult", "gof_test", "tv_interval", "power", "sample_size", "counts_of"]
+__all__ = ["GofResult", "gof_test", "tv_interval", "power", "sample_size", "counts_of", "pool_cells"]
 
 
 @dataclass(frozen=True)
@@ -83,19 +83,28 @@ def tv_interval(counts, probs, delta: float = 0.01) -> tuple[float, float, float
     return tv, max(0.0, tv - b), min(1.0, tv + b)
 
 
-def _pool(c, p, min_expected):
-    N = c.sum()
-    e = p * N
-    keep = e >= min_expected
-    if keep.all():
-        return c, e
-    oc, oe = c[keep], e[keep]
-    pc, pe = c[~keep].sum(), e[~keep].sum()
-    while pe < min_expected and oe.size > 0:  # merge the smallest remaining cell into the pool
-        j = int(np.argmin(oe))
-        pc, pe = pc + oc[j], pe + oe[j]
-        oc, oe = np.delete(oc, j), np.delete(oe, j)
-    return np.append(oc, pc), np.append(oe, pe)
+def pool_cells(probs, N: int, min_expected: float = 5.0) -> np.ndarray:
+    """Cell labels after pooling: cells with N * p < min_expected share one label (the last),
+    and the smallest other cells join that pool until its expected count reaches min_expected.
+
+    Returns (m,) int labels in 0..cells-1; pooled counts are np.bincount(labels, weights=counts).
+    Example: pool_cells([0.5, 0.45, 0.03, 0.02], 100) -> [0, 1, 2, 2]
+    """
+    e = np.asarray(probs, dtype=np.float64).ravel() * N
+    small = e < min_expected
+    if not small.any():
+        return np.arange(e.size)
+    pool_e = e[small].sum()
+    big = [i for i in np.argsort(e, kind="stable") if not small[i]]  # ascending expected count
+    while pool_e < min_expected and big:
+        j = big.pop(0)
+        small[j] = True
+        pool_e += e[j]
+    labels = np.empty(e.size, dtype=np.int64)
+    rest = np.flatnonzero(~small)
+    labels[rest] = np.arange(rest.size)
+    labels[small] = rest.size
+    return labels
 
 
 def gof_test(counts, probs, min_expected: float = 5.0, test: str = "chi2", delta: float = 0.01) -> GofResult:
@@ -113,8 +122,9 @@ def gof_test(counts, probs, min_expected: float = 5.0, test: str = "chi2", delta
     possible = p > 0
     impossible = int(c[~possible].sum())
     cp, pp = c[possible], p[possible]
-    pc, pe = _pool(cp, pp / pp.sum(), min_expected)
-    if pc.size < 2:
+    labels = pool_cells(pp, int(cp.sum()), min_expected)
+    pc, pe = np.bincount(labels, weights=cp), np.bincount(labels, weights=pp) * cp.sum()
+    if pc.size < 2 or cp.sum() == 0:
         stat, pval = 0.0, 1.0
     else:
         lam = "pearson" if test == "chi2" else "log-likelihood"
