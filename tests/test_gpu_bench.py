@@ -1,0 +1,71 @@
+"""specdec.gpu_bench on CPU with --smoke: the code path that runs on the GPU machine, on tiny
+configs.  These numbers are not GPU measurements and are written only to a temp folder."""
+
+import json
+
+import pytest
+import torch
+
+from specdec import gpu_bench
+from specdec.costcurve import random_model, real_size_config
+from specdec.results import read_table
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu")
+    rc = gpu_bench.main(["--out", str(out), "--device", "cpu", "--smoke", "--budget-s", "300"])
+    return rc, out
+
+
+def test_smoke_run_writes_tidy_tables_with_provenance(smoke_run):
+    rc, out = smoke_run
+    assert rc == 0
+    for name in ("cost_curve", "controlled", "batch", "run_summary"):
+        rows, meta = read_table(out / f"{name}.csv")
+        assert rows, name
+        env = meta["provenance"]["gpu_environment"]
+        assert env["device"] == "cpu" and env["torch"] == torch.__version__ and env["date_utc"]
+        assert meta["provenance"]["parameters"]["smoke"] is True
+    ctrl, _ = read_table(out / "controlled.csv")
+    pairs = {r["pair"] for r in ctrl}
+    assert pairs == {"gpt2-medium/draft-3m", "llama-8b/llama-1b"}
+    spec = [r for r in ctrl if r["k"] != "0"]
+    assert spec and all(float(r["predicted_speedup"]) > 0 and float(r["tokens_per_s_total"]) > 0 for r in spec)
+    curve, _ = read_table(out / "cost_curve.csv")
+    assert {int(r["n"]) for r in curve} == {1, 2, 3}
+
+
+def test_missing_cuda_writes_nothing(tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert gpu_bench.main(["--out", str(tmp_path / "g"), "--device", "cuda"]) == 2
+    assert not (tmp_path / "g").exists()
+    assert "CUDA is not available" in capsys.readouterr().err
+
+
+def test_pair_acceptance_on_a_tiny_pair():
+    g = torch.Generator().manual_seed(0)
+    t = random_model(real_size_config("gpt2-small", n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=128), g)
+    d = random_model(real_size_config("draft-3m", n_layer=1, n_embd=16, n_head=2, vocab_size=64, n_positions=128), g)
+
+    class A:
+        smoke, seed = True, 0
+
+    rows = gpu_bench.pair_acceptance("tiny", t, d, torch.randint(0, 64, (1, 8), generator=g), A, torch.device("cpu"),
+                                     gpu_bench.Budget(120))
+    assert {r["k"] for r in rows} == {0, 2} and all(r["tokens"] == 8 for r in rows)
+    assert all(0 <= r["alpha_mle"] <= 1 for r in rows if r["k"])
+    assert gpu_bench.Budget(-1).ok("x") is False
+
+
+def test_llama_configs_have_the_stated_sizes():
+    from transformers import AutoModelForCausalLM
+
+    from specdec.costcurve import param_count
+
+    with torch.device("meta"):
+        big = AutoModelForCausalLM.from_config(gpu_bench.llama_config("llama-8b", False))
+        small = AutoModelForCausalLM.from_config(gpu_bench.llama_config("llama-1b", False))
+    assert 7.9e9 < param_count(big) < 8.1e9 and 1.1e9 < param_count(small) < 1.3e9
+    json.dumps(gpu_bench.gpu_info(torch.device("cpu")))
