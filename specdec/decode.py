@@ -44,7 +44,7 @@ import torch
 from specdec.drafters import ModelDrafter, Sampling, _now, context_length, draw
 from specdec.verify import verify
 
-__all__ = ["generate", "GenerateResult", "DecodeStats", "as_drafter"]
+__all__ = ["generate", "GenerateResult", "DecodeStats", "as_drafter", "greedy_verify"]
 
 
 @dataclass
@@ -132,6 +132,19 @@ def as_drafter(drafter):
     if isinstance(drafter, torch.nn.Module):
         return ModelDrafter(drafter)
     raise ValueError(f"drafter must be None, a causal LM or a drafter object, got {type(drafter).__name__}")
+
+
+def greedy_verify(drafts: torch.Tensor, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy verification without building distributions; equal to `verify` on one-hot p and q
+    (both methods): keep the drafts while each is the target's argmax, then the argmax itself
+    (first maximum on ties, as process_logits(temperature=0)).
+    drafts (A, k), logits (A, k+1, V) -> num_accepted (A,), tokens (A, k+1) padded with -1.
+    Example: drafts [[3, 5]], argmax [[3, 4, 9]] -> n [1], tokens [[3, 4, -1]].
+    """
+    best = logits.argmax(-1)  # (A, k+1)
+    n = (drafts == best[:, :-1]).long().cumprod(1).sum(1)  # (A,)
+    j = torch.arange(best.shape[1], device=best.device)
+    return n, torch.where(j[None] <= n[:, None], best, -1)
 
 
 def _prompts(input_ids, vocab: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -261,35 +274,41 @@ def generate(target, input_ids, *, drafter=None, k: int = 4, method: str = "toke
         logits = target(input_ids=feed, attention_mask=tmask, position_ids=(pos[:, None] + j).clamp(max=n_ctx - 1),
                         cache=cache, use_cache=True).logits  # (A, s, V)
         t2 = _now(device)
-        p = sampling.process(logits)  # (A, s, V)
-        if ks == 0:
-            n = torch.zeros(A, dtype=torch.long, device=device)
-            toks = draw(p[:, 0], sampling, generator)[:, None]  # (A, 1)
-        elif instrument_accept_prob is not None:  # INSTRUMENTATION, not exact decoding
-            u = torch.rand((A, ks), generator=generator, dtype=torch.float64,
-                           device=generator.device if generator is not None else device).to(device)
-            n = (u < instrument_accept_prob).long().cumprod(1).sum(1)  # (A,)
-            y = draw(p[torch.arange(A, device=device), n], sampling, generator)  # (A,)
-            ext = torch.cat([drafts, y[:, None]], 1)
-            toks = torch.where(j[None] < n[:, None], ext, torch.where(j[None] == n[:, None], y[:, None], -1))
+        if sampling.greedy and instrument_accept_prob is None:
+            n, toks = greedy_verify(drafts if ks else feed[:, :0], logits)  # (A,), (A, s)
         else:
-            res = verify(drafts, q, p, method=method, generator=generator)
-            n, toks = res.num_accepted, res.tokens  # (A,), (A, s)
+            p = sampling.process(logits)  # (A, s, V)
+            if ks == 0:
+                n = torch.zeros(A, dtype=torch.long, device=device)
+                toks = draw(p[:, 0], sampling, generator)[:, None]  # (A, 1)
+            elif instrument_accept_prob is not None:  # INSTRUMENTATION, not exact decoding
+                u = torch.rand((A, ks), generator=generator, dtype=torch.float64,
+                               device=generator.device if generator is not None else device).to(device)
+                n = (u < instrument_accept_prob).long().cumprod(1).sum(1)  # (A,)
+                y = draw(p[torch.arange(A, device=device), n], sampling, generator)  # (A,)
+                ext = torch.cat([drafts, y[:, None]], 1)
+                toks = torch.where(j[None] < n[:, None], ext, torch.where(j[None] == n[:, None], y[:, None], -1))
+            else:
+                res = verify(drafts, q, p, method=method, generator=generator)
+                n, toks = res.num_accepted, res.tokens  # (A,), (A, s)
         t3 = _now(device)
         # emit: the accepted drafts and the target's token, cut at the first stop and at the budget
-        valid = j[None] <= n[:, None]  # (A, s)
-        hit = valid & torch.isin(toks, stops) if stops.numel() else torch.zeros_like(valid)
-        first = torch.where(hit.any(1), hit.long().argmax(1), s)  # (A,) index of the first stop
-        rem = max_new_tokens - n_out[rows]
-        e = torch.minimum(torch.minimum(n + 1, first + 1), rem)  # (A,) tokens emitted
-        col = n_out[rows][:, None] + j[None]
-        out[rows[:, None], torch.where(j[None] < e[:, None], col, W - 1)] = toks
-        n_out[rows] += e
+        if stops.numel():
+            hit = (j[None] <= n[:, None]) & torch.isin(toks, stops)  # (A, s) stop among the new tokens
+            first = torch.where(hit.any(1), hit.long().argmax(1), s)  # (A,) index of the first stop
+        else:
+            first = torch.full_like(n, s)
+        no = n_out[rows]  # (A,) tokens so far
+        e = torch.minimum(torch.minimum(n + 1, first + 1), max_new_tokens - no)  # (A,) tokens emitted
+        out[rows[:, None], torch.where(j[None] < e[:, None], no[:, None] + j[None], W - 1)] = toks
+        no = no + e
+        n_out[rows] = no
         stopped = first < e
-        done = stopped | (n_out[rows] >= max_new_tokens)
-        reason[rows] = torch.where(stopped, 1, torch.where(done, 2, 0))
-        left = torch.where(done, 0, max_new_tokens - n_out[rows])
+        done = stopped | (no >= max_new_tokens)
+        left = torch.where(done, 0, max_new_tokens - no)
         n_max, any_done, all_done, max_rem = torch.stack([n.max(), done.any(), done.all(), left.max()]).tolist()
+        if any_done:
+            reason[rows] = torch.where(stopped, 1, torch.where(done, 2, 0))
         t4 = _now(device)
         stats.emitted.append((t4 - t_start, rows, e))
         stats.accepted.append((rows, n))

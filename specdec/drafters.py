@@ -33,7 +33,7 @@ import torch
 from specdec.sampling import _check_knobs, process_logits, sample_inverse_cdf
 
 __all__ = ["Sampling", "Drafter", "ModelDrafter", "NGramDrafter", "PromptLookupDrafter", "draw",
-           "context_length"]
+           "sample_with_q", "context_length"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,20 @@ def draw(probs: torch.Tensor, sampling: Sampling, generator: torch.Generator | N
     gdev = generator.device if generator is not None else probs.device
     u = torch.rand(probs.shape[:-1], generator=generator, dtype=torch.float64, device=gdev).to(probs.device)
     return sample_inverse_cdf(probs, u)
+
+
+def sample_with_q(logits: torch.Tensor, sampling: Sampling, generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, V) scores -> (token (B,), q (B, V)): q processed with `sampling`, the token drawn from q.
+
+    Greedy takes the argmax of the raw scores (the first maximum, exactly what process_logits with
+    temperature 0 keeps) and builds the one-hot q directly, skipping the distribution checks.
+    """
+    if sampling.greedy:
+        x = logits.argmax(dim=-1)  # (B,)
+        q = torch.zeros(logits.shape, dtype=torch.float32, device=logits.device).scatter_(-1, x[..., None], 1.0)
+        return x, q
+    q = sampling.process(logits)
+    return draw(q, sampling, generator), q
 
 
 def context_length(model) -> int | None:
@@ -162,8 +176,7 @@ class ModelDrafter:
         logits = self._forward(ids, pos.clamp(min=0))
         toks, qs = [], []
         for i in range(k):
-            q = sampling.process(logits)  # (B, V)
-            x = draw(q, sampling, generator)  # (B,)
+            x, q = sample_with_q(logits, sampling, generator)  # (B,), (B, V)
             toks.append(x)
             qs.append(q)
             if i + 1 < k:  # the last draft is not fed: nothing is sampled after it
@@ -254,8 +267,7 @@ class NGramDrafter(_HistoryDrafter):
         toks, qs = [], []
         dev = self.lens.device
         for _ in range(k):
-            q = sampling.process(self.model.logits(ctx).to(dev))  # (B, V)
-            x = draw(q, sampling, generator)  # (B,)
+            x, q = sample_with_q(self.model.logits(ctx).to(dev), sampling, generator)  # (B,), (B, V)
             toks.append(x)
             qs.append(q)
             ctx = torch.cat([ctx[:, 1:], x.cpu()[:, None]], 1)

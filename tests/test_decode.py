@@ -11,8 +11,10 @@ import threading
 import pytest
 import torch
 
-from specdec.decode import generate
+from specdec.decode import generate, greedy_verify
 from specdec.drafters import NGramDrafter, PromptLookupDrafter
+from specdec.sampling import process_logits
+from specdec.verify import verify
 
 V = 96
 
@@ -314,3 +316,20 @@ def test_inputs_not_mutated(models, prompts):
     generate(target, prompts, drafter=draft, k=3, max_new_tokens=8, temperature=1.0,
              generator=torch.Generator().manual_seed(0))
     assert torch.equal(prompts, before)
+
+
+def test_greedy_fast_path_equals_verify_on_one_hot():
+    """The engine's greedy path against specdec.verify on one-hot p and q (both methods), with
+    logits rounded to a coarse grid so exact ties occur, and drafts that often match."""
+    g = torch.Generator().manual_seed(0)
+    for k in (1, 3, 6):
+        logits = (torch.randn(200, k + 1, 12, generator=g) * 2).round()  # (A, k+1, V), many ties
+        best = logits.argmax(-1)
+        drafts = torch.where(torch.rand(200, k, generator=g) < 0.7, best[:, :k], torch.randint(0, 12, (200, k), generator=g))
+        n, toks = greedy_verify(drafts, logits)
+        p = process_logits(logits, temperature=0)
+        q = torch.nn.functional.one_hot(drafts, 12).float()
+        for method in ("token", "block"):
+            ref = verify(drafts, q, p, method=method, generator=torch.Generator().manual_seed(1))
+            assert torch.equal(n, ref.num_accepted) and torch.equal(toks, ref.tokens)
+        assert 0 < int((n == k).sum()) < 200  # both full acceptance and rejections occurred
