@@ -23,9 +23,10 @@ x_1..x_tau, then draw one token from [w_tau p_tau - q_tau]_+ normalized (tau < k
 (tau = k).  Same output law as token verification, and optimal in expected accepted tokens.
 Convention here: h_i = 0 when s_i = 0 (the residual at i is empty, so the step can never end there).
 
-Conventions for floating point (both methods): ratios and uniforms are float64 and a draft is
-accepted iff u < a, with u in [0, 1); so p(x) = 0 is always rejected and p(x) = q(x) always
-accepted.  A residual whose mass is exactly zero (p == q up to rounding, reachable only through
+Conventions for floating point (both methods): ratios, weights w, h and uniforms are float64 and
+a draft is accepted iff u < a, with u in [0, 1); so p(x) = 0 is always rejected and p(x) = q(x)
+always accepted.  The block sums s_i are formed in the inputs' precision and accumulated in
+float64 (float64 inputs stay float64 throughout).  A residual whose mass is exactly zero (p == q up to rounding, reachable only through
 rounding) is replaced by p itself, its limit -- see `residual`.
 
 Example: p = q = [0.5, 0.5] -> a = [1, 1], every draft accepted, the residual is never drawn.
@@ -188,7 +189,9 @@ def verify(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, meth
         if k > 0:
             h[:, k - 1] = w[:, k]
         for i in range(1, k):  # loop over positions only; each step is (B, V)
-            s = (w[:, i, None] * p[:, i] - q[:, i]).clamp_(min=0.0).sum(-1)  # (B,), float64 by promotion
+            # [w p - q]_+ in the inputs' precision (float64 inputs stay exact), summed in float64
+            wi = w[:, i, None].to(torch.promote_types(p.dtype, q.dtype))
+            s = (wi * p[:, i] - q[:, i]).clamp_(min=0.0).sum(-1, dtype=f64)  # (B,)
             den = s + 1.0 - w[:, i]
             h[:, i - 1] = torch.where(s > 0, s / torch.where(s > 0, den, torch.ones_like(den)), torch.zeros_like(s))
         hit = u[:, :k] < h  # (B, k)
