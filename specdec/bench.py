@@ -44,11 +44,12 @@ def load(target: str, draft: str | None, seed: int):
 
         t, d, tok = load_pair(target, draft, dtype=torch.float32)
         return t.eval(), d.eval(), tok, "trained"
+    from specdec.models import EMBEDDED
     from specdec.train import FAMILY, build_model
 
     with torch.random.fork_rng():  # model init only; the caller's global RNG is restored
         torch.manual_seed(seed)
-        t, d = build_model(FAMILY["target"]), build_model(FAMILY[draft or "draft-small"])
+        t, d = build_model(FAMILY["target"]), build_model(FAMILY[EMBEDDED.get(draft or "embedded-small", "draft-small")])
     return t.eval(), d.eval(), None, "random"
 
 

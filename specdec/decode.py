@@ -205,7 +205,7 @@ def _peak_memory(device) -> tuple[int, str]:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_rss_peak"
 
 
-@torch.inference_mode()
+@torch.no_grad()  # not inference_mode: returned tensors stay ordinary tensors
 def generate(target, input_ids, *, drafter=None, k: int = 4, method: str = "token", max_new_tokens: int,
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
              stop_token_ids=(), generator: torch.Generator | None = None, cancel=None,

@@ -141,7 +141,7 @@ class ModelDrafter:
         if self.max_positions is not None:
             pos = pos.clamp(max=self.max_positions - 1)  # only beyond-budget slots, discarded later
         t = _now(self.device)
-        with torch.inference_mode():
+        with torch.no_grad():
             out = self.model(input_ids=ids, attention_mask=self.mask, position_ids=pos, cache=self.cache,
                              use_cache=True, logits_to_keep=1)
         self.forward_seconds += _now(self.device) - t
@@ -155,7 +155,7 @@ class ModelDrafter:
         if T > 1:
             pos = (mask[:, :-1].cumsum(1) - 1).clamp(min=0)
             t = _now(self.device)
-            with torch.inference_mode():
+            with torch.no_grad():
                 self.model(input_ids=ids[:, :-1], attention_mask=self.mask, position_ids=pos, cache=self.cache,
                            use_cache=True, logits_to_keep=1)
             self.forward_seconds = _now(self.device) - t
