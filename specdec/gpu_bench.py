@@ -178,11 +178,12 @@ def real_size(args, device, dtype, budget, prov) -> None:
             write_table(rows, Path(args.out) / f"{name}.csv", prov)
 
 
-def _load_local(path_or_id, device, dtype):
-    from transformers import AutoModelForCausalLM
+def _load(name, device, dtype):
+    """An embedded name, local directory or cached hub id via `specdec.models.load_model`
+    (safetensors only, sha256-checked when embedded, never remote code)."""
+    from specdec.models import load_model
 
-    m = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=dtype, local_files_only=True)
-    return KVCompat(m.to(device).eval())
+    return KVCompat(load_model(name, dtype=dtype, device=str(device)))
 
 
 def pair_acceptance(name, target, draft, prompts, args, device, budget) -> list[dict]:
@@ -212,21 +213,29 @@ def embedded(args, device, dtype, budget, prov) -> None:
         return
     from specdec.corpus import heldout_prompts, load_tokenizer
 
-    target = _load_local(str(models / "target"), device, dtype)
+    from specdec.models import ModelUnavailableError
+
+    try:
+        target = _load("embedded", device, dtype)
+    except ModelUnavailableError as exc:
+        _log(f"embedded family not loadable: {exc}")
+        budget.skipped.append(f"embedded: {type(exc).__name__}")
+        return
     prompts = heldout_prompts(load_tokenizer(), n=1 if args.smoke else 4, prompt_len=64, seed=args.seed).to(device)
     rows = []
     for dname in ("draft-small", "draft-medium", "draft-distilled"):
         if (models / dname).is_dir():
             rows += pair_acceptance(f"embedded target/{dname}", target,
-                                    _load_local(str(models / dname), device, dtype), prompts, args, device, budget)
+                                    _load("embedded-" + dname.split("-", 1)[1], device, dtype), prompts, args,
+                                    device, budget)
     if rows:
         write_table(rows, Path(args.out) / "embedded.csv", prov)
 
 
 def hub(args, device, dtype, budget, prov) -> None:
     try:
-        target, draft = _load_local(args.target, device, dtype), _load_local(args.draft, device, dtype)
-    except (OSError, ValueError) as exc:
+        target, draft = _load(args.target, device, dtype), _load(args.draft, device, dtype)
+    except (OSError, ValueError) as exc:  # ModelUnavailableError is a ValueError
         _log(f"hub pair {args.target} / {args.draft} not loadable offline: {exc}")
         budget.skipped.append(f"hub pair {args.target}/{args.draft}: not reachable ({type(exc).__name__})")
         return

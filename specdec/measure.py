@@ -37,7 +37,8 @@ from specdec.cost import expected_tokens_from_positions
 
 __all__ = ["context_beta", "wilson_interval", "mean_interval", "accepted_length_counts",
            "position_acceptance", "truncated_geometric_pmf", "fit_alpha", "geometric_gof",
-           "predicted_length_independent", "predicted_length_conditional"]
+           "predicted_length_independent", "predicted_length_conditional", "summarize_steps",
+           "distinct_ngram_ratio"]
 
 
 def _check_dist(x: torch.Tensor, name: str) -> None:
@@ -235,3 +236,50 @@ def predicted_length_conditional(a, betas) -> np.ndarray:
         raise ValueError(f"a and betas must have the same shape, got {aa.shape} and {bb.shape}")
     reach = np.cumprod(np.concatenate([np.ones((aa.shape[0], 1)), aa[:, :-1]], 1), 1)  # prod_{j<i} a_j
     return 1.0 + (bb * reach).sum(1)
+
+
+def summarize_steps(steps: list[dict], k: int, level: float = 0.95) -> dict:
+    """Acceptance statistics of recorded steps (dicts with n (A,), beta (A, k), a (A, k); e.g.
+    `specdec.instrument.AcceptanceRecorder.steps`), over the steps that drafted the full k.
+
+    alpha_mle with a Wilson interval on its successes / (successes + failures); measured E[L] and
+    the two predictions with normal intervals; mean(L - L_rb); the G-test of the geometric law;
+    mean beta overall and per position (beta_pos_1..k).
+    """
+    full = [s for s in steps if s["k"] == k]
+    if not full:
+        raise ValueError(f"no recorded step drafted k = {k} tokens")
+    n = np.concatenate([s["n"] for s in full]).astype(np.int64)
+    beta = np.concatenate([s["beta"] for s in full])  # (S, k)
+    a = np.concatenate([s["a"] for s in full])
+    counts = accepted_length_counts(n, k)
+    succ, fail = int(n.sum()), int((n < k).sum())
+    alpha = fit_alpha(counts)
+    lo, hi = wilson_interval(succ, max(succ + fail, 1), level) if succ + fail else (float("nan"),) * 2
+    L = n + 1.0
+    rb, ind = predicted_length_conditional(a, beta), predicted_length_independent(beta)
+    two = n.size >= 2
+    el, el_lo, el_hi = mean_interval(L, level) if two else (float(L.mean()), float("nan"), float("nan"))
+    d, d_lo, d_hi = mean_interval(L - rb, level) if two else (float((L - rb).mean()), float("nan"), float("nan"))
+    gof = geometric_gof(counts)
+    out = {"steps": int(n.size), "alpha_mle": alpha, "alpha_lo": lo, "alpha_hi": hi,
+           "el_measured": el, "el_lo": el_lo, "el_hi": el_hi, "el_pred_conditional": float(rb.mean()),
+           "el_pred_independent": float(ind.mean()), "el_minus_pred": d, "el_minus_pred_lo": d_lo,
+           "el_minus_pred_hi": d_hi, "beta_mean": float(beta.mean()), "gof_G": gof["G"], "gof_df": gof["df"],
+           "gof_p": gof["p_value"]}
+    for i in range(k):
+        out[f"beta_pos_{i + 1}"] = float(beta[:, i].mean())
+    out["counts"] = counts.tolist()
+    return out
+
+
+def distinct_ngram_ratio(tokens, n: int = 4) -> float:
+    """Distinct n-grams / n-grams in one token sequence: 1 = no repeated n-gram, near 0 = a loop.
+
+    Example: distinct_ngram_ratio([1, 2, 1, 2, 1, 2], n=2) -> 2 / 5 = 0.4
+    """
+    t = [int(x) for x in tokens]
+    if n < 1 or len(t) < n:
+        raise ValueError(f"need n >= 1 and at least n tokens, got n={n}, {len(t)} tokens")
+    grams = [tuple(t[i:i + n]) for i in range(len(t) - n + 1)]
+    return len(set(grams)) / len(grams)

@@ -188,3 +188,23 @@ def test_predictors_reject_bad_input():
         predicted_length_independent([[1.5]])
     with pytest.raises(ValueError):
         predicted_length_independent([0.5, 0.5])
+
+
+def test_summarize_steps_hand_case_and_distinct_ngrams():
+    from specdec.measure import distinct_ngram_ratio, summarize_steps
+
+    steps = [{"k": 2, "n": np.array([2, 0]), "beta": np.array([[1.0, 1.0], [0.5, 0.5]]),
+              "a": np.array([[1.0, 1.0], [0.0, 1.0]])},
+             {"k": 1, "n": np.array([1]), "beta": np.array([[1.0]]), "a": np.array([[1.0]])}]  # k differs: left out
+    s = summarize_steps(steps, k=2)
+    assert s["steps"] == 2 and s["counts"] == [1, 0, 1]
+    assert s["alpha_mle"] == pytest.approx(2 / 3) and s["el_measured"] == 2.0
+    assert s["el_pred_conditional"] == pytest.approx((3.0 + 1.5) / 2)  # 1+1+1 and 1+0.5+0*0.5
+    assert s["el_pred_independent"] == pytest.approx((3.0 + 1.75) / 2)
+    assert s["beta_pos_1"] == 0.75
+    with pytest.raises(ValueError, match="k = 3"):
+        summarize_steps(steps, k=3)
+    assert distinct_ngram_ratio([1, 2, 1, 2, 1, 2], n=2) == pytest.approx(0.4)
+    assert distinct_ngram_ratio([1, 2, 3, 4], n=2) == 1.0
+    with pytest.raises(ValueError):
+        distinct_ngram_ratio([1], n=2)
