@@ -28,7 +28,7 @@ from specdec.toy import SamplingConfig, TableModel
 from specdec.verify import accept_prob, block_weights, residual
 
 __all__ = ["one_step_law", "target_law", "step_outcomes", "spec_law", "expected_accepted", "marginal",
-           "chunks_from_table", "STANDARD_RULES"]
+           "all_sequences", "chunks_from_table", "STANDARD_RULES"]
 
 F64 = torch.float64
 
@@ -42,7 +42,7 @@ def one_step_law(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return q * accept_prob(p, q) + (1 - beta) * residual(p, q)
 
 
-def _all_sequences(V: int, n: int) -> torch.Tensor:
+def all_sequences(V: int, n: int) -> torch.Tensor:
     """All V^n sequences in lexicographic order (row i is i written in base V): (V^n, n)."""
     if n == 0:
         return torch.zeros(1, 0, dtype=torch.long)
@@ -64,7 +64,7 @@ def _seq_probs(model: TableModel, cfg: SamplingConfig, seqs: torch.Tensor, start
 
 def target_law(target: TableModel, n: int, cfg: SamplingConfig = SamplingConfig()) -> torch.Tensor:
     """The target's own autoregressive law of its first n tokens: (V,)*n float64."""
-    seqs = _all_sequences(target.V, n)  # (V^n, n)
+    seqs = all_sequences(target.V, n)  # (V^n, n)
     probs = _seq_probs(target, cfg, seqs, 0)[:, :n]  # (V^n, n, V)
     law = probs.gather(-1, seqs.unsqueeze(-1)).squeeze(-1).prod(-1)
     return law.reshape((target.V,) * n)
@@ -147,7 +147,7 @@ def spec_law(target: TableModel, draft: TableModel, n: int, k: int, method="toke
     else:
         rule = method
     V = target.V
-    blocks = _all_sequences(V, k)  # (D, k)
+    blocks = all_sequences(V, k)  # (D, k)
     D = blocks.shape[0]
     final = torch.zeros(V ** n, dtype=F64)
     mass = [torch.zeros(V ** L, dtype=F64) for L in range(n)]  # prefixes of length L < n
@@ -188,7 +188,7 @@ def expected_accepted(target: TableModel, draft: TableModel, k: int, method: str
     10/9 for "token", 11/9 for "block".
     """
     draft_cfg = draft_cfg or target_cfg
-    blocks = _all_sequences(target.V, k)  # (D, k)
+    blocks = all_sequences(target.V, k)  # (D, k)
     q = _seq_probs(draft, draft_cfg, blocks, 0)[:, :k]  # (D, k, V)
     p = _seq_probs(target, target_cfg, blocks, 0)  # (D, k+1, V)
     q_block = q.gather(-1, blocks.unsqueeze(-1)).squeeze(-1).prod(-1)

@@ -27,7 +27,7 @@ from typing import Callable
 
 import torch
 
-from specdec.exact import _all_sequences, chunks_from_table, spec_law
+from specdec.exact import all_sequences, chunks_from_table, spec_law
 from specdec.sampling import sample_inverse_cdf
 from specdec.toy import SamplingConfig, TableModel, sample_speculative
 from specdec.verify import VerifyResult, accept_prob, residual, verify
@@ -103,7 +103,7 @@ def _independent_rule(d, q, p):
     a = _gather(d, q, p)  # (D, k)
     r = residual(p[:, :k].to(F64), q.to(F64))  # (D, k, V)
     f = a.unsqueeze(-1) * torch.nn.functional.one_hot(d, V).to(F64) + (1 - a).unsqueeze(-1) * r
-    chunks = _all_sequences(V, k)  # (V^k, k)
+    chunks = all_sequences(V, k)  # (V^k, k)
     prob = torch.ones(D, chunks.shape[0], dtype=F64)
     for i in range(k):
         prob = prob * f[:, i, chunks[:, i]]  # (D, V^k)

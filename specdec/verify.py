@@ -99,7 +99,10 @@ def block_weights(px: torch.Tensor, qx: torch.Tensor) -> torch.Tensor:
 
 
 def _tol(*dtypes) -> float:
-    # sums of float32 softmax rows over ~50k tokens are off by ~1e-6; float64 by ~1e-15
+    # row sums of softmax over ~50k tokens are off by ~1e-15 (float64), ~1e-6 (float32), and by
+    # up to ~1e-2 in half precision (which process_logits never returns, but a caller might pass)
+    if any(d in (torch.float16, torch.bfloat16) for d in dtypes):
+        return 2e-2
     return 1e-4 if any(d != torch.float64 for d in dtypes) else 1e-9
 
 

@@ -132,6 +132,15 @@ def test_greedy_target_gives_target_greedy_tokens():
     assert (agree[: B // 2] == k).all()
 
 
+def test_half_precision_inputs_are_accepted():
+    logits = torch.randn(50, 4, 300, generator=_gen(20))
+    p = torch.softmax(logits, -1).to(torch.bfloat16)
+    q = torch.softmax(logits[:, :3] * 0.5, -1).to(torch.bfloat16)
+    d = torch.multinomial(q.float().reshape(-1, 300), 1, generator=_gen(21)).view(50, 3)
+    r = verify(d, q, p, method="block", generator=_gen(22))
+    assert ((r.tokens[:, 0] >= 0) & (r.tokens[:, 0] < 300)).all()
+
+
 def test_k_zero_is_one_target_sample():
     p = _const([0.0, 1.0], 5, 1)
     r = verify(torch.zeros(5, 0, dtype=torch.long), torch.zeros(5, 0, 2, dtype=F64), p, generator=_gen(0))
