@@ -222,7 +222,13 @@ def generate(target, input_ids, *, drafter=None, k: int = 4, method: str = "toke
     V = int(target.config.vocab_size)
     ids, mask = _prompts(input_ids, V, device)  # (B, T), (B, T)
     _check(target, drafter, ids, k, method, max_new_tokens, instrument_accept_prob, cancel)
-    stops = torch.tensor(sorted({int(s) for s in stop_token_ids}), dtype=torch.long, device=device)
+    try:
+        stop_set = sorted({int(s) for s in stop_token_ids})
+    except (TypeError, ValueError):
+        raise ValueError(f"stop_token_ids must be an iterable of token ids, got {stop_token_ids!r}") from None
+    if stop_set and (stop_set[0] < 0 or stop_set[-1] >= V):
+        raise ValueError(f"stop_token_ids must lie in [0, {V}), got {stop_set}")
+    stops = torch.tensor(stop_set, dtype=torch.long, device=device)
     is_cancelled = (cancel.is_set if hasattr(cancel, "is_set") else cancel) if cancel is not None else (lambda: False)
     n_ctx = context_length(target) or 1 << 62
     B, T = ids.shape

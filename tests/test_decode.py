@@ -292,6 +292,8 @@ def test_stats_tidy_and_consistent(models, prompts):
     (dict(drafter="draft"), "drafter"),
     (dict(cancel=3), "cancel"),
     (dict(instrument_accept_prob=1.5), "instrument_accept_prob"),
+    (dict(stop_token_ids=[V]), "stop_token_ids"),
+    (dict(stop_token_ids=3), "stop_token_ids"),
 ])
 def test_bad_input_raises(models, kw, match):
     target, draft = models
