@@ -179,7 +179,6 @@ def verify(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, meth
     qx = q.gather(-1, d.unsqueeze(-1)).squeeze(-1).to(f64)  # (B, k)
     gdev = generator.device if generator is not None else dev
     u = torch.rand((B, k + 1), generator=generator, dtype=f64, device=gdev).to(dev)  # (B, k+1)
-    rows = torch.arange(B, device=dev)
     pos = torch.arange(1, k + 1, device=dev)  # (k,)
 
     if method == "token":
@@ -199,12 +198,14 @@ def verify(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, meth
             h[:, i - 1] = torch.where(s > 0, s / torch.where(s > 0, den, torch.ones_like(den)), torch.zeros_like(s))
         hit = u[:, :k] < h  # (B, k)
         n = (hit.long() * pos).max(dim=-1).values if k > 0 else torch.zeros(B, dtype=torch.long, device=dev)
-        weight = w[rows, n]  # (B,)
+        weight = w.gather(1, n.unsqueeze(1)).squeeze(1)  # (B,)
 
     # the one target token: residual at position n (n < k) or bonus from p_k (n = k, q taken as 0)
-    p_n = p[rows, n].to(f64)  # (B, V)
+    V = p.shape[2]
+    p_n = p.gather(1, n.view(B, 1, 1).expand(B, 1, V)).squeeze(1).to(f64)  # (B, V), gather beats indexing
     if k > 0:
-        q_n = q[rows, n.clamp(max=k - 1)].to(f64) * (n < k).to(f64).unsqueeze(-1)  # (B, V)
+        q_n = q.gather(1, n.clamp(max=k - 1).view(B, 1, 1).expand(B, 1, V)).squeeze(1).to(f64)
+        q_n = q_n * (n < k).to(f64).unsqueeze(-1)  # (B, V); zero for the bonus (n = k)
     else:
         q_n = torch.zeros_like(p_n)
     pw = p_n if weight is None else weight.unsqueeze(-1) * p_n  # block: w_n p_n
