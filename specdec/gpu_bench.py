@@ -265,7 +265,8 @@ def main(argv=None) -> int:
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     budget = Budget(args.budget_s)
     info = gpu_info(device)
-    params = {**vars(args), "dtype": str(dtype), "K_GRID": K_GRID, "ALPHAS": ALPHAS, "BATCHES": BATCHES}
+    params = {**vars(args), "dtype": str(dtype), "K_GRID": (1, 2) if args.smoke else K_GRID,
+              "ALPHAS": (0.8,) if args.smoke else ALPHAS, "BATCHES": (1, 2) if args.smoke else BATCHES}
     prov = provenance(params, seed=args.seed)
     prov["gpu_environment"] = info
     _log(f"start on {info.get('gpu', args.device)}; budget {args.budget_s:.0f} s")

@@ -69,3 +69,26 @@ def test_llama_configs_have_the_stated_sizes():
         small = AutoModelForCausalLM.from_config(gpu_bench.llama_config("llama-1b", False))
     assert 7.9e9 < param_count(big) < 8.1e9 and 1.1e9 < param_count(small) < 1.3e9
     json.dumps(gpu_bench.gpu_info(torch.device("cpu")))
+
+
+def test_chapter_07_labels_non_gpu_tables_and_shows_them(smoke_run, tmp_path):
+    """07 reads GPU tables; fed the CPU smoke tables it must say they are not from a GPU."""
+    import sys
+    from pathlib import Path
+
+    import nbformat
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "notebooks"))
+    import run  # notebooks/run.py
+
+    _, out = smoke_run
+    nb = root / "notebooks" / "07_gpu_decoding.ipynb"
+    params = {"SMOKE": True, "RESULTS_DIR": str(tmp_path / "r07"), "GPU_RESULTS": str(out)}
+    run.execute(nb, tmp_path / "07.ipynb", params, "test")
+    cells = nbformat.read(tmp_path / "07.ipynb", as_version=4).cells
+    text = "".join(o.get("text", "") for c in cells if c.cell_type == "code" for o in c.outputs)
+    assert "NOT from a GPU" in text
+    assert sum("image/png" in o.get("data", {}) for c in cells if c.cell_type == "code" for o in c.outputs) == 2
+    rows, _ = read_table(tmp_path / "r07" / "status.csv")
+    assert rows[0]["real_gpu"] == "False"
