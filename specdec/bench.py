@@ -8,7 +8,8 @@ interleaved so that drift hits every implementation alike:
     hf_ar        Hugging Face `generate` (batch 1)
     hf_assisted  `generate(assistant_model=draft)` with num_assistant_tokens=k, schedule "constant",
                  assistant_confidence_threshold=0, explicit top_k (`specdec.timing.hf_assisted`)
-Speedup of a run = (our AR wall time on that prompt and repeat) / (its wall time); reported as
+Speedup of a run = (our AR wall time per token on that prompt and repeat) / (its wall time per
+token) -- a ratio of wall times, as both engines run exactly new_tokens (no stop token); reported as
 median and interquartile range over prompts x repeats.  Overhead share (ours_spec) =
 (step time - draft forwards - target forward) / step time, summed over a run's steps (the issue's
 target: at most 10%).  Results are reported, not asserted.
@@ -37,12 +38,22 @@ REPO = Path(__file__).resolve().parent.parent
 WEIGHTS = REPO / "data" / "models" / "target" / "model.safetensors"
 
 
+def no_stop_token(*models) -> None:
+    """Clear generation_config.eos_token_id on models the benchmark owns: transformers 5.24 fills an
+    unset eos in a passed generation config from the model's own, so HF would stop at EOS while
+    our engine runs exactly new_tokens (seen: HF runs of 1-5 tokens instead of 6 at T = 1)."""
+    for m in models:
+        if m is not None and getattr(m, "generation_config", None) is not None:
+            m.generation_config.eos_token_id = None
+
+
 def load(target: str, draft: str | None, seed: int):
     """(target, draft, prompts source, weights label).  Embedded weights when present, else random."""
     if target != "embedded" or WEIGHTS.exists():
         from specdec.models import load_pair
 
         t, d, tok = load_pair(target, draft, dtype=torch.float32)
+        no_stop_token(t, d)
         return t.eval(), d.eval(), tok, "trained"
     from specdec.models import EMBEDDED
     from specdec.train import FAMILY, build_model
@@ -50,6 +61,7 @@ def load(target: str, draft: str | None, seed: int):
     with torch.random.fork_rng():  # model init only; the caller's global RNG is restored
         torch.manual_seed(seed)
         t, d = build_model(FAMILY["target"]), build_model(FAMILY[EMBEDDED.get(draft or "embedded-small", "draft-small")])
+    no_stop_token(t, d)
     return t.eval(), d.eval(), None, "random"
 
 
@@ -84,6 +96,11 @@ def _hf(target, draft, prompt, k, temperature, n_new, seed):
             "ttft_s": nan}
 
 
+def _speedup(ar: dict, r: dict) -> float:
+    """Per-token wall time of our AR run / that of run r (equal token counts: a ratio of times)."""
+    return (ar["wall_s"] / ar["tokens"]) / (r["wall_s"] / r["tokens"])
+
+
 def run(target, draft, prompts, *, ks, temperatures, n_new, repeats, seed, log=None) -> list[dict]:
     """One tidy row per (temperature, k, prompt, repeat, implementation)."""
     rows = []
@@ -95,11 +112,11 @@ def run(target, draft, prompts, *, ks, temperatures, n_new, repeats, seed, log=N
                 ar = _ours(target, None, prompt, 1, temperature, n_new, s)
                 rows.append({**base, "k": 0, "impl": "ours_ar", **ar, "speedup": 1.0})
                 hf_ar = _hf(target, None, prompt, 0, temperature, n_new, s)
-                rows.append({**base, "k": 0, "impl": "hf_ar", **hf_ar, "speedup": ar["wall_s"] / hf_ar["wall_s"]})
+                rows.append({**base, "k": 0, "impl": "hf_ar", **hf_ar, "speedup": _speedup(ar, hf_ar)})
                 for k in ks:
                     for impl, fn in (("ours_spec", _ours), ("hf_assisted", _hf)):
                         r = fn(target, draft, prompt, k, temperature, n_new, s)
-                        rows.append({**base, "k": k, "impl": impl, **r, "speedup": ar["wall_s"] / r["wall_s"]})
+                        rows.append({**base, "k": k, "impl": impl, **r, "speedup": _speedup(ar, r)})
                 if log:
                     log(f"T={temperature} repeat {rep} prompt {i}: done")
     return rows
