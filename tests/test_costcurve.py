@@ -136,3 +136,13 @@ def test_hf_assisted_greedy_matches_the_engine(pair):
     assert torch.equal(torch.get_rng_state(), state)
     with pytest.raises(ValueError, match="batch size 1"):
         hf_assisted(target, draft, ids.repeat(2, 1), k=3, max_new_tokens=4, temperature=0, seed=0)
+
+
+def test_prompt_checksum_is_stable_and_shape_aware():
+    from specdec.family import prompt_checksum
+
+    a = torch.arange(6).reshape(2, 3)
+    assert prompt_checksum(a) == prompt_checksum(a.clone().to(torch.int32))
+    assert prompt_checksum(a) != prompt_checksum(a.reshape(3, 2))  # same bytes, other prompts
+    assert prompt_checksum(a) != prompt_checksum(a + 1)
+    assert len(prompt_checksum(a)) == 16
