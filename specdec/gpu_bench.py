@@ -136,46 +136,55 @@ def real_size(args, device, dtype, budget, prov) -> None:
     for pair, mk_t, mk_d in _pairs(args, device, dtype, gen):
         if not budget.ok(f"{pair}: everything", 60):
             continue
-        _log(f"{pair}: building random-weight models")
-        target, draft = mk_t(), mk_d()
-        V = int(target.config.vocab_size)
-        rows = cost_curve(target, range(1, max(ks) + 2), context=ctx, repeats=3 if args.smoke else 20,
-                          warmup=1 if args.smoke else 3, generator=gen)
-        d1 = cost_curve(draft, [1], context=ctx, repeats=3 if args.smoke else 20, generator=gen)[0]
-        curve = {r["n"]: r["median_s"] for r in rows}
-        c = draft_cost(d1["median_s"], curve[1])
-        for r in rows:
-            curve_rows.append({"pair": pair, "model": "target", "params": param_count(target), **r,
-                               "draft_t1_s": d1["median_s"], "c": c})
-        _log(f"{pair}: T(1) {curve[1] * 1e3:.2f} ms, T({max(curve)})/T(1) {curve[max(curve)] / curve[1]:.2f}, c {c:.3f}")
-        ids = torch.randint(0, V, (32, ctx), generator=gen, device=device)
-        gen_kw = dict(max_new_tokens=new, temperature=1.0)
-        generate(target, ids[:1], drafter=draft, k=2, instrument_accept_prob=0.8, generator=gen, **gen_kw)  # warm-up
-        for rep in range(reps):
-            if not budget.ok(f"{pair}: controlled repeat {rep}", 30):
-                break
-            base = generate(target, ids[:1], generator=gen, **gen_kw)
-            ctrl_rows.append(_speed_row(base, pair, 1, 0, float("nan"), {"repeat": rep, "predicted_speedup": 1.0}))
-            for alpha in alphas:
-                for k in ks:
-                    res = generate(target, ids[:1], drafter=draft, k=k, instrument_accept_prob=alpha, generator=gen,
-                                   **gen_kw)
-                    ctrl_rows.append(_speed_row(res, pair, 1, k, alpha, {
-                        "repeat": rep, "predicted_speedup": extended_speedup(alpha, k, curve, c)}))
-        for B in BATCHES if not args.smoke else (1, 2):
-            if not budget.ok(f"{pair}: batch {B}", 20):
-                break
-            for k in (0, 4):
-                kw = dict(drafter=draft, k=k, instrument_accept_prob=0.8) if k else {}
-                res = generate(target, ids[:B], generator=gen, **kw, **gen_kw)
-                batch_rows.append(_speed_row(res, pair, B, k, 0.8 if k else float("nan")))
-        _log(f"{pair}: done ({budget.left():.0f} s left)")
-        del target, draft
+        try:
+            _one_pair(pair, mk_t, mk_d, args, device, gen, budget, new, ctx, reps, ks, alphas,
+                      curve_rows, ctrl_rows, batch_rows)
+        except Exception as exc:  # one failing pair must not cost the others (a single-shot GPU run)
+            _log(f"{pair}: FAILED: {type(exc).__name__}: {exc}")
+            budget.skipped.append(f"{pair}: failed with {type(exc).__name__}: {str(exc)[:200]}")
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    for name, rows in (("cost_curve", curve_rows), ("controlled", ctrl_rows), ("batch", batch_rows)):
-        if rows:
-            write_table(rows, Path(args.out) / f"{name}.csv", prov)
+        for name, rows in (("cost_curve", curve_rows), ("controlled", ctrl_rows), ("batch", batch_rows)):
+            if rows:  # written after every pair: a run cut short keeps what it measured
+                write_table(rows, Path(args.out) / f"{name}.csv", prov)
+
+
+def _one_pair(pair, mk_t, mk_d, args, device, gen, budget, new, ctx, reps, ks, alphas, curve_rows, ctrl_rows,
+              batch_rows) -> None:
+    _log(f"{pair}: building random-weight models")
+    target, draft = mk_t(), mk_d()
+    V = int(target.config.vocab_size)
+    rows = cost_curve(target, range(1, max(ks) + 2), context=ctx, repeats=3 if args.smoke else 20,
+                      warmup=1 if args.smoke else 3, generator=gen)
+    d1 = cost_curve(draft, [1], context=ctx, repeats=3 if args.smoke else 20, generator=gen)[0]
+    curve = {r["n"]: r["median_s"] for r in rows}
+    c = draft_cost(d1["median_s"], curve[1])
+    for r in rows:
+        curve_rows.append({"pair": pair, "model": "target", "params": param_count(target), **r,
+                           "draft_t1_s": d1["median_s"], "c": c})
+    _log(f"{pair}: T(1) {curve[1] * 1e3:.2f} ms, T({max(curve)})/T(1) {curve[max(curve)] / curve[1]:.2f}, c {c:.3f}")
+    ids = torch.randint(0, V, (32, ctx), generator=gen, device=device)
+    gen_kw = dict(max_new_tokens=new, temperature=1.0)
+    generate(target, ids[:1], drafter=draft, k=2, instrument_accept_prob=0.8, generator=gen, **gen_kw)  # warm-up
+    for rep in range(reps):
+        if not budget.ok(f"{pair}: controlled repeat {rep}", 30):
+            break
+        base = generate(target, ids[:1], generator=gen, **gen_kw)
+        ctrl_rows.append(_speed_row(base, pair, 1, 0, float("nan"), {"repeat": rep, "predicted_speedup": 1.0}))
+        for alpha in alphas:
+            for k in ks:
+                res = generate(target, ids[:1], drafter=draft, k=k, instrument_accept_prob=alpha, generator=gen,
+                               **gen_kw)
+                ctrl_rows.append(_speed_row(res, pair, 1, k, alpha, {
+                    "repeat": rep, "predicted_speedup": extended_speedup(alpha, k, curve, c)}))
+    for B in BATCHES if not args.smoke else (1, 2):
+        if not budget.ok(f"{pair}: batch {B}", 20):
+            break
+        for k in (0, 4):
+            kw = dict(drafter=draft, k=k, instrument_accept_prob=0.8) if k else {}
+            res = generate(target, ids[:B], generator=gen, **kw, **gen_kw)
+            batch_rows.append(_speed_row(res, pair, B, k, 0.8 if k else float("nan")))
+    _log(f"{pair}: done ({budget.left():.0f} s left)")
 
 
 def _load(name, device, dtype):
@@ -224,10 +233,15 @@ def embedded(args, device, dtype, budget, prov) -> None:
     prompts = heldout_prompts(load_tokenizer(), n=1 if args.smoke else 4, prompt_len=64, seed=args.seed).to(device)
     rows = []
     for dname in ("draft-small", "draft-medium", "draft-distilled"):
-        if (models / dname).is_dir():
+        if not (models / dname).is_dir():
+            continue
+        try:
             rows += pair_acceptance(f"embedded target/{dname}", target,
                                     _load("embedded-" + dname.split("-", 1)[1], device, dtype), prompts, args,
                                     device, budget)
+        except Exception as exc:  # keep the other drafts' results
+            _log(f"embedded/{dname}: FAILED: {type(exc).__name__}: {exc}")
+            budget.skipped.append(f"embedded/{dname}: failed with {type(exc).__name__}: {str(exc)[:200]}")
     if rows:
         write_table(rows, Path(args.out) / "embedded.csv", prov)
 
@@ -271,10 +285,16 @@ def main(argv=None) -> int:
     prov["gpu_environment"] = info
     _log(f"start on {info.get('gpu', args.device)}; budget {args.budget_s:.0f} s")
     t0 = time.perf_counter()
-    real_size(args, device, dtype, budget, prov)
-    embedded(args, device, dtype, budget, prov)
-    if args.target and args.draft:
-        hub(args, device, dtype, budget, prov)
+    for section in (real_size, embedded, hub if args.target and args.draft else None):
+        if section is None:
+            continue
+        try:
+            section(args, device, dtype, budget, prov)
+        except Exception as exc:  # report and go on: the run's other tables still get written
+            _log(f"{section.__name__}: FAILED: {type(exc).__name__}: {exc}")
+            budget.skipped.append(f"{section.__name__}: failed with {type(exc).__name__}: {str(exc)[:200]}")
+    if (args.target or args.draft) and not (args.target and args.draft):
+        budget.skipped.append("hub pair: needs both --target and --draft")
     summary = [{"section": s, "status": "skipped"} for s in budget.skipped] or [{"section": "all", "status": "complete"}]
     for r in summary:
         r["wall_s"] = round(time.perf_counter() - t0, 1)
