@@ -23,7 +23,9 @@ callable) is checked before each step and after each draft: generation returns t
 prefix so far, marked cancelled; caches live only inside the call, so models are reusable at once.
 
 Overhead: per step the engine does vectorized tensor work and ONE host sync (a `.tolist()` of four
-numbers); drafters and verify add their own checks.  `instrument_accept_prob=alpha` is an
+numbers); drafters, process_logits and verify add their own checks when sampling.  Greedy decoding
+(temperature 0) skips building distributions: `greedy_verify` on the argmax, tested equal to
+`verify` on one-hot p and q for both methods.  `instrument_accept_prob=alpha` is an
 INSTRUMENTATION mode, not a decoding algorithm: each draft is accepted with probability alpha
 regardless of p and q (the stopping token drawn from p), to measure the hardware cost curve at a
 controlled acceptance; its outputs are not target samples and must never back quality claims.
