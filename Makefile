@@ -66,7 +66,7 @@ book: $(ENV_STAMP) ## render the book from executed notebooks (never executes an
 	@echo "The book: file://$(abspath $(HTML))"
 
 test: $(ENV_STAMP) ## unit, statistical, notebook (SMOKE) and book-build tests
-	$(PY) -m pytest -q tests
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q tests
 
 bench: $(ENV_STAMP) ## CPU benchmarks (reported, not asserted)
 	$(PY) -m specdec.bench --out data/results/bench
