@@ -68,7 +68,7 @@ def write_card(root: Path | None = None) -> Path:
                                                  use_safetensors=True).eval()
         cfg = summary["config"]
         card["models"][name] = {
-            "arch": f"GPT-2, {cfg['n_layer']} layers x {cfg['n_embd']}, {cfg['n_head']} heads",
+            "arch": f"GPT-2, {cfg['n_layer']} x {cfg['n_embd']} (layers x width), {cfg['n_head']} heads",
             "params": sum(p.numel() for p in m.parameters()), "steps": summary["steps"],
             "tokens_seen": summary["tokens_seen"], "best_step": summary["best_step"],
             "wall_min": round(summary["wall_s"] / 60, 1), "lr": cfg["lr"], "threads": cfg["threads"],
