@@ -75,19 +75,21 @@ class TrainConfig:
 # shared with other jobs gave 250-450 tokens/s for a 6x256 model; an 8x384 (15M) target would see
 # under one epoch in the budget and lose to the drafts (FACTS.md), so the target is 6x256.
 # dropout 0: every model sees at most ~1-2 epochs, too few to overfit; the best-val copy is kept.
+# Drafts: a fixed number of steps (1.2M / 1.0M tokens) with a 20-minute safety budget; the distilled
+# draft gets the small draft's step count, so the two differ only in what they learn from.
 FAMILY = {
     "target": TrainConfig(n_layer=6, n_embd=256, n_head=4, dropout=0.0, lr=1.5e-3, warmup=30,
                           batch_size=8, max_steps=1200, eval_every=50, eval_blocks=48,
                           budget_min=80, bf16=False),                         # ~5.4M
     "draft-small": TrainConfig(n_layer=2, n_embd=128, n_head=4, dropout=0.0, lr=3e-3, warmup=20,
-                               batch_size=8, max_steps=600, eval_every=50, eval_blocks=48,
-                               budget_min=7, threads=1, bf16=False),          # ~0.72M
+                               batch_size=8, max_steps=300, eval_every=50, eval_blocks=48,
+                               budget_min=20, threads=1, bf16=False),         # ~0.72M
     "draft-medium": TrainConfig(n_layer=4, n_embd=192, n_head=4, dropout=0.0, lr=2e-3, warmup=20,
-                                batch_size=8, max_steps=600, eval_every=50, eval_blocks=48,
-                                budget_min=8, threads=1, bf16=False),         # ~2.3M
+                                batch_size=8, max_steps=250, eval_every=50, eval_blocks=48,
+                                budget_min=20, threads=1, bf16=False),        # ~2.3M
     "draft-distilled": TrainConfig(n_layer=2, n_embd=128, n_head=4, dropout=0.0, lr=3e-3, warmup=20,
-                                   batch_size=8, max_steps=600, eval_every=50, eval_blocks=48,
-                                   budget_min=8, threads=2, bf16=False),      # same arch as small
+                                   batch_size=8, max_steps=300, eval_every=50, eval_blocks=48,
+                                   budget_min=12, threads=2, bf16=False),     # same arch as small
 }
 
 
@@ -283,7 +285,7 @@ def export(model, name: str, cfg: TrainConfig, log: list, wall_s: float, out_dir
     summary = {"name": name, "config": dataclasses.asdict(cfg),
                "params": sum(p.numel() for p in model.parameters()),
                "steps": log[-1]["step"], "tokens_seen": log[-1]["tokens"], "best_step": best["step"],
-               "best_val_loss_bf16": best["val_loss"], "wall_s": round(wall_s, 1),
+               "best_val_loss_eval_subset": best["val_loss"], "wall_s": round(wall_s, 1),
                "provenance": provenance(dataclasses.asdict(cfg), cfg.seed)}
     (d / "train_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return d
