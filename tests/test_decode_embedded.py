@@ -13,8 +13,8 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-NEEDED = [REPO / "data/models/target/model.safetensors", REPO / "data/models/tokenizer.json",
-          REPO / "data/models/ngram.safetensors"]
+NEEDED = [REPO / "data/models" / f for f in ("target/model.safetensors", "draft-small/model.safetensors",
+                                              "tokenizer.json", "ngram.safetensors", "SHA256SUMS")]
 N_PROMPTS, PROMPT_LEN, N_NEW = 20, 64, 64
 
 pytestmark = pytest.mark.slow
