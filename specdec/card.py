@@ -72,6 +72,7 @@ def write_card(root: Path | None = None) -> Path:
             "params": sum(p.numel() for p in m.parameters()), "steps": summary["steps"],
             "tokens_seen": summary["tokens_seen"], "best_step": summary["best_step"],
             "wall_min": round(summary["wall_s"] / 60, 1), "lr": cfg["lr"], "threads": cfg["threads"],
+            "max_steps": cfg["max_steps"], "budget_min": cfg["budget_min"],
             **model_metrics(m, tok, windows, split_ids)}
         for r in _read_log(d / "train_log.csv"):
             rows.append({"model": name, **r})
@@ -129,11 +130,14 @@ def _markdown(card: dict, sums: dict, root: Path) -> str:
          "Weights are fp16 safetensors; the perplexities below are computed from them, as committed, "
          "in fp32 on CPU over the whole held-out plays (validation: Julius Caesar, Twelfth Night; test: "
          "Macbeth, Much Ado About Nothing) in non-overlapping 512-token windows.", "",
-         "| model | architecture | parameters | tokens seen | best step | wall (min) | val loss | val ppl | test ppl |",
-         "|---|---|---|---|---|---|---|---|---|"]
+         "| model | architecture | parameters | limit (steps / min) | tokens seen | best step | wall (min) "
+         "| peak lr | threads | val loss | val ppl | test ppl |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for n, m in card["models"].items():
-        L.append(f"| {n} | {m['arch']} | {m['params']:,} | {m.get('tokens_seen', 0):,} | {m.get('best_step', '-')} "
-                 f"| {m.get('wall_min', '-')} | {m['validation_loss']:.4f} | {m['validation_ppl']:.2f} | {m['test_ppl']:.2f} |")
+        limit = f"{m['max_steps']} / {m['budget_min']:g}" if "max_steps" in m else "-"
+        L.append(f"| {n} | {m['arch']} | {m['params']:,} | {limit} | {m.get('tokens_seen', 0):,} "
+                 f"| {m.get('best_step', '-')} | {m.get('wall_min', '-')} | {m.get('lr', '-')} | {m.get('threads', '-')} "
+                 f"| {m['validation_loss']:.4f} | {m['validation_ppl']:.2f} | {m['test_ppl']:.2f} |")
     if "target_margin_nats" in card:
         L += ["", "Validation-loss margin of each model over the target (nats; >= 0.163 means the target's "
               "perplexity is at least 15% lower): " + ", ".join(

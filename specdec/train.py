@@ -76,7 +76,7 @@ class TrainConfig:
 # under one epoch in the budget and lose to the drafts (FACTS.md), so the target is 6x256.
 # dropout 0: every model sees at most ~1-2 epochs, too few to overfit; the best-val copy is kept.
 # Drafts: a fixed number of steps (1.2M / 1.0M tokens) with a 20-minute safety budget; the distilled
-# draft gets the small draft's step count, so the two differ only in what they learn from.
+# draft gets the small draft's step limit (its 12-minute budget may stop it sooner: see the card).
 FAMILY = {
     "target": TrainConfig(n_layer=6, n_embd=256, n_head=4, dropout=0.0, lr=1.5e-3, warmup=30,
                           batch_size=8, max_steps=1200, eval_every=50, eval_blocks=48,
