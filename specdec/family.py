@@ -2,7 +2,9 @@
 
 `measured_family` returns the trained target and drafts from ``data/models/`` through
 `specdec.models.load_model` (sha256-checked, safetensors only, offline) and the n-gram drafter of
-`specdec.models.load_ngram`, each wrapped for the engine.  Only when `allow_stand_in` is set (SMOKE runs
+`specdec.models.load_ngram`, each wrapped for the engine.  Freshly trained weights whose manifest
+``data/models/SHA256SUMS`` is not yet written are loaded from safetensors all the same, and the
+sha256 of every file loaded is put in `notes` (and so into each result's provenance).  Only when `allow_stand_in` is set (SMOKE runs
 of the notebooks, tests) and the weights are absent does it build tiny random-weight stand-ins over
 the same tokenizer, and says so in `kind`: nothing measured on them may be quoted as a result.
 
@@ -59,11 +61,27 @@ class Family:
         return heldout_prompts(self.tokenizer, n=n, prompt_len=prompt_len, split="test", seed=seed)
 
 
+def _unverified(d: Path, dtype, device, notes: list):
+    from transformers import AutoModelForCausalLM
+
+    from specdec.models import _sha256, refuse_pickle
+
+    refuse_pickle(d)
+    notes.append(f"{d.name}/model.safetensors sha256 {_sha256(d / 'model.safetensors')}")
+    m = AutoModelForCausalLM.from_pretrained(str(d), dtype=dtype, local_files_only=True, use_safetensors=True)
+    return KVCompat(m.to(device).eval())
+
+
 def _ngram(notes: list):
     from specdec.drafters import NGramDrafter
-    from specdec.models import load_ngram
+    from specdec.models import SUMS, _sha256, load_ngram
+    from specdec.ngram import NGramModel
 
+    path = MODELS_DIR / "ngram.safetensors"
     try:
+        if path.is_file() and not (MODELS_DIR / SUMS).exists():  # manifest not yet written
+            notes.append(f"ngram.safetensors sha256 {_sha256(path)}")
+            return NGramDrafter(NGramModel.load(path))
         return NGramDrafter(load_ngram())
     except (FileNotFoundError, OSError, ValueError) as exc:  # ModelUnavailableError is a ValueError
         notes.append(f"n-gram drafter unavailable: {type(exc).__name__}: {exc}")
@@ -87,12 +105,19 @@ def measured_family(device: str = "cpu", dtype=torch.float32, allow_stand_in: bo
     from specdec import corpus, models
 
     notes: list = []
+    present = [n for n in DRAFT_NAMES if (MODELS_DIR / n / "model.safetensors").is_file()]
     try:
-        tok = models.load_tokenizer("embedded")
-        target = KVCompat(models.load_model("embedded", dtype=dtype, device=device))
-        drafts = {n: KVCompat(models.load_model("embedded-" + n.split("-", 1)[1], dtype=dtype, device=device))
-                  for n in DRAFT_NAMES if (MODELS_DIR / n).is_dir()}
-        kind = "embedded"
+        if (MODELS_DIR / models.SUMS).exists() or not (MODELS_DIR / "target" / "model.safetensors").is_file():
+            tok = models.load_tokenizer("embedded")
+            target = KVCompat(models.load_model("embedded", dtype=dtype, device=device))
+            drafts = {n: KVCompat(models.load_model("embedded-" + n.split("-", 1)[1], dtype=dtype, device=device))
+                      for n in present}
+            kind = "embedded"
+        else:  # freshly trained, manifest not yet written: load, and record each file's sha256 instead
+            tok = corpus.load_tokenizer()
+            target = _unverified(MODELS_DIR / "target", dtype, device, notes)
+            drafts = {n: _unverified(MODELS_DIR / n, dtype, device, notes) for n in present}
+            kind = "embedded (no SHA256SUMS yet; file hashes in the notes)"
     except (models.ModelUnavailableError, FileNotFoundError) as exc:
         if not allow_stand_in:
             raise
