@@ -85,8 +85,20 @@ def _ours(target, draft, prompt, k, temperature, n_new, seed):
             "ttft_s": s["ttft_s"]}
 
 
+def pin_assistant(draft, k: int) -> None:
+    """Pin HF's draft length on the assistant itself: transformers 5.24's candidate generator reads
+    num_assistant_tokens / its schedule / the confidence threshold from the ASSISTANT's
+    generation_config, so values passed to generate() alone left it on its defaults (seen: 1 draft
+    per step at k = 4 and 8, counted with forward hooks)."""
+    gc = draft.generation_config
+    gc.num_assistant_tokens, gc.num_assistant_tokens_schedule, gc.assistant_confidence_threshold = k, "constant", 0.0
+
+
 def _hf(target, draft, prompt, k, temperature, n_new, seed):
     from specdec.timing import hf_assisted
+
+    if draft is not None:
+        pin_assistant(draft, k)
 
     tokens, row = hf_assisted(target, draft, prompt[None], k=k, max_new_tokens=n_new, temperature=temperature,
                               seed=seed, top_k=None)
