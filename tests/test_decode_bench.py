@@ -8,14 +8,6 @@ from specdec import bench
 from specdec.results import read_table, write_table
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _gpt2(seed, n_layer):
     from transformers import GPT2Config, GPT2LMHeadModel
 

@@ -22,15 +22,6 @@ N_PROMPTS, PROMPT_LEN, N_NEW = 20, 64, 64
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One thread: on a 2-core machine that also trains, two threads thrash (10x slower seen)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def embedded():
     missing = [str(p.relative_to(REPO)) for p in NEEDED if not p.exists()]

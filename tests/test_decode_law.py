@@ -44,15 +44,6 @@ def _gpt2(seed, noise=0.0):
     return m
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from threads, and on a busy 2-core machine threads thrash."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def pair():
     # the draft is a perturbed copy of the target: overlap beta ~ 0.4-0.8, like a real pair

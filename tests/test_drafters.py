@@ -11,14 +11,6 @@ from specdec.drafters import ModelDrafter, NGramDrafter, PromptLookupDrafter, Sa
 V = 64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _gpt2(seed):
     from transformers import GPT2Config, GPT2LMHeadModel
 
