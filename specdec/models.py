@@ -19,13 +19,14 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
+
+from specdec.corpus import sha256_file
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
 SUMS = "SHA256SUMS"
@@ -47,14 +48,6 @@ class ModelUnavailableError(ValueError):
     """Weights that cannot be had: missing, altered, refused (pickle) or unreachable (offline)."""
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def read_sums(root: Path | None = None) -> dict[str, str]:
     """{relative path: sha256} from ``root/SHA256SUMS`` (``sha256sum`` format)."""
     path = Path(root or MODELS_DIR) / SUMS
@@ -73,7 +66,7 @@ def write_sums(root: Path | None = None) -> Path:
     """Write ``SHA256SUMS`` for every file under ``root`` except itself and the card."""
     root = Path(root or MODELS_DIR)
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.name not in (SUMS, "README.md"))
-    lines = [f"{_sha256(p)}  {p.relative_to(root).as_posix()}" for p in files]
+    lines = [f"{sha256_file(p)}  {p.relative_to(root).as_posix()}" for p in files]
     (root / SUMS).write_text("\n".join(lines) + "\n")
     return root / SUMS
 
@@ -87,7 +80,7 @@ def verify_file(path: Path, root: Path | None = None) -> None:
         raise ModelUnavailableError(f"{rel} is not listed in {root / SUMS}")
     if not path.exists():
         raise ModelUnavailableError(f"{path} is missing (git checkout data/models, or `make models`)")
-    got = _sha256(path)
+    got = sha256_file(path)
     if got != expected:
         raise ModelUnavailableError(f"{path} has been altered: sha256 {got[:16]}... but {SUMS} says "
                                     f"{expected[:16]}...; restore it with `git checkout {path}`")
