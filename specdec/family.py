@@ -64,7 +64,8 @@ class Family:
 def _unverified(d: Path, dtype, device, notes: list):
     from transformers import AutoModelForCausalLM
 
-    from specdec.models import _sha256, refuse_pickle
+    from specdec.corpus import sha256_file as _sha256
+    from specdec.models import refuse_pickle
 
     refuse_pickle(d)
     notes.append(f"{d.name}/model.safetensors sha256 {_sha256(d / 'model.safetensors')}")
@@ -74,7 +75,8 @@ def _unverified(d: Path, dtype, device, notes: list):
 
 def _ngram(notes: list):
     from specdec.drafters import NGramDrafter
-    from specdec.models import SUMS, _sha256, load_ngram
+    from specdec.corpus import sha256_file as _sha256
+    from specdec.models import SUMS, load_ngram
     from specdec.ngram import NGramModel
 
     path = MODELS_DIR / "ngram.safetensors"
