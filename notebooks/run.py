@@ -82,6 +82,7 @@ def execute(notebook: Path, out: Path, params: dict, key: str) -> None:
     import papermill
 
     tmp = out.with_name(f".partial.{out.name}")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no weight-loading bars in the book
     papermill.execute_notebook(
         str(notebook), str(tmp), parameters=params, kernel_name="python3", cwd=str(ROOT),
         progress_bar=False, log_output=False, request_save_on_cell_execute=False,
