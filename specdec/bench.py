@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from specdec.costcurve import spread
 from specdec.decode import generate
 from specdec.results import provenance, write_table
 
@@ -134,11 +135,6 @@ def run(target, draft, prompts, *, ks, temperatures, n_new, repeats, seed, log=N
     return rows
 
 
-def _q(xs, f):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, round(f * (len(xs) - 1))))]
-
-
 def summarize(rows: list[dict]) -> list[dict]:
     """Median and interquartile range of speedup, tokens/s and overhead share per (T, k, impl)."""
     groups: dict = {}
@@ -146,12 +142,12 @@ def summarize(rows: list[dict]) -> list[dict]:
         groups.setdefault((r["temperature"], r["k"], r["impl"]), []).append(r)
     out = []
     for (temperature, k, impl), rs in sorted(groups.items()):
-        sp = [r["speedup"] for r in rs]
+        sp = spread([r["speedup"] for r in rs])
         tps = [r["tokens"] / r["wall_s"] for r in rs]
         ov = [r["overhead_share"] for r in rs if r["overhead_share"] == r["overhead_share"]]
         acc = [r["mean_accepted"] for r in rs if r["mean_accepted"] == r["mean_accepted"]]
         out.append({"temperature": temperature, "k": k, "impl": impl, "runs": len(rs),
-                    "speedup_median": statistics.median(sp), "speedup_q25": _q(sp, 0.25), "speedup_q75": _q(sp, 0.75),
+                    "speedup_median": sp["median"], "speedup_q25": sp["q1"], "speedup_q75": sp["q3"],
                     "tokens_per_s_median": statistics.median(tps),
                     "overhead_share_median": statistics.median(ov) if ov else float("nan"),
                     "overhead_share_max": max(ov) if ov else float("nan"),
