@@ -56,8 +56,9 @@ def write_card(root: Path | None = None) -> Path:
     root = Path(root or models.MODELS_DIR)
     tok = corpus.load_tokenizer(root)
     split_ids = {s: corpus.encode_split(tok, s) for s in ("validation", "test")}
+    n_train = corpus.encode_split(tok, "train").numel()
     windows = check_windows(tok)
-    card = {"format_version": 1, "check_slice": CHECK_SLICE, "models": {}}
+    card = {"format_version": 1, "check_slice": CHECK_SLICE, "train_tokens": n_train, "models": {}}
     rows = []
     for name in NAMES:
         d = root / name
@@ -70,9 +71,11 @@ def write_card(root: Path | None = None) -> Path:
         card["models"][name] = {
             "arch": f"GPT-2, {cfg['n_layer']} x {cfg['n_embd']} (layers x width), {cfg['n_head']} heads",
             "params": sum(p.numel() for p in m.parameters()), "steps": summary["steps"],
-            "tokens_seen": summary["tokens_seen"], "best_step": summary["best_step"],
+            "tokens_seen": summary["tokens_seen"], "epochs": round(summary["tokens_seen"] / n_train, 2),
+            "best_step": summary["best_step"],
             "wall_min": round(summary["wall_s"] / 60, 1), "lr": cfg["lr"], "threads": cfg["threads"],
             "max_steps": cfg["max_steps"], "budget_min": cfg["budget_min"],
+            **({"teacher_sha256": summary["teacher_sha256"]} if "teacher_sha256" in summary else {}),
             **model_metrics(m, tok, windows, split_ids)}
         for r in _read_log(d / "train_log.csv"):
             rows.append({"model": name, **r})
@@ -119,6 +122,17 @@ def _plot(rows, path, prov) -> None:
     plt.close(fig)
 
 
+def _teacher_line(card: dict, sums: dict) -> str:
+    """Which target the distilled draft learned from: the committed one, or say it is stale."""
+    got = card["models"].get("draft-distilled", {}).get("teacher_sha256")
+    if got is None:
+        return "its teacher was not recorded."
+    if got == sums.get("target/model.safetensors"):
+        return f"its teacher is the committed target (model.safetensors sha256 {got[:16]}...)."
+    return (f"WARNING: its teacher (sha256 {got[:16]}...) is not the committed target; "
+            "re-run `python -m specdec.train draft-distilled --fresh`.")
+
+
 def _markdown(card: dict, sums: dict, root: Path) -> str:
     p = card["provenance"]
     hw, pk = p["hardware"], p["packages"]
@@ -130,13 +144,13 @@ def _markdown(card: dict, sums: dict, root: Path) -> str:
          "Weights are fp16 safetensors; the perplexities below are computed from them, as committed, "
          "in fp32 on CPU over the whole held-out plays (validation: Julius Caesar, Twelfth Night; test: "
          "Macbeth, Much Ado About Nothing) in non-overlapping 512-token windows.", "",
-         "| model | architecture | parameters | limit (steps / min) | tokens seen | best step | wall (min) "
-         "| peak lr | threads | val loss | val ppl | test ppl |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "| model | architecture | parameters | limit (steps / min) | tokens seen | epochs | best step "
+         "| wall (min) | peak lr | threads | val loss | val ppl | test ppl |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for n, m in card["models"].items():
         limit = f"{m['max_steps']} / {m['budget_min']:g}" if "max_steps" in m else "-"
         L.append(f"| {n} | {m['arch']} | {m['params']:,} | {limit} | {m.get('tokens_seen', 0):,} "
-                 f"| {m.get('best_step', '-')} | {m.get('wall_min', '-')} | {m.get('lr', '-')} | {m.get('threads', '-')} "
+                 f"| {m.get('epochs', '-')} | {m.get('best_step', '-')} | {m.get('wall_min', '-')} | {m.get('lr', '-')} | {m.get('threads', '-')} "
                  f"| {m['validation_loss']:.4f} | {m['validation_ppl']:.2f} | {m['test_ppl']:.2f} |")
     if "target_margin_nats" in card:
         L += ["", "Validation-loss margin of each model over the target (nats; >= 0.163 means the target's "
@@ -147,9 +161,10 @@ def _markdown(card: dict, sums: dict, root: Path) -> str:
           "AdamW (betas 0.9/0.95, weight decay 0.1 on matrices), linear warmup then cosine decay to 10% "
           "of the peak learning rate, finished by the wall-clock budget when that comes first; random "
           "512-token blocks, batch 8, fp32 (this CPU has AVX2 but no AMX, so bf16 autocast does not pay), "
-          "no dropout (no model sees more than a couple of epochs), the checkpoint with the best "
-          "validation loss kept. `draft-distilled` has the architecture of `draft-small` and is trained "
-          "on the target's full next-token distributions (KL(p_target || q), Hinton et al. 2015). "
+          f"no dropout (the train split is {card['train_tokens']:,} tokens; no model sees more than the "
+          "epochs in the table), the checkpoint with the best validation loss kept. `draft-distilled` "
+          "has the architecture of `draft-small` and is trained on the target's full next-token "
+          "distributions (KL(p_target || q), Hinton et al. 2015); " + _teacher_line(card, sums) + " "
           "Seed 0 for every model. The CPU was shared with other jobs, so tokens seen per minute varied.",
           "", "![validation loss](loss_curves.png)", "",
           "Curves: `loss_curves.png`, data in `loss_curves.csv` (+ provenance `loss_curves.json`); "

@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from specdec.results import atomic_write
+
 REPO = Path(__file__).resolve().parent.parent
 CORPUS_DIR = REPO / "data" / "corpus"    # committed held-out text + manifest
 CACHE_DIR = REPO / "data" / "cache"      # sdist + train text (gitignored)
@@ -186,12 +188,6 @@ def heldout_prompts(tokenizer, n: int, prompt_len: int, split: str = "test", see
     return torch.stack([ids[s:s + prompt_len] for s in starts.tolist()])  # (n, prompt_len)
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="ascii")
-    tmp.replace(path)
-
-
 def prepare(cache_dir: Path = CACHE_DIR, corpus_dir: Path = CORPUS_DIR) -> dict:
     """Fetch + verify the sdist, write the three splits, check held-out text against the manifest.
 
@@ -215,7 +211,8 @@ def prepare(cache_dir: Path = CACHE_DIR, corpus_dir: Path = CORPUS_DIR) -> dict:
             if old["splits"][split]["sha256"] != manifest["splits"][split]["sha256"]:
                 raise ValueError(f"prepared {split} text differs from {mpath}; the corpus changed")
     for split, text in texts.items():
-        _atomic_write_text((cache_dir if split == "train" else corpus_dir) / f"{split}.txt", text)
+        atomic_write((cache_dir if split == "train" else corpus_dir) / f"{split}.txt",
+                     lambda f, text=text: f.write(text))
     if old is not None:
         return old
     mpath.write_text(json.dumps(manifest, indent=1) + "\n")

@@ -76,7 +76,11 @@ def provenance(params: dict | None = None, seed: int | None = None) -> dict:
     }
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
+    """Create ``path`` through a temporary file in its folder: readers never see a half-written file.
+
+    Example: atomic_write(Path("out/a.txt"), lambda f: f.write("hello\\n"))
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -106,9 +110,9 @@ def write_table(rows: list[dict], path, prov: dict) -> Path:
         w.writeheader()
         w.writerows(rows)
 
-    _atomic_write(path, write_csv)
+    atomic_write(path, write_csv)
     meta = {"format_version": FORMAT_VERSION, "columns": columns, "n_rows": len(rows), "provenance": prov}
-    _atomic_write(path.with_suffix(".json"), lambda f: json.dump(meta, f, indent=2, default=str))
+    atomic_write(path.with_suffix(".json"), lambda f: json.dump(meta, f, indent=2, default=str))
     return path
 
 

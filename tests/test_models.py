@@ -151,6 +151,23 @@ def test_committed_family_checksums_and_perplexity_match_card():
             card["models"][name]["validation_ppl"])
 
 
+@committed
+def test_committed_family_meets_the_issue():
+    """Sizes as issue 4 asks (target ~15M, drafts ~0.7M and 2-3M); the target's validation
+    perplexity at least 15% below every other model's, i.e. a loss margin >= -ln(0.85) = 0.1625
+    nats; and the distilled draft learned from the committed target, not an earlier one."""
+    card = json.loads((models.MODELS_DIR / "card.json").read_text())
+    ms = card["models"]
+    assert 13e6 <= ms["target"]["params"] <= 17e6
+    assert 0.6e6 <= ms["draft-small"]["params"] <= 0.8e6
+    assert 2e6 <= ms["draft-medium"]["params"] <= 3e6
+    need = -math.log(0.85)
+    for name, m in ms.items():
+        if name != "target":
+            assert m["validation_loss"] - ms["target"]["validation_loss"] >= need, name
+    assert ms["draft-distilled"]["teacher_sha256"] == models.read_sums()["target/model.safetensors"]
+
+
 def test_card_written_from_logs_and_weights(tmp_path, monkeypatch):
     """write_card on a tiny exported family: numbers recomputable, every file checksummed."""
     from specdec import card as card_mod
@@ -163,16 +180,21 @@ def test_card_written_from_logs_and_weights(tmp_path, monkeypatch):
         cfg = train.TrainConfig(n_layer=layers, n_embd=32, n_head=2, block=64, batch_size=2, max_steps=2,
                                 eval_every=2, eval_blocks=2, threads=1)   # 512 positions, as the card evaluates
         model, log = train.train_model(cfg, va, te)
-        train.export(model, name, cfg, log, 1.0, out_dir=tmp_path)
+        train.export(model, name, cfg, log, 1.0, out_dir=tmp_path,
+                     extra={"teacher_sha256": "0" * 64} if name == "draft-small" else None)
+    shutil.copytree(tmp_path / "draft-small", tmp_path / "draft-distilled")   # a stale teacher
     readme = card_mod.write_card(tmp_path)
     c = json.loads((tmp_path / "card.json").read_text())
-    assert set(c["models"]) == {"target", "draft-small"}
+    assert set(c["models"]) == {"target", "draft-small", "draft-distilled"}
+    assert c["models"]["target"]["epochs"] == pytest.approx(
+        c["models"]["target"]["tokens_seen"] / c["train_tokens"], abs=0.01)
     assert c["target_margin_nats"]["draft-small"] == pytest.approx(
         c["models"]["draft-small"]["validation_loss"] - c["models"]["target"]["validation_loss"])
     sums = models.read_sums(tmp_path)
     text = readme.read_text()
     assert all(f"{d}  {n}" in text for n, d in sums.items())
     assert "target/model.safetensors" in sums and "card.json" in sums
+    assert "WARNING: its teacher (sha256 0000000000000000...) is not the committed target" in text
     monkeypatch.setattr(models, "MODELS_DIR", tmp_path)
     m = models.load_model("embedded")
     windows = card_mod.check_windows(tok)

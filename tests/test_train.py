@@ -70,6 +70,9 @@ def test_resume_after_interruption_equals_uninterrupted_run(ids, tmp_path):
     other = train.TrainConfig(**{**cfg.__dict__, "lr": 5e-3})
     with pytest.raises(ValueError, match="different config"):
         train.train_model(other, tr, va, ckpt_dir=tmp_path)
+    longer = train.TrainConfig(**{**cfg.__dict__, "budget_min": 60.0, "threads": 2})   # more hours
+    _, log2 = train.train_model(longer, tr, va, ckpt_dir=tmp_path)
+    assert [r["step"] for r in log2] == [10, 20]                  # resumed, not restarted
 
 
 def test_schedule():
