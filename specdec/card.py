@@ -47,8 +47,12 @@ def ngram_metrics(ng, split_ids: dict) -> dict:
     return out
 
 
-def write_card(root: Path | None = None) -> Path:
-    """Compute the metrics, write card.json, the loss curves, SHA256SUMS, then README.md."""
+def write_card(root: Path | None = None, train_tokens: int | None = None) -> Path:
+    """Compute the metrics, write card.json, the loss curves, SHA256SUMS, then README.md.
+
+    ``train_tokens``: size of the train split for the epochs column; None counts it from the
+    train text when ``make data`` has prepared it, and leaves epochs out when it has not.
+    """
     from transformers import AutoModelForCausalLM
 
     from specdec.ngram import NGramModel
@@ -56,7 +60,9 @@ def write_card(root: Path | None = None) -> Path:
     root = Path(root or models.MODELS_DIR)
     tok = corpus.load_tokenizer(root)
     split_ids = {s: corpus.encode_split(tok, s) for s in ("validation", "test")}
-    n_train = corpus.encode_split(tok, "train").numel()
+    n_train = train_tokens
+    if n_train is None and corpus.split_path("train").exists():
+        n_train = int(corpus.encode_split(tok, "train").numel())
     windows = check_windows(tok)
     card = {"format_version": 1, "check_slice": CHECK_SLICE, "train_tokens": n_train, "models": {}}
     rows = []
@@ -71,8 +77,8 @@ def write_card(root: Path | None = None) -> Path:
         card["models"][name] = {
             "arch": f"GPT-2, {cfg['n_layer']} x {cfg['n_embd']} (layers x width), {cfg['n_head']} heads",
             "params": sum(p.numel() for p in m.parameters()), "steps": summary["steps"],
-            "tokens_seen": summary["tokens_seen"], "epochs": round(summary["tokens_seen"] / n_train, 2),
-            "best_step": summary["best_step"],
+            "tokens_seen": summary["tokens_seen"], "best_step": summary["best_step"],
+            **({"epochs": round(summary["tokens_seen"] / n_train, 2)} if n_train else {}),
             "wall_min": round(summary["wall_s"] / 60, 1), "lr": cfg["lr"], "threads": cfg["threads"],
             "max_steps": cfg["max_steps"], "budget_min": cfg["budget_min"],
             **({"teacher_sha256": summary["teacher_sha256"]} if "teacher_sha256" in summary else {}),
@@ -122,6 +128,10 @@ def _plot(rows, path, prov) -> None:
     plt.close(fig)
 
 
+def _count(n: int | None) -> str:
+    return f"{n:,}" if n else "not counted (train text absent)"
+
+
 def _teacher_line(card: dict, sums: dict) -> str:
     """Which target the distilled draft learned from: the committed one, or say it is stale."""
     got = card["models"].get("draft-distilled", {}).get("teacher_sha256")
@@ -161,8 +171,8 @@ def _markdown(card: dict, sums: dict, root: Path) -> str:
           "AdamW (betas 0.9/0.95, weight decay 0.1 on matrices), linear warmup then cosine decay to 10% "
           "of the peak learning rate, finished by the wall-clock budget when that comes first; random "
           "512-token blocks, batch 8, fp32 (this CPU has AVX2 but no AMX, so bf16 autocast does not pay), "
-          f"no dropout (the train split is {card['train_tokens']:,} tokens; no model sees more than the "
-          "epochs in the table), the checkpoint with the best validation loss kept. `draft-distilled` "
+          f"no dropout (train split: {_count(card['train_tokens'])} tokens; no model sees more than "
+          "the epochs in the table), the checkpoint with the best validation loss kept. `draft-distilled` "
           "has the architecture of `draft-small` and is trained on the target's full next-token "
           "distributions (KL(p_target || q), Hinton et al. 2015); " + _teacher_line(card, sums) + " "
           "Seed 0 for every model. The CPU was shared with other jobs, so tokens seen per minute varied.",

@@ -75,6 +75,7 @@ class TrainConfig:
 # 2 threads. The 8x384 target runs 5.6 s per 8x512 step (~730 tokens/s) without dropout and 8.4 s
 # with dropout 0.1, so dropout is off: ~95 minutes buy ~2.5 epochs, too few to overfit, and the
 # best-validation copy is kept anyway. torch.compile saved <10% after a 90 s compile: not used.
+# The committed target ran with budget_min=95 for its first 200 steps, then was resumed with 105.
 # Drafts: a fixed number of steps (1.2M / 1.0M tokens) with a 20-minute safety budget; the distilled
 # draft gets the small draft's step limit (its 12-minute budget may stop it sooner: see the card).
 FAMILY = {
