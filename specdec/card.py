@@ -62,7 +62,7 @@ def write_card(root: Path | None = None, train_tokens: int | None = None) -> Pat
     split_ids = {s: corpus.encode_split(tok, s) for s in ("validation", "test")}
     n_train = train_tokens
     if n_train is None and corpus.split_path("train").exists():
-        n_train = int(corpus.encode_split(tok, "train").numel())
+        n_train = int(train._token_ids(tok, "train").numel())   # the training run's cached encoding
     windows = check_windows(tok)
     card = {"format_version": 1, "check_slice": CHECK_SLICE, "train_tokens": n_train, "models": {}}
     rows = []
