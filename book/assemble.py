@@ -42,8 +42,8 @@ def assemble(notebooks: Path, out: Path) -> None:
                          "keep them the same")
     missing = [n for n in listed if not (notebooks / f"{n}.ipynb").exists()]
     if missing:
-        raise SystemExit(f"no executed copy of {missing} in {notebooks}: run `make reproduce` "
-                         "(or `make notebooks`) first")
+        raise SystemExit(f"no executed copy of {missing} in {notebooks}: run `make book` "
+                         "(it executes them, rendering the committed results) first")
     if out.exists():
         for child in out.iterdir():  # keep Sphinx's _build cache, replace the sources
             if child.name != "_build":

@@ -1,14 +1,21 @@
 """Execute the numbered notebooks in order with papermill, resuming where a run stopped.
 
-    python notebooks/run.py --out build/notebooks [--only 03] [NAME=VALUE ...]
+    python notebooks/run.py --out build/notebooks [--only 03] [--force] [NAME=VALUE ...]
 
 Each notebook `notebooks/NN_*.ipynb` is executed into `<out>/NN_*.ipynb` with cwd = repository
 root.  NAME=VALUE pairs set parameters; each notebook receives only the ones its `parameters`
 cell declares (values are parsed as Python literals where possible, else kept as strings; an
-empty value leaves the notebook's default).  A notebook is skipped when its executed copy carries
-the key of the current run: sha256 over the notebook, every file of the `specdec` library, the
-model manifest and the parameters.  A changed notebook, library or parameter re-runs it; a
-deleted or half-written output re-runs it (outputs are written to a temp file, then renamed).
+empty value leaves the notebook's default).  `make reproduce` passes RECOMPUTE=True (compute and
+write the chapter's tables), `make book` RECOMPUTE=False (render the committed tables).
+
+A notebook is skipped when its executed copy carries the key of the current run: sha256 over the
+notebook, every file of the `specdec` library, the model manifest, the corpus, the GPU results,
+the parameters, and -- when it renders instead of recomputing -- its own results folder.  A changed
+notebook, library, parameter or committed table re-runs it; a deleted or half-written output
+re-runs it (outputs are written to a temp file, then renamed).
+
+After a successful recompute the runner records the chapter's wall time, hardware and commit in
+`<results>/run.json` (the "reproduce this chapter" box and the reproduction page read it).
 """
 
 from __future__ import annotations
@@ -23,17 +30,40 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KEY_INPUTS = ("specdec", "data/models", "data/corpus", "data/results/gpu")  # what notebooks read
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from specdec.report.paths import resolve  # noqa: E402
+from specdec.report.results import atomic_write, provenance  # noqa: E402
+
+KEY_INPUTS = ("specdec", "data/models/SHA256SUMS", "data/corpus", "data/results/gpu")  # what notebooks read
 
 
 def _digest_tree(h: "hashlib._Hash", path: Path) -> None:
     if path.is_file():
-        h.update(str(path.relative_to(ROOT)).encode())
+        h.update(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path).encode())
         h.update(path.read_bytes())
     elif path.is_dir():
         for p in sorted(path.rglob("*")):
-            if p.is_file() and "__pycache__" not in p.parts:
+            if p.is_file() and "__pycache__" not in p.parts and p.name != "run.json":
                 _digest_tree(h, p)
+
+
+def defaults(notebook: Path) -> dict:
+    """The parameters a notebook declares, with their default values."""
+    import papermill
+
+    out = {}
+    for name, info in papermill.inspect_notebook(str(notebook)).items():
+        try:
+            out[name] = ast.literal_eval(info["default"])
+        except (ValueError, SyntaxError):
+            out[name] = info["default"]
+    return out
+
+
+def declared_parameters(notebook: Path) -> set[str]:
+    return set(defaults(notebook))
 
 
 def run_key(notebook: Path, params: dict) -> str:
@@ -42,6 +72,9 @@ def run_key(notebook: Path, params: dict) -> str:
     h.update(notebook.read_bytes())
     for rel in KEY_INPUTS:
         _digest_tree(h, ROOT / rel)
+    effective = {**defaults(notebook), **params}
+    if not effective.get("RECOMPUTE", False) and "RESULTS_DIR" in effective:
+        _digest_tree(h, resolve(effective["RESULTS_DIR"]))  # rendering reads the committed tables
     h.update(json.dumps(params, sort_keys=True, default=str).encode())
     return h.hexdigest()
 
@@ -61,12 +94,6 @@ def parse_assignments(pairs: list[str]) -> dict:
     return params
 
 
-def declared_parameters(notebook: Path) -> set[str]:
-    import papermill
-
-    return set(papermill.inspect_notebook(str(notebook)))
-
-
 def stored_key(executed: Path) -> str | None:
     if not executed.exists():
         return None
@@ -77,20 +104,33 @@ def stored_key(executed: Path) -> str | None:
     return meta.get("specdec", {}).get("run_key")
 
 
-def execute(notebook: Path, out: Path, params: dict, key: str) -> None:
+def execute(notebook: Path, out: Path, params: dict, key: str, cwd: Path = ROOT) -> None:
     import nbformat
     import papermill
 
     tmp = out.with_name(f".partial.{out.name}")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no weight-loading bars in the book
+    os.environ.setdefault("TQDM_DISABLE", "1")
     papermill.execute_notebook(
-        str(notebook), str(tmp), parameters=params, kernel_name="python3", cwd=str(ROOT),
+        str(notebook), str(tmp), parameters=params, kernel_name="python3", cwd=str(cwd),
         progress_bar=False, log_output=False, request_save_on_cell_execute=False,
     )
     nb = nbformat.read(tmp, as_version=4)
     nb.metadata["specdec"] = {"run_key": key, "parameters": params}
     nbformat.write(nb, tmp)
     os.replace(tmp, out)
+
+
+def record_run(notebook: Path, params: dict, wall_s: float) -> None:
+    """Write <results>/run.json after a recompute (module docstring)."""
+    effective = {**defaults(notebook), **params}
+    if not effective.get("RECOMPUTE") or "RESULTS_DIR" not in effective:
+        return
+    prov = provenance(effective)
+    rec = {"chapter": notebook.stem, "wall_s": round(wall_s, 1), "date": prov["timestamp"],
+           "commit": prov["git_commit"], "hardware": prov["hardware"], "load_average": prov["load_average"],
+           "smoke": bool(effective.get("SMOKE")), "parameters": params}
+    atomic_write(resolve(effective["RESULTS_DIR"]) / "run.json", lambda f: json.dump(rec, f, indent=2))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,10 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     notebooks = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if p.name.startswith(args.only))
     if not notebooks:
         raise SystemExit(f"no notebooks/NN_*.ipynb match {args.only!r}")
-    args.out.mkdir(parents=True, exist_ok=True)
+    out_dir = resolve(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
     for i, nb in enumerate(notebooks, 1):
         params = {k: v for k, v in given.items() if k in declared_parameters(nb)}
-        out = args.out / nb.name
+        out = out_dir / nb.name
         key = run_key(nb, params)
         tag = f"[{i}/{len(notebooks)}] {nb.name}"
         if not args.force and stored_key(out) == key:
@@ -121,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
             print(f"{tag}: FAILED after {time.perf_counter() - t0:.0f} s\n{exc}", file=sys.stderr, flush=True)
             return 1
-        print(f"{tag}: done in {time.perf_counter() - t0:.0f} s", flush=True)
+        wall = time.perf_counter() - t0
+        record_run(nb, params, wall)
+        print(f"{tag}: done in {wall:.0f} s", flush=True)
     return 0
 
 

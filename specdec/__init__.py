@@ -1,15 +1,20 @@
-"""specdec: speculative decoding, exact by construction and measured honestly."""
+"""specdec: speculative decoding, exact by construction and measured honestly.
 
-from specdec.cost import break_even_alpha, expected_tokens, optimal_k, speedup, toy_speedup
-from specdec.decode import generate
-from specdec.exact import expected_accepted, one_step_law, spec_law, target_law
-from specdec.models import load_pair
-from specdec.sampling import process_logits
-from specdec.stats import gof_test, sample_size, tv_interval
-from specdec.verify import VerifyResult, accept_prob, residual, verify
+Layers (checked by import-linter, see pyproject.toml): `specdec.core` (the equations), `specdec.family`
+(the embedded models and their one loader), `specdec.engine` (decoding), `specdec.measure`
+(timing, recording, the chapters' computations), `specdec.report` (paths, results, figures).
+"""
+
+from specdec.core.cost import break_even_alpha, expected_tokens, optimal_k, speedup, toy_speedup
+from specdec.core.exact import expected_accepted, one_step_law, spec_law, target_law
+from specdec.core.sampling import SamplingConfig, process_logits
+from specdec.core.stats import gof_test, sample_size, tv_interval
+from specdec.core.verify import VerifyResult, accept_prob, residual, verify
+from specdec.engine.decode import generate
+from specdec.family.loader import load_pair
 
 __all__ = [
     "accept_prob", "break_even_alpha", "expected_accepted", "expected_tokens", "generate", "gof_test",
-    "load_pair", "one_step_law", "optimal_k", "process_logits", "residual", "sample_size", "spec_law",
-    "speedup", "target_law", "toy_speedup", "tv_interval", "verify", "VerifyResult",
+    "load_pair", "one_step_law", "optimal_k", "process_logits", "residual", "sample_size", "SamplingConfig",
+    "spec_law", "speedup", "target_law", "toy_speedup", "tv_interval", "verify", "VerifyResult",
 ]

@@ -1,0 +1,170 @@
+"""Logits -> processed distributions (temperature, top-k, top-p, greedy), and categorical sampling.
+
+The distribution a model *samples from* is not softmax(logits): it is the distribution after the
+sampling rules.  Speculative sampling is exact only when the acceptance test uses these processed
+distributions for both target (p) and draft (q) -- seed, section 2; Leviathan et al. 2022, section
+2.3.  `process_logits` applies the rules in the order Hugging Face's `generate` applies its logits
+warpers:
+
+    z = logits / T                                   (temperature; T = 0 means greedy)
+    keep x  iff  z_x >= (k-th largest z)             (top-k; ties at the k-th value are kept)
+    keep x  iff  mass of tokens ranked above x < top_p   (top-p, on softmax of what top-k kept)
+    probs = softmax(z over kept tokens)              (renormalize)
+
+Top-p keeps the smallest set of most-probable tokens whose mass reaches `top_p`; tokens are ranked
+by a stable descending sort, so among equal probabilities the lower token id ranks first.
+
+`SamplingConfig` names one such set of rules (the one sampling configuration of the project: the
+toy models, the engine and its drafters all take it), and `sample` draws one token per row.
+
+Example: process_logits(torch.tensor([2.0, 1.0, 0.0]), top_k=2) -> tensor([0.7311, 0.2689, 0.0000])
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["SamplingConfig", "process_logits", "sample_inverse_cdf", "sample"]
+
+
+def _check_knobs(temperature, top_k, top_p) -> None:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
+    if math.isnan(temperature) or math.isinf(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    if top_k is not None:
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}")
+    if top_p is not None:
+        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not (0 < top_p <= 1):
+            raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+
+
+def _check_logits(logits) -> torch.Tensor:
+    if not isinstance(logits, torch.Tensor):
+        raise ValueError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
+    if not logits.is_floating_point():
+        raise ValueError(f"logits must be a floating-point tensor, got dtype {logits.dtype}")
+    if logits.dim() < 1 or logits.shape[-1] == 0:
+        raise ValueError(f"logits must have a non-empty last (vocabulary) axis, got shape {tuple(logits.shape)}")
+    # half precision is upcast: the result is float32 (or float64 for float64 input), never half
+    x = logits if logits.dtype == torch.float64 else logits.to(torch.float32)
+    # all three checks in one host sync
+    nan, posinf, dead = torch.stack([
+        torch.isnan(x).any(),
+        torch.isposinf(x).any(),
+        torch.isneginf(x).all(dim=-1).any(),
+    ]).tolist()
+    if nan:
+        raise ValueError("logits contain NaN")
+    if posinf:
+        raise ValueError("logits contain +inf")
+    if dead:
+        raise ValueError("a row of logits is all -inf: no token can be sampled")
+    return x
+
+
+def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                   top_p: float | None = None) -> torch.Tensor:
+    """Probabilities over the last axis after temperature, top-k, top-p, renormalization.
+
+    logits: (..., V) float tensor; -inf entries are masked tokens.  Never modified.
+    temperature: 0 gives greedy decoding, a one-hot on the argmax (ties: the lowest index, as
+        `torch.argmax` returns the first maximum); top_k / top_p are then irrelevant.
+    top_k: keep the tokens whose logit is >= the k-th largest (k > V keeps all).
+    top_p: nucleus, in (0, 1]; 1 keeps all.
+    Returns (..., V) float32 (float64 for float64 input), rows summing to 1.
+
+    Example: process_logits(torch.tensor([0.0, 0.0, -1e9]), temperature=0) -> tensor([1., 0., 0.])
+    """
+    _check_knobs(temperature, top_k, top_p)
+    x = _check_logits(logits)  # (..., V), float32 or float64
+    V = x.shape[-1]
+    if temperature == 0:
+        idx = x.argmax(dim=-1, keepdim=True)  # (..., 1), first maximum
+        return torch.zeros_like(x).scatter_(-1, idx, 1.0)
+    z = x / temperature  # new tensor: the caller's logits are never touched
+    if top_k is not None and top_k < V:
+        kth = torch.topk(z, top_k, dim=-1).values[..., -1:]  # (..., 1)
+        z = z.masked_fill(z < kth, float("-inf"))
+    if top_p is not None and top_p < 1:
+        sorted_z, order = torch.sort(z, dim=-1, descending=True, stable=True)  # (..., V)
+        probs_sorted = torch.softmax(sorted_z, dim=-1)
+        mass_before = torch.cumsum(probs_sorted, dim=-1) - probs_sorted  # mass ranked above each token
+        drop_sorted = mass_before >= top_p  # the first token is always kept (mass_before = 0)
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        z = z.masked_fill(drop, float("-inf"))
+    return torch.softmax(z, dim=-1)
+
+
+def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Token ids drawn from `probs` by inverse-CDF with the given uniforms; no randomness inside.
+
+    probs: (..., V) non-negative rows with positive mass (need not be normalized).
+    u: (...) uniforms in [0, 1).  Returns (...) int64: the first x with cdf(x) > u * total.
+    The threshold is kept strictly below the total (rounding can put u * total on it), so the id
+    is always < V, and a token with zero probability is never returned (cdf does not rise there).
+
+    Example: sample_inverse_cdf(torch.tensor([0.2, 0.0, 0.8]), torch.tensor(0.5)) -> tensor(2)
+    """
+    cdf = torch.cumsum(probs, dim=-1)  # (..., V), non-decreasing in floating point too
+    total = cdf[..., -1:]  # (..., 1)
+    thr = torch.minimum(u.unsqueeze(-1).to(cdf.dtype) * total, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, thr, right=True).squeeze(-1)  # (...)
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None = None, *, greedy: bool = False,
+           check: bool = True) -> torch.Tensor:
+    """One token id per row of `probs` (..., V) -> (...) int64, using `generator` for the uniforms.
+
+    greedy: the argmax of each row (the first maximum; probs is one-hot after temperature 0), with
+        no uniform drawn.  Otherwise one float64 uniform per row from `generator` (on the
+        generator's device), then `sample_inverse_cdf` in the precision of `probs`.
+    check: validate the rows first (non-negative, no NaN, positive mass), costing one host sync;
+        the engine passes False for distributions `process_logits` has just built and checked.
+    None as generator uses torch's default generator.
+
+    Example: sample(torch.tensor([[0.0, 1.0]]), torch.Generator().manual_seed(0)) -> tensor([1])
+    """
+    if check:
+        if not isinstance(probs, torch.Tensor) or probs.dim() < 1 or probs.shape[-1] == 0:
+            raise ValueError("probs must be a tensor with a non-empty last (vocabulary) axis")
+        bad_neg, bad_nan, bad_zero = torch.stack([
+            (probs < 0).any(), torch.isnan(probs).any(), (probs.sum(-1) <= 0).any()]).tolist()
+        if bad_neg or bad_nan or bad_zero:
+            raise ValueError("probs must be non-negative, free of NaN, with positive mass in every row")
+    if greedy:
+        return probs.argmax(dim=-1)
+    gdev = generator.device if generator is not None else probs.device
+    u = torch.rand(probs.shape[:-1], generator=generator, dtype=torch.float64, device=gdev).to(probs.device)
+    return sample_inverse_cdf(probs, u)
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """The sampling rules that define a processed distribution (`process_logits`); validated.
+
+    The target's rules; drafters process their own scores with the same ones, so q is the
+    distribution each draft was sampled from.  Positional order: temperature, top_k, top_p.
+    Example: SamplingConfig(0.7, top_p=0.9)(logits) == process_logits(logits, 0.7, None, 0.9)
+    """
+
+    temperature: float = 1.0  # 1 = the model's own law; 0 = greedy
+    top_k: int | None = None  # None = no truncation (Hugging Face's generate defaults to 50)
+    top_p: float | None = None  # None = no nucleus truncation
+
+    def __post_init__(self):
+        _check_knobs(self.temperature, self.top_k, self.top_p)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def process(self, logits: torch.Tensor) -> torch.Tensor:
+        """(..., V) logits -> (..., V) processed probabilities (`process_logits`)."""
+        return process_logits(logits, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
+
+    __call__ = process

@@ -1,0 +1,246 @@
+"""Verification of k drafted tokens against the target: accept, residual, bonus (token and block).
+
+Token verification (Leviathan et al. 2022, Algorithm 1; seed, equations 1-2).  Draft x_i ~ q_i is
+accepted with probability
+
+    a(x) = min{1, p(x)/q(x)},        so the accepted mass is  q(x) a(x) = min{p(x), q(x)},     (1)
+
+positions are checked in order and the first rejection stops the step; there one token is drawn
+from the normalized residual
+
+    r(x) = [p(x) - q(x)]_+ / sum_y [p(y) - q(y)]_+ .                                           (2)
+
+When all k drafts are accepted the target contributes a bonus token from p_k = p(. | x_1..x_k).
+
+Block verification (Sun et al., ICLR 2025, "Block Verification Accelerates Speculative
+Decoding", Algorithm 2).  With weights w_0 = 1, w_i = min{1, w_{i-1} p_{i-1}(x_i) / q_{i-1}(x_i)}
+(0-indexed distributions: p_i, q_i are the laws of token i+1 given i accepted drafts) and
+
+    s_i = sum_y [w_i p_i(y) - q_i(y)]_+ ,   h_i = s_i / (s_i + 1 - w_i)  (i < k),   h_k = w_k,
+
+draw eta_1..eta_k ~ U[0,1), keep tau = the largest i with eta_i < h_i (0 if none), accept
+x_1..x_tau, then draw one token from [w_tau p_tau - q_tau]_+ normalized (tau < k) or from p_k
+(tau = k).  Same output law as token verification, and optimal in expected accepted tokens.
+Convention here: h_i = 0 when s_i = 0 (the residual at i is empty, so the step can never end there).
+
+Conventions for floating point (both methods): ratios, weights w, h and uniforms are float64 and
+a draft is accepted iff u < a, with u in [0, 1); so p(x) = 0 is always rejected and p(x) = q(x)
+always accepted.  The block sums s_i are formed in the inputs' precision and accumulated in
+float64 (float64 inputs stay float64 throughout).  A residual whose mass is exactly zero (p == q up to rounding, reachable only through
+rounding) is replaced by p itself, its limit -- see `residual`.
+
+Example: p = q = [0.5, 0.5] -> a = [1, 1], every draft accepted, the residual is never drawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specdec.core.sampling import sample_inverse_cdf
+
+__all__ = ["VerifyResult", "accept_prob", "residual", "block_weights", "block_stop_probs", "verify", "greedy_verify",
+           "check_inputs"]
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """What one verification step produced, per batch row.
+
+    num_accepted: (B,) int64, drafts kept (0..k).
+    tokens: (B, k+1) int64, the kept drafts, then the one target token (residual or bonus),
+        then -1 padding.  Row b holds num_accepted[b] + 1 valid tokens.
+    """
+
+    num_accepted: torch.Tensor
+    tokens: torch.Tensor
+
+
+def accept_prob(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Equation (1): a = min{1, p/q} elementwise; 1 where q = 0 (never proposed, so q a = 0 = min{p, q}).
+
+    Example: accept_prob(torch.tensor([1/3, 2/3]), torch.tensor([2/3, 1/3])) -> tensor([0.5, 1.0])
+    """
+    ratio = torch.where(q > 0, p / torch.where(q > 0, q, torch.ones_like(q)), torch.ones_like(p))
+    return torch.clamp(ratio, max=1.0)
+
+
+def residual(p: torch.Tensor, q: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+    """Equation (2): r = [p - q]_+ / sum_y [p(y) - q(y)]_+ over the last axis.
+
+    Where the mass sum_y [p - q]_+ is exactly zero (so p <= q everywhere; for distributions p == q
+    and the rejection branch has probability zero) the row returned is p / sum(p), the residual's
+    limit, so callers never divide by zero.  p may be a weighted distribution (block
+    verification passes w p); it must have positive mass.  normalize=False skips the division
+    (what an inverse-CDF sampler needs) and returns [p - q]_+, or p where that mass is zero.
+
+    Example: residual(torch.tensor([1/3, 2/3]), torch.tensor([2/3, 1/3])) -> tensor([0., 1.])
+    """
+    r = torch.clamp(p - q, min=0.0)  # (..., V)
+    mass = r.sum(dim=-1, keepdim=True)  # (..., 1)
+    if not normalize:
+        return torch.where(mass > 0, r, p)
+    fallback = p / p.sum(dim=-1, keepdim=True)
+    return torch.where(mass > 0, r / torch.where(mass > 0, mass, torch.ones_like(mass)), fallback)
+
+
+def block_weights(px: torch.Tensor, qx: torch.Tensor) -> torch.Tensor:
+    """Block verification weights w_i = min{1, w_{i-1} p(x_i)/q(x_i)}, w_0 = 1.
+
+    px, qx: (..., k) target / draft probabilities of the drafted tokens (qx > 0).  Returns (..., k+1).
+    The ratio is not clipped before multiplying: a likely token after an unlikely one restores w.
+    Example: block_weights(torch.tensor([1/3, 2/3]), torch.tensor([2/3, 1/3])) -> [1, 0.5, 1]
+    """
+    ratio = px / torch.where(qx > 0, qx, torch.ones_like(qx))  # unclipped: w_i may recover to 1
+    w = [torch.ones_like(px[..., 0])]
+    for i in range(px.shape[-1]):  # loop over the k positions only
+        w.append(torch.clamp(w[-1] * ratio[..., i], max=1.0))
+    return torch.stack(w, dim=-1)
+
+
+def block_stop_probs(w: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Block verification's h_1..h_k (module docstring): (B, k+1) weights, p (B, >=k, V), q (B, k, V)
+    -> (B, k) float64, with h_i = s_i / (s_i + 1 - w_i) for i < k (0 where s_i = 0) and h_k = w_k.
+
+    s_i = sum_y [w_i p_i(y) - q_i(y)]_+ is formed in the inputs' precision (float64 inputs stay
+    exact) and accumulated in float64.  Shared by `verify` and the exact laws of `specdec.core.exact`.
+    Example: w = [[1, 0.8, 0.5]], p = [[1/3, 2/3]] * 3, q = [[2/3, 1/3]] * 2 -> h = [[0.5, 0.5]]
+    (s_1 = [0.8/3 - 2/3]_+ + [1.6/3 - 1/3]_+ = 0.2, h_1 = 0.2 / (0.2 + 1 - 0.8))
+    """
+    B, k = q.shape[0], q.shape[1]
+    f64 = torch.float64
+    h = torch.zeros(B, k, dtype=f64, device=w.device)  # h_1..h_k
+    if k > 0:
+        h[:, k - 1] = w[:, k]
+    for i in range(1, k):  # loop over positions only; each step is (B, V)
+        wi = w[:, i, None].to(torch.promote_types(p.dtype, q.dtype))
+        s = (wi * p[:, i] - q[:, i]).clamp_(min=0.0).sum(-1, dtype=f64)  # (B,)
+        den = s + 1.0 - w[:, i]
+        h[:, i - 1] = torch.where(s > 0, s / torch.where(s > 0, den, torch.ones_like(den)), torch.zeros_like(s))
+    return h
+
+
+def greedy_verify(drafts: torch.Tensor, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy verification without building distributions; equal to `verify` on one-hot p and q
+    (both methods): keep the drafts while each is the target's argmax, then the argmax itself
+    (first maximum on ties, as process_logits(temperature=0)).
+    drafts (A, k), logits (A, k+1, V) -> num_accepted (A,), tokens (A, k+1) padded with -1.
+    Example: drafts [[3, 5]], argmax [[3, 4, 9]] -> n [1], tokens [[3, 4, -1]].
+    """
+    best = logits.argmax(-1)  # (A, k+1)
+    n = (drafts == best[:, :-1]).long().cumprod(1).sum(1)  # (A,)
+    j = torch.arange(best.shape[1], device=best.device)
+    return n, torch.where(j[None] <= n[:, None], best, -1)
+
+
+def _tol(*dtypes) -> float:
+    # row sums of softmax over ~50k tokens are off by ~1e-15 (float64), ~1e-6 (float32), and by
+    # up to ~1e-2 in half precision (which process_logits never returns, but a caller might pass)
+    if any(d in (torch.float16, torch.bfloat16) for d in dtypes):
+        return 2e-2
+    return 1e-4 if any(d != torch.float64 for d in dtypes) else 1e-9
+
+
+def _dist_flags(x: torch.Tensor, tol: float) -> list[torch.Tensor]:
+    # two passes over x: aminmax (NaN propagates into both) and the row sums
+    lo, hi = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
+    sums = x.sum(-1)
+    return [~torch.isfinite(lo) | ~torch.isfinite(hi), lo < 0, ((sums - 1).abs() > tol).any()]
+
+
+def check_inputs(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor) -> None:
+    """Raise ValueError unless drafts (B, k), q (B, k, V), p (B, k+1, V) are consistent distributions.
+
+    All value checks run vectorized (two passes over p and q) and meet in one host sync.
+    """
+    for name, t in (("draft_tokens", draft_tokens), ("q", q), ("p", p)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if draft_tokens.dim() != 2 or draft_tokens.is_floating_point() or draft_tokens.dtype == torch.bool:
+        raise ValueError(f"draft_tokens must be a (B, k) integer tensor, got shape {tuple(draft_tokens.shape)} "
+                         f"dtype {draft_tokens.dtype}")
+    B, k = draft_tokens.shape
+    if q.dim() != 3 or p.dim() != 3 or not q.is_floating_point() or not p.is_floating_point():
+        raise ValueError(f"q must be (B, k, V) and p (B, k+1, V) float tensors, got q {tuple(q.shape)} "
+                         f"{q.dtype}, p {tuple(p.shape)} {p.dtype}")
+    if q.shape[:2] != (B, k):
+        raise ValueError(f"q has shape {tuple(q.shape)}, expected (B, k, V) = ({B}, {k}, V) from draft_tokens")
+    if p.shape[:2] != (B, k + 1):
+        raise ValueError(f"p has shape {tuple(p.shape)}, expected (B, k+1, V) = ({B}, {k + 1}, V)")
+    if q.shape[2] != p.shape[2]:
+        raise ValueError(f"vocabulary mismatch: q has V={q.shape[2]}, p has V={p.shape[2]}")
+    V = p.shape[2]
+    if V == 0:
+        raise ValueError("empty vocabulary (V = 0)")
+    tol = _tol(q.dtype, p.dtype)
+    in_range = (draft_tokens >= 0) & (draft_tokens < V)  # (B, k)
+    safe = torch.where(in_range, draft_tokens, torch.zeros_like(draft_tokens)).long()
+    qx = q.gather(-1, safe.unsqueeze(-1)).squeeze(-1)  # (B, k)
+    flags = torch.stack([~in_range.all(), *_dist_flags(q, tol), *_dist_flags(p, tol),
+                         (in_range & (qx <= 0)).any()]).tolist()  # the one host sync
+    msgs = [
+        f"draft token ids out of range [0, {V})",
+        "q contains NaN or inf", "q has negative entries", f"rows of q do not sum to 1 (tolerance {tol:g})",
+        "p contains NaN or inf", "p has negative entries", f"rows of p do not sum to 1 (tolerance {tol:g})",
+        "a draft token has q(x) = 0: q is not the distribution the draft was sampled from "
+        "(e.g. q from raw logits while the draft was sampled after top-k/top-p/temperature)",
+    ]
+    for bad, msg in zip(flags, msgs):
+        if bad:
+            raise ValueError(msg)
+
+
+def verify(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, method: str = "token",
+           generator: torch.Generator | None = None) -> VerifyResult:
+    """Verify k drafts per row; returns the accepted drafts plus one target token.
+
+    draft_tokens: (B, k) int, sampled from q.  q: (B, k, V) processed draft distributions.
+    p: (B, k+1, V) processed target distributions (p[:, i] conditions on the first i drafts).
+    method: "token" (Leviathan et al. Alg. 1) or "block" (Sun et al. 2025 Alg. 2).
+    generator: the only source of randomness (B*(k+1) float64 uniforms per call); None uses
+        torch's default generator.  Deterministic given a seeded generator.
+    Greedy p (one-hot) gives the target's greedy tokens exactly.
+
+    Example: p = q = one-hot on token 1, drafts [[1, 1]] -> num_accepted [2], tokens [[1, 1, 1]].
+    """
+    if method not in ("token", "block"):
+        raise ValueError(f"method must be 'token' or 'block', got {method!r}")
+    check_inputs(draft_tokens, q, p)
+    B, k = draft_tokens.shape
+    dev = p.device
+    d = draft_tokens.long()  # (B, k)
+    f64 = torch.float64
+    px = p[:, :k].gather(-1, d.unsqueeze(-1)).squeeze(-1).to(f64)  # (B, k)
+    qx = q.gather(-1, d.unsqueeze(-1)).squeeze(-1).to(f64)  # (B, k)
+    gdev = generator.device if generator is not None else dev
+    u = torch.rand((B, k + 1), generator=generator, dtype=f64, device=gdev).to(dev)  # (B, k+1)
+    pos = torch.arange(1, k + 1, device=dev)  # (k,)
+
+    if method == "token":
+        accepted = u[:, :k] < accept_prob(px, qx)  # (B, k)
+        n = accepted.long().cumprod(dim=-1).sum(dim=-1)  # (B,) leading acceptances
+        weight = None  # residual [p_n - q_n]_+
+    else:
+        w = block_weights(px, qx)  # (B, k+1)
+        h = block_stop_probs(w, p, q)  # (B, k): h_1..h_k
+        hit = u[:, :k] < h  # (B, k)
+        n = (hit.long() * pos).max(dim=-1).values if k > 0 else torch.zeros(B, dtype=torch.long, device=dev)
+        weight = w.gather(1, n.unsqueeze(1)).squeeze(1)  # (B,)
+
+    # the one target token: residual at position n (n < k) or bonus from p_k (n = k, q taken as 0)
+    V = p.shape[2]
+    p_n = p.gather(1, n.view(B, 1, 1).expand(B, 1, V)).squeeze(1).to(f64)  # (B, V), gather beats indexing
+    if k > 0:
+        q_n = q.gather(1, n.clamp(max=k - 1).view(B, 1, 1).expand(B, 1, V)).squeeze(1).to(f64)
+        q_n = q_n * (n < k).to(f64).unsqueeze(-1)  # (B, V); zero for the bonus (n = k)
+    else:
+        q_n = torch.zeros_like(p_n)
+    pw = p_n if weight is None else weight.unsqueeze(-1) * p_n  # block: w_n p_n
+    y = sample_inverse_cdf(residual(pw, q_n, normalize=False), u[:, k])  # (B,)
+
+    col = torch.arange(k + 1, device=dev)  # (k+1,)
+    drafts = torch.cat([d, torch.zeros(B, 1, dtype=torch.long, device=dev)], dim=1)  # (B, k+1)
+    tokens = torch.where(col < n[:, None], drafts,
+                         torch.where(col == n[:, None], y[:, None], torch.full_like(drafts, -1)))
+    return VerifyResult(num_accepted=n, tokens=tokens)

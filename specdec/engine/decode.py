@@ -1,0 +1,305 @@
+"""The decoding engine: autoregressive baseline and speculative decoding with KV rollback.
+
+One loop serves both.  Each step feeds the target the row's last token plus k drafts, processes
+the k+1 logits with the sampling rules into p, and verifies (Leviathan et al. 2022, Algorithm 1;
+Sun et al. 2025 for method="block", both in `specdec.core.verify`); with no drafter, k = 0 and the
+step is plain autoregressive decoding with a KV cache, through the same sampling code.  A step is
+five small functions -- draft, forward, accept, emit, rollback (+ compact) -- and `generate` only
+sequences them and reads the clock between them.
+
+Ragged batches (rows accept different counts and finish at different times) -- the scheme:
+  * per-row valid slots in one shared DynamicCache.  Every row is fed the same number of slots
+    per step; a rejected draft's slot is not cropped but masked (attention mask 0), and only the
+    trailing slots rejected by every row are cropped (`cache.crop(-n)`, transformers 5.24).
+  * explicit position_ids that count only valid slots, so a masked hole never shifts positions:
+    row b's logits are those of its own unpadded sequence (fp32: equal within ~1e-6).
+  * prompts of different lengths are left-padded the same way (masked slots, positions from 0).
+  * finished rows leave the batch (`cache.batch_select_indices`), so they cost no compute.
+Why not crop every row to the shortest accepted prefix and re-feed the rest: that repeats target
+work each step; holes cost only memory (at most k slots per step) and one mask column each.
+
+Stops and budget: a row ends right after a stop token (accepted draft or target token) or at
+exactly max_new_tokens; the draft length is clipped to the largest remaining budget minus one and
+rows with less budget are cut at theirs, so nothing overshoots.  `cancel` (a threading.Event or a
+callable) is checked before each step and after each draft: generation returns the consistent
+prefix so far, marked cancelled; caches live only inside the call, so models are reusable at once.
+
+Overhead: per step the engine does vectorized tensor work and ONE host sync (a `.tolist()` of four
+numbers); drafters, process_logits and verify add their own checks when sampling.  Greedy decoding
+(temperature 0) skips building distributions: `greedy_verify` on the argmax, tested equal to
+`verify` on one-hot p and q for both methods.
+
+A `verifier` replaces `verify` for a caller that names one (same signature: drafts, q, p, method=,
+generator= -> VerifyResult): the measurement code passes its controlled-acceptance
+instrumentation this way (`specdec.measure.controlled`); the algorithm itself has no branch for it.
+
+Example: generate(target, torch.tensor([1, 2, 3]), drafter=draft, k=4, max_new_tokens=8,
+temperature=0).tokens[0] == generate(target, torch.tensor([1, 2, 3]), max_new_tokens=8,
+temperature=0).tokens[0]  (greedy speculative output is token-identical to the baseline).
+"""
+
+from __future__ import annotations
+
+import resource
+
+import torch
+
+from specdec.core.sampling import SamplingConfig, sample
+from specdec.core.verify import greedy_verify, verify
+from specdec.engine.drafters import as_drafter
+from specdec.engine.kv import context_length, engine_model, now
+from specdec.engine.stats import DecodeStats, GenerateResult
+
+__all__ = ["generate", "GenerateResult", "DecodeStats", "as_drafter", "greedy_verify"]
+
+
+def _prompts(input_ids, vocab: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(T,), (B, T) or a list of 1-D tensors -> left-padded ids (B, T) and mask (B, T)."""
+    if isinstance(input_ids, torch.Tensor):
+        if input_ids.dim() not in (1, 2):
+            raise ValueError(f"input_ids must be (T,) or (B, T), got shape {tuple(input_ids.shape)}")
+        if input_ids.numel() == 0:
+            raise ValueError(f"empty prompt: input_ids has shape {tuple(input_ids.shape)}")
+        rows = list(input_ids.reshape(-1, input_ids.shape[-1]))
+    elif isinstance(input_ids, (list, tuple)) and all(isinstance(r, torch.Tensor) and r.dim() == 1 for r in input_ids):
+        rows = list(input_ids)
+    else:
+        raise ValueError("input_ids must be a tensor (T,) / (B, T) or a list of 1-D tensors")
+    if not rows or any(r.numel() == 0 for r in rows):
+        raise ValueError("empty prompt: every row needs at least one token")
+    if any(r.is_floating_point() or r.dtype == torch.bool for r in rows):
+        raise ValueError("input_ids must be integer token ids")
+    lo, hi = min(int(r.min()) for r in rows), max(int(r.max()) for r in rows)
+    if lo < 0 or hi >= vocab:
+        raise ValueError(f"token ids must lie in [0, {vocab}), got range [{lo}, {hi}]")
+    T = max(r.numel() for r in rows)
+    ids = torch.zeros(len(rows), T, dtype=torch.long, device=device)
+    mask = torch.zeros(len(rows), T, dtype=torch.long, device=device)
+    for b, r in enumerate(rows):
+        ids[b, T - r.numel():] = r.to(device)
+        mask[b, T - r.numel():] = 1
+    return ids, mask
+
+
+def _check(target, drafter, ids, k, method, max_new_tokens, verifier, cancel):
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    if method not in ("token", "block"):
+        raise ValueError(f"method must be 'token' or 'block', got {method!r}")
+    if verifier is not None and (drafter is None or not callable(verifier)):
+        raise ValueError(f"verifier must be a callable like `verify`, and needs a drafter; got {verifier!r}")
+    if cancel is not None and not (hasattr(cancel, "is_set") or callable(cancel)):
+        raise ValueError("cancel must be a threading.Event, a callable returning bool, or None")
+    V = int(target.config.vocab_size)
+    if drafter is not None and drafter.vocab_size != V:
+        raise ValueError(f"drafter vocabulary ({drafter.vocab_size}) differs from the target's ({V})")
+    T = ids.shape[1]
+    for name, m in (("target", target), ("drafter", getattr(drafter, "model", None))):
+        n_ctx = context_length(m) if m is not None else None
+        if n_ctx is not None and T > n_ctx:
+            raise ValueError(f"prompt of {T} tokens is longer than the {name}'s context ({n_ctx})")
+        if n_ctx is not None and T + max_new_tokens > n_ctx:
+            raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) exceeds the {name}'s "
+                             f"context ({n_ctx})")
+
+
+def _peak_memory(device) -> tuple[int, str]:
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device)), "cuda_max_memory_allocated"
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_rss_peak"
+
+
+def _stop_tokens(stop_token_ids, V: int, device) -> torch.Tensor:
+    try:
+        stop_set = sorted({int(s) for s in stop_token_ids})
+    except (TypeError, ValueError):
+        raise ValueError(f"stop_token_ids must be an iterable of token ids, got {stop_token_ids!r}") from None
+    if stop_set and (stop_set[0] < 0 or stop_set[-1] >= V):
+        raise ValueError(f"stop_token_ids must lie in [0, {V}), got {stop_set}")
+    return torch.tensor(stop_set, dtype=torch.long, device=device)
+
+
+class _Decoder:
+    """The state of one `generate` call: the target's cache and mask, the running rows (A of B), and
+    the output buffer; one method per phase of a step."""
+
+    def __init__(self, target, drafter, ids, mask, *, k, max_new_tokens, stops, sampling, method, generator,
+                 verifier):
+        from transformers import DynamicCache
+
+        self.target, self.drafter, self.sampling = target, drafter, sampling
+        self.k, self.max_new, self.stops, self.method = k, max_new_tokens, stops, method
+        self.generator, self.verifier = generator, verifier
+        self.device = ids.device
+        self.n_ctx = context_length(target) or 1 << 62
+        B, T = ids.shape
+        self.ids, self.mask, self.cache = ids, mask, DynamicCache()
+        self.tmask = mask[:, :-1].clone()  # (A, L): valid slots of the target cache
+        self.pending = ids[:, -1]  # (A,) last committed token, not yet in the cache
+        self.pos = mask.sum(1) - 1  # (A,) position of pending
+        self.rows = torch.arange(B, device=self.device)  # active row -> original row
+        self.W = max_new_tokens + k + 2  # output buffer; last column is a trash slot
+        self.out = torch.full((B, self.W), -1, dtype=torch.long, device=self.device)
+        self.n_out = torch.zeros(B, dtype=torch.long, device=self.device)
+        self.reason = torch.zeros(B, dtype=torch.long, device=self.device)  # 0 running/cancelled, 1 stop, 2 length
+        self.active, self.max_rem = max_new_tokens > 0, max_new_tokens
+
+    def prefill(self) -> None:
+        """Cache every prompt token but the last (it is fed with the first step's drafts)."""
+        if self.ids.shape[1] > 1:
+            tm = self.tmask
+            self.target(input_ids=self.ids[:, :-1], attention_mask=tm, position_ids=(tm.cumsum(1) - 1).clamp(min=0),
+                        cache=self.cache, use_cache=True, logits_to_keep=1)
+        if self.drafter is not None:
+            self.drafter.begin(self.ids, self.mask)
+
+    def draft_length(self) -> int:
+        return 0 if self.drafter is None else min(self.k, self.max_rem - 1)
+
+    def draft(self, ks: int):
+        """ks drafts per row: (drafts (A, ks), q (A, ks, V), seconds in the drafter's forwards)."""
+        drafts, q = self.drafter.propose(ks, self.sampling, self.generator)
+        return drafts, q, self.drafter.forward_seconds
+
+    def forward(self, drafts) -> torch.Tensor:
+        """The target over the pending token and the drafts: logits (A, ks+1, V)."""
+        feed = self.pending[:, None] if drafts is None else torch.cat([self.pending[:, None], drafts], 1)
+        A, s = feed.shape
+        j = torch.arange(s, device=self.device)
+        self.tmask = torch.cat([self.tmask, torch.ones(A, s, dtype=torch.long, device=self.device)], 1)
+        pos = (self.pos[:, None] + j).clamp(max=self.n_ctx - 1)
+        return self.target(input_ids=feed, attention_mask=self.tmask, position_ids=pos, cache=self.cache,
+                           use_cache=True).logits
+
+    def accept(self, logits, drafts, q):
+        """(n (A,) accepted drafts, tokens (A, ks+1): the accepted drafts, the target's token, -1)."""
+        A = logits.shape[0]
+        if self.sampling.greedy and self.verifier is None:
+            return greedy_verify(drafts if drafts is not None else logits.new_zeros(A, 0, dtype=torch.long), logits)
+        p = self.sampling.process(logits)  # (A, ks+1, V)
+        if drafts is None:
+            toks = sample(p[:, 0], self.generator, greedy=self.sampling.greedy, check=False)[:, None]  # (A, 1)
+            return torch.zeros(A, dtype=torch.long, device=self.device), toks
+        res = (self.verifier or verify)(drafts, q, p, method=self.method, generator=self.generator)
+        return res.num_accepted, res.tokens
+
+    def emit(self, n, toks):
+        """Write each row's new tokens, cut at the first stop and at the budget; the step's one host
+        sync.  Returns (emitted per row (A,), done (A,), n_max, any_done, all_done)."""
+        rows, s = self.rows, toks.shape[1]
+        j = torch.arange(s, device=self.device)
+        if self.stops.numel():
+            hit = (j[None] <= n[:, None]) & torch.isin(toks, self.stops)  # (A, s) stop among the new tokens
+            first = torch.where(hit.any(1), hit.long().argmax(1), s)  # (A,) index of the first stop
+        else:
+            first = torch.full_like(n, s)
+        no = self.n_out[rows]  # (A,) tokens so far
+        e = torch.minimum(torch.minimum(n + 1, first + 1), self.max_new - no)  # (A,) tokens emitted
+        self.out[rows[:, None], torch.where(j[None] < e[:, None], no[:, None] + j[None], self.W - 1)] = toks
+        no = no + e
+        self.n_out[rows] = no
+        stopped = first < e
+        done = stopped | (no >= self.max_new)
+        left = torch.where(done, 0, self.max_new - no)
+        n_max, any_done, all_done, self.max_rem = torch.stack([n.max(), done.any(), done.all(), left.max()]).tolist()
+        if any_done:
+            self.reason[rows] = torch.where(stopped, 1, torch.where(done, 2, 0))
+        return e, done, n_max, any_done, all_done
+
+    def rollback(self, ks: int, n, toks, n_max: int, all_done: bool) -> None:
+        """Mask each row's rejected slots, crop the slots every row rejected, advance, tell the drafter."""
+        if ks > 0:
+            j = torch.arange(ks, device=self.device)
+            self.tmask[:, -ks:] = (j[None] < n[:, None]).long()
+            drop = ks - n_max
+            if drop:
+                self.cache.crop(-drop)
+                self.tmask = self.tmask[:, :-drop]
+        self.pos = self.pos + n + 1
+        self.pending = toks.gather(1, n[:, None])[:, 0]  # (A,) the target's token
+        if ks > 0 and not all_done:
+            self.drafter.commit(n, self.pending, n_max)
+
+    def compact(self, done, any_done: bool, all_done: bool) -> None:
+        """Finished rows leave the batch (cache, mask, positions, drafter)."""
+        if all_done:
+            self.active = False
+        elif any_done:
+            keep = (~done).nonzero()[:, 0]
+            self.cache.batch_select_indices(keep)
+            self.tmask, self.pos, self.pending, self.rows = (self.tmask[keep], self.pos[keep], self.pending[keep],
+                                                             self.rows[keep])
+            if self.drafter is not None:
+                self.drafter.select(keep)
+
+    def result(self, stats, cancelled: bool) -> GenerateResult:
+        B = self.out.shape[0]
+        counts, reasons = self.n_out.tolist(), self.reason.tolist()
+        tokens = [self.out[b, :counts[b]].clone() for b in range(B)]
+        finish = ["stop" if r == 1 else "length" if r == 2 else "cancelled" for r in reasons]
+        if self.max_new == 0:
+            finish = ["length"] * B
+        return GenerateResult(tokens=tokens, stats=stats, cancelled=cancelled, finish=finish)
+
+
+@torch.no_grad()  # not inference_mode: returned tensors stay ordinary tensors
+def generate(target, input_ids, *, drafter=None, k: int = 4, method: str = "token", max_new_tokens: int,
+             temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+             stop_token_ids=(), generator: torch.Generator | None = None, cancel=None,
+             verifier=None) -> GenerateResult:
+    """Generate up to max_new_tokens per row from `target` (a Hugging Face causal LM).
+
+    drafter=None: autoregressive baseline; a causal LM or a drafter object: speculative decoding
+    with k drafts per step, verified by `method` ("token" or "block") -- or by `verifier`, when a
+    caller names one (module docstring).  Sampling rules as in
+    `specdec.core.sampling.process_logits` (temperature 0 = greedy).  All randomness from `generator`.
+    """
+    sampling = SamplingConfig(temperature, top_k, top_p)
+    drafter, target = as_drafter(drafter), engine_model(target)
+    device = next(target.parameters()).device
+    V = int(target.config.vocab_size)
+    ids, mask = _prompts(input_ids, V, device)  # (B, T), (B, T)
+    _check(target, drafter, ids, k, method, max_new_tokens, verifier, cancel)
+    stops = _stop_tokens(stop_token_ids, V, device)
+    is_cancelled = (cancel.is_set if hasattr(cancel, "is_set") else cancel) if cancel is not None else (lambda: False)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    dec = _Decoder(target, drafter, ids, mask, k=k, max_new_tokens=max_new_tokens, stops=stops, sampling=sampling,
+                   method=method, generator=generator, verifier=verifier)
+    stats, cancelled = DecodeStats(), False
+    t_start = now(device)
+    dec.prefill()
+    stats.prefill_seconds = now(device) - t_start
+    while dec.active:
+        if is_cancelled():
+            cancelled = True
+            break
+        t0, ks, rows = now(device), dec.draft_length(), dec.rows
+        drafts, q, t_df = dec.draft(ks) if ks > 0 else (None, None, 0.0)
+        if ks > 0 and is_cancelled():  # mid-draft: the drafts are dropped, the committed prefix stands
+            cancelled = True
+            break
+        t1 = now(device)
+        logits = dec.forward(drafts)  # (A, ks+1, V)
+        t2 = now(device)
+        n, toks = dec.accept(logits, drafts, q)
+        t3 = now(device)
+        e, done, n_max, any_done, all_done = dec.emit(n, toks)
+        t4 = now(device)
+        stats.emitted.append((t4 - t_start, rows, e))
+        stats.accepted.append((rows, n))
+        dec.rollback(ks, n, toks, n_max, all_done)
+        t5 = now(device)
+        dec.compact(done, any_done, all_done)
+        t6 = now(device)
+        stats.steps.append({"step": len(stats.steps), "k": ks, "active": len(rows), "t_draft": t1 - t0,
+                            "t_draft_forward": t_df, "t_target": t2 - t1, "t_accept": t3 - t2,
+                            "t_rollback": t5 - t4, "t_other": (t4 - t3) + (t6 - t5), "t_step": t6 - t0,
+                            "emitted": 0})  # filled after the loop: no second host sync per step
+    stats.total_seconds = now(device) - t_start
+    for srow, (_, _, e) in zip(stats.steps, stats.emitted):
+        srow["emitted"] = int(e.sum())
+    stats.peak_memory_bytes, stats.memory_kind = _peak_memory(device)
+    return dec.result(stats, cancelled)

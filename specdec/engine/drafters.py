@@ -1,0 +1,166 @@
+"""Drafters behind one small protocol: a causal LM, an n-gram model, and prompt lookup.
+
+A drafter proposes k tokens per row together with the exact processed distribution q each was
+sampled from, and afterwards is told how many drafts the target accepted, so it can roll back.
+Speculative sampling is exact only when q is the distribution the draft really came from, after
+the SAME temperature / top-k / top-p as the target (Leviathan et al. 2022, section 2.3; seed,
+section 2); every drafter here therefore runs its scores through `specdec.core.sampling.process_logits`
+with the target's settings (`SamplingConfig`).  The model-free drafters (n-gram, prompt lookup) are in
+`specdec.engine.history`.  A deterministic drafter (prompt lookup) has a one-hot q, which is
+still exact: a draft x is then accepted with probability min(1, p(x)/1) = p(x).
+
+Protocol (the engine in `specdec.engine.decode` drives it; rows are the active batch rows):
+
+    begin(ids (B, T), mask (B, T))         a new generation; prompts left-padded, mask 1 = real token
+    propose(k, sampling, generator)         -> tokens (B, k) int64, q (B, k, V) float
+    commit(n (B,), next_token (B,), n_max)  keep the first n[b] drafts of row b, then next_token[b];
+                                            n_max = int(max(n)) (the engine's one host sync)
+    select(rows (A,))                       keep only these rows (finished rows leave the batch)
+    forward_seconds                         model-forward time inside the last propose
+
+Example: PromptLookupDrafter on history [5, 6, 7, 5] proposes [6, 7, 5] for k = 3 (the token
+after the last earlier "5" continues the copy), with q one-hot on those tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from specdec.core.sampling import SamplingConfig, sample
+from specdec.engine.kv import context_length, engine_model, now
+
+__all__ = ["Drafter", "ModelDrafter", "as_drafter", "sample_with_q"]
+
+
+def sample_with_q(logits: torch.Tensor, sampling: SamplingConfig, generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, V) scores -> (token (B,), q (B, V)): q processed with `sampling`, the token drawn from q.
+
+    Greedy takes the argmax of the raw scores (the first maximum, exactly what process_logits with
+    temperature 0 keeps) and builds the one-hot q directly, skipping the distribution checks.
+    """
+    if sampling.greedy:
+        x = logits.argmax(dim=-1)  # (B,)
+        q = torch.zeros(logits.shape, dtype=torch.float32, device=logits.device).scatter_(-1, x[..., None], 1.0)
+        return x, q
+    q = sampling.process(logits)
+    return sample(q, generator, check=False), q  # process_logits has just validated q
+
+
+@runtime_checkable
+class Drafter(Protocol):
+    vocab_size: int
+    forward_seconds: float
+
+    def begin(self, ids: torch.Tensor, mask: torch.Tensor) -> None: ...
+
+    def propose(self, k: int, sampling: SamplingConfig, generator: torch.Generator | None
+                ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def commit(self, n: torch.Tensor, next_token: torch.Tensor, n_max: int) -> None: ...
+
+    def select(self, rows: torch.Tensor) -> None: ...
+
+
+class ModelDrafter:
+    """Any Hugging Face causal LM as drafter, with its own DynamicCache that is never re-encoded.
+
+    Cache layout per row (the engine's ragged scheme, see `specdec.engine.decode`): slots hold every
+    committed token except the uncached tail; rejected slots are masked (attention mask 0) and
+    trailing slots rejected by every row are cropped (`cache.crop(-n)`).  Explicit position_ids
+    count only the valid slots, so a masked hole never shifts positions.  The tail is one token
+    (the target's last token) or, after a fully accepted draft, two (the last draft, never fed
+    since nothing was sampled after it, and the bonus token); it is fed as two slots with the first
+    masked in rows that need one.
+    """
+
+    def __init__(self, model):
+        from transformers import DynamicCache  # the engine owns caches; imported where used
+
+        self._Cache = DynamicCache
+        self.model = engine_model(model)
+        self.vocab_size = int(model.config.vocab_size)
+        self.max_positions = context_length(model)
+        self.forward_seconds = 0.0
+        self.device = next(model.parameters()).device
+
+    def _forward(self, ids, pos):  # ids (B, s), pos (B, s); mask already extended by s columns
+        if self.max_positions is not None:
+            pos = pos.clamp(max=self.max_positions - 1)  # only beyond-budget slots, discarded later
+        t = now(self.device)
+        with torch.no_grad():
+            out = self.model(input_ids=ids, attention_mask=self.mask, position_ids=pos, cache=self.cache,
+                             use_cache=True, logits_to_keep=1)
+        self.forward_seconds += now(self.device) - t
+        return out.logits[:, -1]  # (B, V)
+
+    def begin(self, ids, mask):
+        B, T = ids.shape
+        self.cache = self._Cache()
+        self.mask = mask[:, :-1].to(self.device).clone()  # (B, T-1): cached slots, our own copy
+        self.pos = mask.sum(1) - 1  # (B,) positions of the next slot = real tokens cached
+        if T > 1:
+            pos = (mask[:, :-1].cumsum(1) - 1).clamp(min=0)
+            t = now(self.device)
+            with torch.no_grad():
+                self.model(input_ids=ids[:, :-1], attention_mask=self.mask, position_ids=pos, cache=self.cache,
+                           use_cache=True, logits_to_keep=1)
+            self.forward_seconds = now(self.device) - t
+        self.tail = torch.stack([ids[:, -1], ids[:, -1]], 1)  # (B, 2); slot 0 valid only if tail_two
+        self.tail_two = torch.zeros(B, dtype=torch.bool, device=ids.device)
+        self.any_two = False
+
+    def propose(self, k, sampling, generator):
+        self.forward_seconds = 0.0
+        B = self.tail.shape[0]
+        if self.any_two:
+            ids, valid = self.tail, torch.stack([self.tail_two, torch.ones_like(self.tail_two)], 1)
+        else:
+            ids, valid = self.tail[:, 1:], torch.ones(B, 1, dtype=torch.bool, device=self.tail.device)
+        self.mask = torch.cat([self.mask, valid.long()], 1)
+        pos = self.pos[:, None] + valid.long().cumsum(1) - 1  # (B, s)
+        self.pos = self.pos + valid.sum(1)
+        logits = self._forward(ids, pos.clamp(min=0))
+        toks, qs = [], []
+        for i in range(k):
+            x, q = sample_with_q(logits, sampling, generator)  # (B,), (B, V)
+            toks.append(x)
+            qs.append(q)
+            if i + 1 < k:  # the last draft is not fed: nothing is sampled after it
+                self.mask = torch.cat([self.mask, torch.ones(B, 1, dtype=torch.long, device=x.device)], 1)
+                logits = self._forward(x[:, None], self.pos[:, None])
+                self.pos = self.pos + 1
+        self.k = k
+        self.drafts = torch.stack(toks, 1)  # (B, k)
+        return self.drafts, torch.stack(qs, 1)  # (B, k), (B, k, V)
+
+    def commit(self, n, next_token, n_max):
+        k = self.k
+        if k > 1:  # slots of d_1..d_{k-1}: keep the first n[b]
+            j = torch.arange(k - 1, device=n.device)
+            self.mask[:, -(k - 1):] = (j[None] < n[:, None]).long()
+            self.pos = self.pos - (k - 1 - n.clamp(max=k - 1))
+            drop = k - 1 - min(n_max, k - 1)
+            if drop:
+                self.cache.crop(-drop)
+                self.mask = self.mask[:, :-drop]
+        self.tail_two = n == k  # all accepted: d_k was never fed
+        self.tail = torch.stack([self.drafts[:, -1], next_token], 1)
+        self.any_two = n_max == k
+
+    def select(self, rows):
+        self.cache.batch_select_indices(rows)
+        self.mask, self.pos = self.mask[rows], self.pos[rows]
+        self.tail, self.tail_two = self.tail[rows], self.tail_two[rows]
+        self.drafts = self.drafts[rows] if hasattr(self, "drafts") else None
+        self.any_two = bool(self.tail_two.any())
+
+
+def as_drafter(drafter):
+    """A drafter object passes through; a causal LM (torch module) becomes a ModelDrafter."""
+    if drafter is None or all(hasattr(drafter, m) for m in ("begin", "propose", "commit", "select")):
+        return drafter
+    if isinstance(drafter, torch.nn.Module):
+        return ModelDrafter(drafter)
+    raise ValueError(f"drafter must be None, a causal LM or a drafter object, got {type(drafter).__name__}")

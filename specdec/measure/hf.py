@@ -1,0 +1,74 @@
+"""Hugging Face's own decoding as the reference: plain `generate` and assisted generation.
+
+Pinned so that it decodes what our engine decodes: num_assistant_tokens=k with the "constant"
+schedule and assistant_confidence_threshold=0 -- set on the ASSISTANT's generation_config, because
+transformers 5.24's candidate generator reads them from there (values passed to generate() alone
+left it at 1 draft per step, counted with forward hooks) -- top_k explicit (generate's default is
+50; 0 disables it), and no stop token (HF fills an unset eos from the model's config and stops
+there; seen: runs of 1-5 tokens instead of 6 at T = 1).  HF assisted generation takes batch size
+1 only.
+
+Example: tokens, row = hf_assisted(target, draft, ids[:1], k=4, max_new_tokens=64, temperature=1.0, seed=0)
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from specdec.engine.kv import now
+
+__all__ = ["hf_assisted", "pin_assistant", "no_stop_token"]
+
+
+def no_stop_token(*models) -> None:
+    """Clear generation_config.eos_token_id on models the caller owns (module docstring)."""
+    for m in models:
+        m = getattr(m, "inner", m)
+        if m is not None and getattr(m, "generation_config", None) is not None:
+            m.generation_config.eos_token_id = None
+
+
+def pin_assistant(draft, k: int) -> None:
+    """Pin HF's draft length to k on the assistant itself (module docstring)."""
+    gc = getattr(draft, "inner", draft).generation_config
+    gc.num_assistant_tokens, gc.num_assistant_tokens_schedule, gc.assistant_confidence_threshold = k, "constant", 0.0
+
+
+def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temperature: float, seed: int,
+                top_k: int | None = None) -> tuple[torch.Tensor, dict]:
+    """Hugging Face assisted generation (batch 1) with k pinned, as a side-by-side reference.
+
+    Pinned as the module docstring says (the draft's generation_config is pinned here).  HF's sampler draws from the
+    global RNG, so it runs inside `torch.random.fork_rng` seeded with `seed`: the caller's global
+    state is restored afterwards.  k = 0 runs HF's plain generate.  Returns (new tokens (N,), row)
+    with total_s and tokens_per_s over the whole call (HF exposes no per-token timing).
+    """
+    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
+        raise ValueError("HF assisted generation takes batch size 1: input_ids (1, T)")
+    inner = lambda m: getattr(m, "inner", m)  # noqa: E731  (unwrap an engine KVCompat)
+    tgt = inner(target)
+    device = next(tgt.parameters()).device
+    kw = dict(max_new_tokens=max_new_tokens, pad_token_id=0)
+    if temperature == 0:
+        kw.update(do_sample=False)
+    else:
+        kw.update(do_sample=True, temperature=temperature, top_p=1.0, top_k=top_k if top_k is not None else 0)
+    extra = {}
+    if k > 0:
+        pin_assistant(draft, k)
+        kw.update(num_assistant_tokens=k, num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)
+        extra["assistant_model"] = inner(draft)
+    gc = copy.deepcopy(tgt.generation_config)
+    gc.update(**kw)
+    gc.eos_token_id = None  # no stop token, as in the engine runs: exactly max_new_tokens
+    devs = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devs), torch.inference_mode():
+        torch.manual_seed(seed)
+        t0 = now(device)
+        out = tgt.generate(input_ids.to(device), attention_mask=torch.ones_like(input_ids).to(device),
+                           generation_config=gc, **extra)
+        total = now(device) - t0
+    new = out[0, input_ids.shape[1]:].cpu()
+    return new, {"tokens": int(new.numel()), "total_s": total, "tokens_per_s": new.numel() / total}

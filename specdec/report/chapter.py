@@ -1,0 +1,224 @@
+"""The frame every chapter (notebook) runs in: its parameters, its results folder, recompute or render.
+
+A chapter opens with ONE parameters cell of literals (papermill injects overrides after it), then
+
+    ch = Chapter(globals())          # collects the UPPERCASE literals defined so far
+    P = ch.P                         # the effective parameters (SMOKE sizes applied)
+
+Parameters.  Every UPPERCASE name bound to a literal (number, string, bool, None, or a list / tuple /
+dict of them) when the frame is built is a parameter; they are recorded in every table's provenance,
+so nothing is listed by hand.  ``SMOKE_SIZES`` (a dict in the parameters cell) names the values
+that SMOKE replaces: with ``SMOKE = True``, ``P.N = SMOKE_SIZES["N"]``; the notebook never reassigns.
+
+Recompute or render.  ``RECOMPUTE = True`` computes each table (``ch.table(name, compute)`` calls
+``compute()`` and writes its rows with provenance, `specdec.report.results.write_table`) and
+records the parameters in ``chapter.json``; ``RECOMPUTE = False`` (the default, and what `make book`
+uses) calls nothing and reads the committed tables, and ``P`` is then the parameters of the run that
+made them, so prose glued from ``P`` always describes the data shown.  Either way the chapter then
+reads its tables back (typed DataFrames) and draws and glues from them: both modes render the same.
+
+Paths are resolved from the repository root (`specdec.report.paths.resolve`), so a chapter run by
+hand from ``notebooks/`` writes and reads the same folders as `make reproduce`.
+
+Example:
+    ch = Chapter({"RESULTS_DIR": "data/results/03_cost_model", "RECOMPUTE": False, "C": 0.1})
+    ch.P.C -> 0.1 from the committed run;  ch.table("break_even_alpha") -> DataFrame
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from specdec.report.paths import RESULTS_DIR as RESULTS_ROOT
+from specdec.report.paths import resolve
+from specdec.report.results import atomic_write, provenance, read_table, save_figure, write_table
+
+__all__ = ["Chapter", "Params", "collect_parameters", "as_text"]
+
+CHAPTER_FILE = "chapter.json"
+VALUES_FILE = "values.json"
+RUN_FILE = "run.json"  # written by notebooks/run.py after a recompute: wall time, hardware, commit
+FORMAT_VERSION = 1
+
+
+def _literal(v) -> bool:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return True
+    if isinstance(v, (list, tuple)):
+        return all(_literal(x) for x in v)
+    if isinstance(v, dict):
+        return all(isinstance(k, str) and _literal(x) for k, x in v.items())
+    return False
+
+
+def collect_parameters(ns: dict) -> dict:
+    """The UPPERCASE literal names of a namespace (a notebook's globals), in definition order."""
+    return {k: v for k, v in ns.items() if k.isupper() and not k.startswith("_") and _literal(v)}
+
+
+class Params:
+    """Read-only attribute access to a chapter's parameters: ``P.K``; ``P.as_dict()``."""
+
+    def __init__(self, values: dict):
+        object.__setattr__(self, "_v", dict(values))
+
+    def __getattr__(self, name):
+        try:
+            return self._v[name]
+        except KeyError:
+            raise AttributeError(f"no parameter {name!r}; the chapter has {sorted(self._v)}") from None
+
+    def __setattr__(self, name, value):
+        raise AttributeError("parameters are read-only: set them in the parameters cell")
+
+    def as_dict(self) -> dict:
+        return dict(self._v)
+
+
+def as_text(v) -> str:
+    """A parameter or value as prose: lists joined by commas, None as 'none', floats as written."""
+    if isinstance(v, (list, tuple)):
+        return ", ".join(as_text(x) for x in v)
+    if v is None:
+        return "none"
+    return str(v)
+
+
+class Chapter:
+    """A chapter's parameters, results folder and mode (module docstring)."""
+
+    def __init__(self, ns: dict):
+        declared = collect_parameters(ns)
+        if "RESULTS_DIR" not in declared:
+            raise ValueError("a chapter's parameters cell must set RESULTS_DIR")
+        self.recompute = bool(declared.get("RECOMPUTE", False))
+        self.dir = resolve(declared["RESULTS_DIR"])
+        self.name = self.dir.name
+        self.models: dict = {}
+        self._values: dict = {}
+        if self.recompute:
+            smoke_sizes = declared.pop("SMOKE_SIZES", {}) or {}
+            unknown = set(smoke_sizes) - set(declared)
+            if unknown:
+                raise ValueError(f"SMOKE_SIZES names {sorted(unknown)}, which are not parameters of this chapter")
+            if declared.get("SMOKE"):
+                declared.update(smoke_sizes)
+            self.P = Params(declared)
+            self._write_chapter_file()
+        else:
+            self.P = Params(self._committed()["parameters"])
+
+    # -- files ----------------------------------------------------------------------------------
+    def _committed(self) -> dict:
+        path = self.dir / CHAPTER_FILE
+        if not path.exists():
+            raise FileNotFoundError(f"no committed results for {self.name} in {self.dir}: run the chapter with "
+                                    "RECOMPUTE=True (`make reproduce`) first")
+        meta = json.loads(path.read_text())
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: format_version {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
+        self.models = meta.get("models_sha256", {})
+        return meta
+
+    def _write_chapter_file(self) -> None:
+        meta = {"format_version": FORMAT_VERSION, "chapter": self.name, "parameters": self.P.as_dict(),
+                "models_sha256": self.models, "provenance": self.provenance()}
+        atomic_write(self.dir / CHAPTER_FILE, lambda f: json.dump(meta, f, indent=2, default=str))
+
+    def provenance(self) -> dict:
+        p = self.P.as_dict()
+        return provenance(p, seed=p.get("SEED"), models=self.models)
+
+    def use_models(self, sha256: dict) -> None:
+        """Record the sha256 of the model files this chapter's results depend on."""
+        self.models.update(sha256)
+        if self.recompute:
+            self._write_chapter_file()
+
+    # -- tables, values, figures -----------------------------------------------------------------
+    def table(self, name: str, compute=None, kind: str = "exact", **meta):
+        """The chapter's table ``name`` as a DataFrame; computed by ``compute()`` (rows: a list of
+        dicts or a DataFrame) and written first when recomputing.  kind: exact / sampled / timing."""
+        path = self.dir / f"{name}.csv"
+        if self.recompute:
+            if compute is None:
+                raise ValueError(f"table {name!r}: nothing to compute it with")
+            write_table(compute(), path, self.provenance(), kind=kind, **meta)
+        return read_table(path)
+
+    def values(self, name: str, compute=None) -> dict:
+        """Scalars that no table holds (``compute() -> dict``), stored in values.json under ``name``."""
+        path = self.dir / VALUES_FILE
+        if self.recompute:
+            if compute is None:
+                raise ValueError(f"values {name!r}: nothing to compute them with")
+            self._values[name] = dict(compute())
+            blob = {"format_version": FORMAT_VERSION, "values": self._values, "provenance": self.provenance()}
+            atomic_write(path, lambda f: json.dump(blob, f, indent=2, default=str))
+            return dict(self._values[name])
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: run the chapter with RECOMPUTE=True first")
+        stored = json.loads(path.read_text())["values"]
+        if name not in stored:
+            raise KeyError(f"{path} holds no values {name!r} (it has {sorted(stored)})")
+        return stored[name]
+
+    def figure(self, fig, name: str) -> None:
+        """Show ``fig`` in the page; when recomputing also save it as ``<results>/<name>.png`` (the
+        data behind it is the chapter's table of the same topic)."""
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+        if self.recompute:
+            save_figure(fig, self.dir / name)
+        display(fig)
+        plt.close(fig)
+
+    # -- glue and the closing box ------------------------------------------------------------------
+    def glue(self, **values) -> None:
+        """myst-nb glue for each value (display=False).  A string is glued as its repr, which
+        {glue:text} turns back into the string (myst-nb literal-evaluates it); NaN as "n/a"."""
+        from myst_nb import glue
+
+        for k, v in values.items():
+            if isinstance(v, float) and math.isnan(v):
+                v = "n/a"
+            glue(k, v, display=False)
+
+    def glue_parameters(self) -> None:
+        """Glue every parameter under its own UPPERCASE name (lists as comma-joined text)."""
+        self.glue(**{k: (as_text(v) if isinstance(v, (list, tuple, type(None))) else v)
+                     for k, v in self.P.as_dict().items() if not isinstance(v, dict)})
+
+    def run_record(self) -> dict:
+        """What notebooks/run.py recorded about the last recompute of this chapter ({} if none)."""
+        path = self.dir / RUN_FILE
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def reproduce_box(self, knobs: tuple = ()):
+        """A Markdown box for the end of the chapter: the command, the parameters that matter
+        (``knobs``: names), and the wall time of the recorded recompute on its machine."""
+        from IPython.display import Markdown
+
+        rec = self.run_record()
+        number = rec.get("chapter", self.name).split("_", 1)[0]
+        p = self.P.as_dict()
+        shown = ", ".join(f"`{k} = {as_text(p[k])}`" for k in knobs if k in p) or "the defaults of its parameters cell"
+        if rec:
+            hw = rec.get("hardware", {})
+            when = (f"{rec['wall_s']:.0f} s on {hw.get('cpu', 'an unknown CPU')} ({hw.get('cpu_count', '?')} cores), "
+                    f"{rec.get('date', '')[:10]}, commit `{str(rec.get('commit', ''))[:12]}`")
+        else:
+            when = "not recorded yet (no recompute of this chapter has been run by `notebooks/run.py`)"
+        return Markdown(
+            ":::{admonition} Reproduce this chapter\n:class: tip\n"
+            f"`make reproduce` recomputes every chapter; this one alone: "
+            f"`python notebooks/run.py --out build/notebooks --only {number} RECOMPUTE=True`.  "
+            f"Parameters: {shown}.  Wall time of the recorded run: {when}.\n:::\n")
+
+
+def chapter_dirs(root: Path = RESULTS_ROOT) -> list[Path]:
+    """The results folders of the chapters (those holding a chapter.json), in order."""
+    return sorted(p.parent for p in Path(root).glob(f"*/{CHAPTER_FILE}"))

@@ -1,0 +1,127 @@
+"""The idealized cost model: the seed's worked example, closed form vs sum, edges, errors."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from specdec.core.cost import (
+    break_even_alpha,
+    draft_cost,
+    expected_tokens,
+    expected_tokens_from_positions,
+    extended_speedup,
+    optimal_k,
+    speedup,
+    toy_speedup,
+)
+from specdec.core.stats import spread
+
+
+def test_seed_worked_example():
+    # Seed: alpha=0.8, k=4, c=0.1 -> 3.3616 tokens, cost 1.4, ratio ~2.401; alpha=0.2 -> ~0.893.
+    assert expected_tokens(0.8, 4) == pytest.approx(3.3616, abs=1e-12)
+    assert toy_speedup(0.8, 4, 0.1) == pytest.approx(3.3616 / 1.4, abs=1e-12)
+    assert round(toy_speedup(0.8, 4, 0.1), 3) == 2.401
+    assert round(toy_speedup(0.2, 4, 0.1), 3) == 0.893
+    assert toy_speedup(0.2, 4, 0.1) < 1.0
+
+
+def test_closed_form_matches_exact_rational_sum():
+    # Independent reference: the sum computed in exact rational arithmetic.
+    for num in range(0, 11):
+        a = Fraction(num, 10)
+        for k in range(0, 13):
+            exact = sum(a**i for i in range(k + 1))
+            assert expected_tokens(float(a), k) == pytest.approx(float(exact), rel=1e-13, abs=1e-15)
+
+
+def test_vectorized_broadcasting():
+    alpha = np.linspace(0, 1, 11)[:, None]
+    k = np.arange(0, 9)[None, :]
+    got = expected_tokens(alpha, k)
+    assert got.shape == (11, 9)
+    ref = np.array([[sum(a**i for i in range(kk + 1)) for kk in range(9)] for a in np.linspace(0, 1, 11)])
+    np.testing.assert_allclose(got, ref, rtol=1e-13)
+    s = toy_speedup(alpha, k, 0.1)
+    np.testing.assert_allclose(s, ref / (1 + 0.1 * np.arange(9)[None, :]), rtol=1e-13)
+
+
+def test_edges():
+    assert expected_tokens(0.0, 4) == 1.0          # every draft rejected: the target's own token
+    assert expected_tokens(1.0, 4) == 5.0          # every draft accepted plus the bonus token
+    assert expected_tokens(0.7, 0) == 1.0          # k=0 is plain decoding
+    assert toy_speedup(0.7, 0, 0.5) == 1.0
+    assert toy_speedup(1.0, 4, 0.0) == 5.0
+    assert expected_tokens(1.0, np.array([0, 3])).tolist() == [1.0, 4.0]
+    assert isinstance(expected_tokens(0.5, 2), float)
+
+
+def test_extended_speedup_uses_measured_verify_cost():
+    assert speedup(0.8, 4, 0.1, verify_cost=1.5) == pytest.approx(3.3616 / 1.9)
+    assert speedup(0.8, 4, 0.1) == toy_speedup(0.8, 4, 0.1)
+
+
+def test_per_position_acceptance():
+    assert expected_tokens_from_positions([0.9, 0.5]) == pytest.approx(2.35)
+    assert expected_tokens_from_positions([0.8] * 4) == pytest.approx(expected_tokens(0.8, 4))
+    assert expected_tokens_from_positions(np.zeros((3, 0))).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_optimal_k_and_break_even():
+    assert optimal_k(0.05, 0.1) == 0               # speculation never pays at alpha=0.05, c=0.1
+    assert optimal_k(0.2, 0.1) == 1                # 1.2 / 1.1 > 1: the seed's k=4 loses, k=1 does not
+    ks = np.arange(0, 65)
+    for a in (0.05, 0.2, 0.5, 0.8, 0.95):
+        best = int(np.argmax(toy_speedup(a, ks, 0.1)))
+        assert optimal_k(a, 0.1) == best
+    a0 = break_even_alpha(4, 0.1)
+    assert toy_speedup(a0, 4, 0.1) == pytest.approx(1.0, abs=1e-9)
+    assert toy_speedup(a0 - 1e-3, 4, 0.1) < 1.0 < toy_speedup(a0 + 1e-3, 4, 0.1)
+    assert break_even_alpha(4, 1.5) == np.inf      # a draft token dearer than the target never pays
+    assert break_even_alpha(0, 0.1) == 0.0
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: expected_tokens(1.2, 4), "alpha must lie in"),
+        (lambda: expected_tokens(-0.1, 4), "alpha must lie in"),
+        (lambda: expected_tokens(float("nan"), 4), "NaN"),
+        (lambda: expected_tokens(0.5, -1), "non-negative integer"),
+        (lambda: expected_tokens(0.5, 2.5), "non-negative integer"),
+        (lambda: expected_tokens(0.5, "4"), "non-negative integer"),
+        (lambda: toy_speedup(0.5, 4, -0.1), "c must be"),
+        (lambda: toy_speedup(0.5, 4, float("inf")), "c must be"),
+        (lambda: speedup(0.5, 0, 0.1, verify_cost=0.0), "> 0"),
+    ],
+)
+def test_errors_name_the_problem(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_spread_and_extended_cost_hand_cases():
+    assert spread([1, 2, 3, 4]) == {"median": 2.5, "q1": 1.75, "q3": 3.25, "min": 1.0, "max": 4.0, "n": 4}
+    assert draft_cost(0.001, 0.005) == pytest.approx(0.2)
+    # unit verification cost: the seed's worked example 3.3616 / 1.4
+    assert extended_speedup(0.8, 4, {1: 2.0, 5: 2.0}, 0.1) == pytest.approx(3.3616 / 1.4)
+    assert extended_speedup(0.8, 4, {1: 1.0, 5: 1.5}, 0.1) == pytest.approx(3.3616 / 1.9)
+    assert extended_speedup(0.3, 2, {1: 1.0, 3: 1.0}, 0.05) == pytest.approx(toy_speedup(0.3, 2, 0.05))
+    with pytest.raises(ValueError, match="T\\(5\\)"):
+        extended_speedup(0.8, 4, {1: 1.0}, 0.1)
+    with pytest.raises(ValueError):
+        draft_cost(0.001, 0.0)
+    with pytest.raises(ValueError):
+        spread([])
+
+
+def test_optimal_k_with_a_measured_curve_hand_cases():
+    flat = {n: 1.0 for n in range(1, 10)}
+    assert optimal_k(0.0, 0.1, 8, curve=flat) == 0            # nothing accepted: do not draft
+    assert optimal_k(1.0, 0.01, 8, curve=flat) == 8           # everything accepted, verification free
+    assert optimal_k(0.8, 0.1, 8, curve=flat) == 6            # cost.optimal_k(0.8, 0.1) of the seed's model
+    steep = {n: float(n) for n in range(1, 10)}        # compute bound: verifying n tokens costs n
+    assert optimal_k(0.9, 0.0, 8, curve=steep) == 0
+    with pytest.raises(ValueError, match="lacks"):
+        optimal_k(0.5, 0.1, 2, curve={1: 1.0})

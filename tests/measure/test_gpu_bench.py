@@ -1,0 +1,93 @@
+"""specdec.measure.gpu_bench on CPU with --smoke: the code path that runs on the GPU machine, on tiny
+configs.  These numbers are not GPU measurements and are written only to a temp folder."""
+
+import json
+
+import pytest
+import torch
+
+from specdec.family.architectures import build_model, llama_config, param_count, real_size_config
+from specdec.measure import gpu_bench, gpu_sections
+from specdec.report.results import read_table
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu")
+    rc = gpu_bench.main(["--out", str(out), "--device", "cpu", "--smoke", "--budget-s", "300"])
+    return rc, out
+
+
+def test_smoke_run_writes_tidy_tables_with_provenance(smoke_run):
+    rc, out = smoke_run
+    assert rc == 0
+    for name in ("cost_curve", "controlled", "batch", "run_summary"):
+        df = read_table(out / f"{name}.csv")
+        meta = df.attrs["meta"]
+        assert len(df), name
+        env = meta["provenance"]["gpu_environment"]
+        assert env["device"] == "cpu" and env["torch"] == torch.__version__ and env["date_utc"]
+        assert meta["provenance"]["parameters"]["smoke"] is True and meta["kind"] == "timing"
+    ctrl = read_table(out / "controlled.csv")
+    assert set(ctrl["pair"]) == {"gpt2-medium/draft-3m", "llama-8b/llama-1b"}
+    spec = ctrl[ctrl["k"] != 0]
+    assert len(spec) and (spec["predicted_speedup"] > 0).all() and (spec["tokens_per_s_total"] > 0).all()
+    assert set(read_table(out / "cost_curve.csv")["n"]) == {1, 2, 3}
+
+
+def test_missing_cuda_writes_nothing(tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert gpu_bench.main(["--out", str(tmp_path / "g"), "--device", "cuda"]) == 2
+    assert not (tmp_path / "g").exists()
+    assert "CUDA is not available" in capsys.readouterr().err
+
+
+def test_pair_acceptance_on_a_tiny_pair():
+    g = torch.Generator().manual_seed(0)
+    t = build_model(real_size_config("gpt2-small", n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=128),
+                    generator=g)
+    d = build_model(real_size_config("draft-3m", n_layer=1, n_embd=16, n_head=2, vocab_size=64, n_positions=128),
+                    generator=g)
+
+    class A:
+        smoke, seed = True, 0
+
+    rows = gpu_sections.pair_acceptance("tiny", t, d, torch.randint(0, 64, (1, 8), generator=g), A, torch.device("cpu"),
+                                     gpu_bench.Budget(120))
+    assert {r["k"] for r in rows} == {0, 2} and all(r["tokens"] == 8 for r in rows)
+    assert all(0 <= r["alpha_mle"] <= 1 for r in rows if r["k"])
+    assert gpu_bench.Budget(-1).ok("x") is False
+
+
+def test_llama_configs_have_the_stated_sizes():
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        big = AutoModelForCausalLM.from_config(llama_config("llama-8b"))
+        small = AutoModelForCausalLM.from_config(llama_config("llama-1b"))
+    assert 7.9e9 < param_count(big) < 8.1e9 and 1.1e9 < param_count(small) < 1.3e9
+    json.dumps(gpu_bench.gpu_info(torch.device("cpu")))
+
+
+def test_chapter_07_labels_non_gpu_tables_and_shows_them(smoke_run, tmp_path):
+    """07 reads GPU tables; fed the CPU smoke tables it must say they are not from a GPU."""
+    import sys
+    from pathlib import Path
+
+    import nbformat
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "notebooks"))
+    import run  # notebooks/run.py
+
+    _, out = smoke_run
+    nb = root / "notebooks" / "07_gpu_decoding.ipynb"
+    params = {"SMOKE": True, "RESULTS_DIR": str(tmp_path / "r07"), "GPU_RESULTS": str(out)}
+    run.execute(nb, tmp_path / "07.ipynb", params, "test")
+    cells = nbformat.read(tmp_path / "07.ipynb", as_version=4).cells
+    text = "".join(o.get("text", "") for c in cells if c.cell_type == "code" for o in c.outputs)
+    assert "NOT from a GPU" in text
+    assert sum("image/png" in o.get("data", {}) for c in cells if c.cell_type == "code" for o in c.outputs) == 2
+    rows, _ = read_table(tmp_path / "r07" / "status.csv")
+    assert rows[0]["real_gpu"] == "False"
