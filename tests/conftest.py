@@ -1,15 +1,27 @@
-"""Shared test setup: the repository root on sys.path, and the paths tests read."""
+"""Shared test setup: the repository root on sys.path, one torch thread, and a tiny seeded pair."""
 
 import sys
 from pathlib import Path
+
+import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-try:  # small tensors on a shared 2-core machine: one thread is several times faster than two
-    import torch
+torch.set_num_threads(1)  # small tensors on a shared 2-core machine: one thread is several times faster than two
 
-    torch.set_num_threads(1)
-except ImportError:
-    pass
+TINY_TARGET = dict(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=128)
+TINY_DRAFT = dict(n_layer=1, n_embd=16, n_head=2, vocab_size=64, n_positions=128)
+
+
+@pytest.fixture(scope="module")
+def tiny_pair():
+    """A seeded random-weight GPT-2 target (2 x 32) and draft (1 x 16) over 64 tokens, 128 positions:
+    for properties of the engine and the measurement code, never of a model."""
+    from specdec.family.architectures import build_model, real_size_config
+
+    g = torch.Generator().manual_seed(0)
+    return (build_model(real_size_config("gpt2-small", **TINY_TARGET), generator=g),
+            build_model(real_size_config("draft-3m", **TINY_DRAFT), generator=g))

@@ -167,10 +167,17 @@ class Chapter:
 
     def figure(self, fig, name: str) -> None:
         """Show ``fig`` in the page; when recomputing also save it as ``<results>/<name>.png`` (the
-        data behind it is the chapter's table of the same topic)."""
+        data behind it is the chapter's table of the same topic).  A series that draws nothing
+        (e.g. hollow markers without an edge colour) is an error, not a silent gap in a figure."""
         import matplotlib.pyplot as plt
         from IPython.display import display
 
+        from specdec.report.plotting.style import visible_series
+
+        hidden = [(kind, label) for kind, label, seen in visible_series(fig) if not seen]
+        if hidden:
+            plt.close(fig)
+            raise ValueError(f"figure {name!r} has series that draw nothing (give them a colour): {hidden}")
         if self.recompute:
             save_figure(fig, self.dir / name)
         display(fig)

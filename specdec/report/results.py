@@ -37,6 +37,7 @@ __all__ = ["FORMAT_VERSION", "KINDS", "atomic_path", "atomic_write", "hardware",
            "read_table", "read_meta", "save_figure"]
 
 FORMAT_VERSION = 2  # 2: column types and the result kind in the sidecar
+READABLE_VERSIONS = (1, 2)  # 1: untyped (pandas infers the types), still read for comparisons
 KINDS = ("exact", "sampled", "timing")
 _PACKAGES = ("numpy", "scipy", "pandas", "torch", "transformers", "tokenizers", "matplotlib")
 
@@ -191,9 +192,9 @@ def read_meta(path) -> dict:
     if not meta_path.exists():
         raise FileNotFoundError(f"result table sidecar {meta_path} is missing")
     meta = json.loads(meta_path.read_text())
-    if meta.get("format_version") != FORMAT_VERSION:
+    if meta.get("format_version") not in READABLE_VERSIONS:
         raise ValueError(f"{meta_path}: format_version {meta.get('format_version')!r}, "
-                         f"this code reads version {FORMAT_VERSION}; re-run the chapter that writes it")
+                         f"this code reads versions {READABLE_VERSIONS}; re-run the chapter that writes it")
     return meta
 
 
@@ -207,6 +208,10 @@ def read_table(path):
     if not path.exists():
         raise FileNotFoundError(f"result table {path} is missing")
     meta = read_meta(path)
+    if meta["format_version"] == 1:  # no column types recorded: let pandas infer them
+        df = pd.read_csv(path)
+        df.attrs["meta"] = meta
+        return df
     types = {c: ("object" if t == "str" else t) for c, t in meta["dtypes"].items() if t not in ("bool",)}
     df = pd.read_csv(path, dtype=types, keep_default_na=False, na_values={c: ["", "nan", "NaN"] for c, t in
                                                                           meta["dtypes"].items() if t != "str"})

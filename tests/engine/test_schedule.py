@@ -6,21 +6,9 @@ import torch
 
 from specdec.engine.decode import generate
 from specdec.engine.schedule import generate_dynamic_k
-from specdec.family.architectures import build_model, real_size_config
 
-TINY_T = dict(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=128)
-TINY_D = dict(n_layer=1, n_embd=16, n_head=2, vocab_size=64, n_positions=128)
-
-
-@pytest.fixture(scope="module")
-def pair():
-    g = torch.Generator().manual_seed(0)
-    return (build_model(real_size_config("gpt2-small", **TINY_T), generator=g),
-            build_model(real_size_config("draft-3m", **TINY_D), generator=g))
-
-
-def test_summary_and_dynamic_k_match_the_greedy_baseline(pair):
-    target, draft = pair
+def test_summary_and_dynamic_k_match_the_greedy_baseline(tiny_pair):
+    target, draft = tiny_pair
     ids = torch.randint(0, 64, (2, 6), generator=torch.Generator().manual_seed(3))
     base = generate(target, ids, max_new_tokens=20, temperature=0)
     s = base.summary()

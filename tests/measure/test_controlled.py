@@ -5,21 +5,11 @@ import pytest
 import torch
 
 from specdec.engine.decode import generate
-from specdec.family.architectures import build_model, real_size_config
 from specdec.measure.controlled import ControlledAcceptance
 
-TINY = dict(n_embd=32, n_head=2, vocab_size=64, n_positions=128)
 
-
-@pytest.fixture(scope="module")
-def pair():
-    g = torch.Generator().manual_seed(0)
-    return (build_model(real_size_config("gpt2-small", n_layer=2, **TINY), generator=g),
-            build_model(real_size_config("draft-3m", n_layer=1, **TINY), generator=g))
-
-
-def test_acceptance_rate_is_the_set_alpha(pair):
-    target, draft = pair
+def test_acceptance_rate_is_the_set_alpha(tiny_pair):
+    target, draft = tiny_pair
     prompts = torch.randint(0, 64, (5, 10), generator=torch.Generator().manual_seed(7))
     for alpha in (0.0, 0.5, 1.0):
         out = generate(target, prompts, drafter=draft, k=4, max_new_tokens=40, temperature=1.0,

@@ -3,22 +3,10 @@
 import pytest
 import torch
 
-from specdec.family.architectures import build_model, real_size_config
 from specdec.measure.cost_curve import cost_curve
 
-TINY_T = dict(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=128)
-TINY_D = dict(n_layer=1, n_embd=16, n_head=2, vocab_size=64, n_positions=128)
-
-
-@pytest.fixture(scope="module")
-def pair():
-    g = torch.Generator().manual_seed(0)
-    return (build_model(real_size_config("gpt2-small", **TINY_T), generator=g),
-            build_model(real_size_config("draft-3m", **TINY_D), generator=g))
-
-
-def test_cost_curve_rows_and_checks(pair):
-    target, _ = pair
+def test_cost_curve_rows_and_checks(tiny_pair):
+    target, _ = tiny_pair
     rows = cost_curve(target, [1, 3], context=8, repeats=2, warmup=1, generator=torch.Generator().manual_seed(1))
     assert [r["n"] for r in rows] == [1, 3] and rows[0]["ratio"] == 1.0
     assert all(r["repeats"] == 2 and 0 < r["min_s"] <= r["median_s"] <= r["max_s"] for r in rows)

@@ -5,22 +5,10 @@ import pytest
 import torch
 
 from specdec.engine.decode import generate
-from specdec.family.architectures import build_model, real_size_config
 from specdec.measure.hf import hf_assisted
 
-TINY_T = dict(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=128)
-TINY_D = dict(n_layer=1, n_embd=16, n_head=2, vocab_size=64, n_positions=128)
-
-
-@pytest.fixture(scope="module")
-def pair():
-    g = torch.Generator().manual_seed(0)
-    return (build_model(real_size_config("gpt2-small", **TINY_T), generator=g),
-            build_model(real_size_config("draft-3m", **TINY_D), generator=g))
-
-
-def test_hf_assisted_greedy_matches_the_engine(pair):
-    target, draft = pair
+def test_hf_assisted_greedy_matches_the_engine(tiny_pair):
+    target, draft = tiny_pair
     ids = torch.randint(0, 64, (1, 6), generator=torch.Generator().manual_seed(4))
     ours = generate(target, ids, max_new_tokens=16, temperature=0).tokens[0]
     state = torch.get_rng_state()

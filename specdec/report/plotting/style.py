@@ -35,6 +35,7 @@ def visible_series(fig) -> list[tuple[str, str, bool]]:
     """(kind, label, visible) for every data series drawn on the figure's axes."""
     from matplotlib.collections import Collection
     from matplotlib.colors import to_rgba
+    from matplotlib.container import BarContainer
     from matplotlib.lines import Line2D
 
     out = []
@@ -56,7 +57,9 @@ def visible_series(fig) -> list[tuple[str, str, bool]]:
             seen = face > 0 or (edge > 0 and len(widths) and max(widths) > 0)
             out.append(("collection", coll.get_label(), bool(seen)))
         for cont in ax.containers:
-            patches = [p for p in cont if hasattr(p, "get_facecolor")]
+            if not isinstance(cont, BarContainer):
+                continue  # error bars are drawn by their own lines and collections, checked above
+            patches = list(cont.patches)
             seen = any(to_rgba(p.get_facecolor())[3] > 0 or to_rgba(p.get_edgecolor())[3] > 0 for p in patches)
             out.append(("bars", cont.get_label(), bool(seen)))
     return out
