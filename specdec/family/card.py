@@ -81,6 +81,7 @@ def write_card(root: Path | None = None, train_tokens: int | None = None) -> Pat
             **({"epochs": round(summary["tokens_seen"] / n_train, 2)} if n_train else {}),
             "wall_min": round(summary["wall_s"] / 60, 1), "lr": cfg["lr"], "threads": cfg["threads"],
             "max_steps": cfg["max_steps"], "budget_min": cfg["budget_min"],
+            "trained_on": summary.get("provenance", {}).get("hardware", {}).get("cpu", "unknown"),
             **({"teacher_sha256": summary["teacher_sha256"]} if "teacher_sha256" in summary else {}),
             **model_metrics(m, tok, windows, split_ids)}
         for r in _read_log(d / "train_log.csv"):
@@ -180,8 +181,10 @@ def _markdown(card: dict, sums: dict, root: Path) -> str:
           "", "![validation loss](loss_curves.png)", "",
           "Curves: `loss_curves.png`, data in `loss_curves.csv` (+ provenance `loss_curves.json`); "
           "per model `*/train_log.csv` and `*/train_summary.json`.", "",
-          f"Hardware: {hw.get('cpu', '?')}, {hw.get('cpu_count')} cores; models trained with the thread "
-          f"counts in `*/train_summary.json`. Packages: " + ", ".join(f"{k} {v}" for k, v in pk.items())
+          "Hardware: the models were trained on " + ", ".join(sorted({m["trained_on"] for m in card["models"].values()
+                                                                       if "trained_on" in m}))
+          + f" with the thread counts above; this card was computed on {hw.get('cpu', '?')}, "
+          f"{hw.get('cpu_count')} cores. Packages: " + ", ".join(f"{k} {v}" for k, v in pk.items())
           + f"; Python {p['python']}. Card generated {p['timestamp']} at commit {p['git_commit']}.", "",
           "## sha256", "", "Checked by `specdec.family.loader` on every load (`SHA256SUMS`).", "", "```"]
     L += [f"{d}  {n}" for n, d in sums.items()]

@@ -142,18 +142,19 @@ def embedded(args, device, dtype, budget, prov) -> None:
         return
     prompts = heldout_prompts(load_tokenizer("embedded"), n=1 if args.smoke else 4, prompt_len=64,
                               seed=args.seed).to(device)
-    rows = []
+    rows, sha = [], {f"target/{f}": h for f, h in target.weights_sha256.items()}
     for dname in ("draft-small", "draft-medium", "draft-distilled"):
         if not (MODELS_DIR / dname).is_dir():
             continue
         try:
             draft = load_model(dname, dtype=dtype, device=str(device))
+            sha.update({f"{dname}/{f}": h for f, h in draft.weights_sha256.items()})
             rows += pair_acceptance(f"embedded target/{dname}", target, draft, prompts, args, device, budget)
         except Exception as exc:  # keep the other drafts' results
             log(f"embedded/{dname}: FAILED: {type(exc).__name__}: {exc}")
             budget.skipped.append(f"embedded/{dname}: failed with {type(exc).__name__}: {str(exc)[:200]}")
     if rows:
-        write_table(rows, Path(args.out) / "embedded.csv", prov, kind="timing")
+        write_table(rows, Path(args.out) / "embedded.csv", {**prov, "models_sha256": sha}, kind="timing")
 
 
 def hub(args, device, dtype, budget, prov) -> None:
@@ -167,5 +168,7 @@ def hub(args, device, dtype, budget, prov) -> None:
     gen = torch.Generator(device=device).manual_seed(args.seed)
     prompts = torch.randint(0, int(target.config.vocab_size), (2, 64), generator=gen, device=device)  # timing only
     rows = pair_acceptance(f"{args.target}/{args.draft}", target, draft, prompts, args, device, budget)
+    sha = {**{f"target/{f}": h for f, h in target.weights_sha256.items()},
+           **{f"draft/{f}": h for f, h in draft.weights_sha256.items()}}
     if rows:
-        write_table(rows, Path(args.out) / "hub.csv", prov, kind="timing")
+        write_table(rows, Path(args.out) / "hub.csv", {**prov, "models_sha256": sha}, kind="timing")

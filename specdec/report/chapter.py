@@ -186,10 +186,13 @@ class Chapter:
     # -- glue and the closing box ------------------------------------------------------------------
     def glue(self, **values) -> None:
         """myst-nb glue for each value (display=False).  A string is glued as its repr, which
-        {glue:text} turns back into the string (myst-nb literal-evaluates it); NaN as "n/a"."""
+        {glue:text} turns back into the string (myst-nb literal-evaluates it); numpy scalars as
+        Python numbers; NaN as "n/a"."""
         from myst_nb import glue
 
         for k, v in values.items():
+            if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:  # numpy scalars glue as their value
+                v = v.item()
             if isinstance(v, float) and math.isnan(v):
                 v = "n/a"
             glue(k, v, display=False)

@@ -83,7 +83,6 @@ def _sampled(new, old, meta) -> dict:
     for c in meta.get("keys", []):
         if new[c].astype(str).tolist() != old[c].astype(str).tolist():
             bad.append(f"{c} differs")
-        checked.append(c)
     for est, lo, hi in meta.get("intervals", []):
         overlap = (new[lo] <= old[hi]) & (old[lo] <= new[hi])
         overlap |= new[est].isna() & old[est].isna()
@@ -99,7 +98,8 @@ def _sampled(new, old, meta) -> dict:
     if bad:
         return {"status": "differs", "detail": "; ".join(bad)}
     if not checked:
-        return {"status": "not compared", "detail": "sampled, no interval declared"}
+        labels = f"labels equal ({', '.join(meta['keys'])}); " if meta.get("keys") else ""
+        return {"status": "not compared", "detail": f"{labels}sampled values not compared: no interval stated"}
     return {"status": "reproduced", "detail": f"{len(new)} rows; within intervals: {', '.join(checked)}"}
 
 

@@ -209,3 +209,11 @@ def test_summarize_steps_hand_case_and_distinct_ngrams():
     assert distinct_ngram_ratio([1, 2, 3, 4], n=2) == 1.0
     with pytest.raises(ValueError):
         distinct_ngram_ratio([1], n=2)
+
+
+def test_float32_rounding_of_beta_is_admitted_and_clipped():
+    """beta of a float32 distribution with itself can exceed 1 by ~1e-7: admitted and clipped to 1;
+    a value beyond rounding is still refused."""
+    assert predicted_length_independent([[1 + 5e-7]]).tolist() == [2.0]
+    with pytest.raises(ValueError, match="probabilities"):
+        predicted_length_independent([[1.001]])

@@ -70,24 +70,36 @@ def test_llama_configs_have_the_stated_sizes():
     json.dumps(gpu_bench.gpu_info(torch.device("cpu")))
 
 
+def _page(path):
+    """All text (streams, displays, glued values) and the number of images of an executed notebook."""
+    import nbformat
+
+    outs = [o for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" for o in c.outputs]
+    text = "".join(o.get("text", "") + "".join(v for v in o.get("data", {}).values() if isinstance(v, str))
+                   for o in outs)
+    return text, sum("image/png" in o.get("data", {}) for o in outs)
+
+
 def test_chapter_07_labels_non_gpu_tables_and_shows_them(smoke_run, tmp_path):
-    """07 reads GPU tables; fed the CPU smoke tables it must say they are not from a GPU."""
+    """07 reads GPU tables; fed the CPU smoke tables it must say they are not from a GPU and draw
+    both figures, then render the same page from its own tables; with no GPU tables it says so."""
     import sys
     from pathlib import Path
 
-    import nbformat
-
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     sys.path.insert(0, str(root / "notebooks"))
     import run  # notebooks/run.py
 
     _, out = smoke_run
     nb = root / "notebooks" / "07_gpu_decoding.ipynb"
-    params = {"SMOKE": True, "RESULTS_DIR": str(tmp_path / "r07"), "GPU_RESULTS": str(out)}
-    run.execute(nb, tmp_path / "07.ipynb", params, "test")
-    cells = nbformat.read(tmp_path / "07.ipynb", as_version=4).cells
-    text = "".join(o.get("text", "") for c in cells if c.cell_type == "code" for o in c.outputs)
-    assert "NOT from a GPU" in text
-    assert sum("image/png" in o.get("data", {}) for c in cells if c.cell_type == "code" for o in c.outputs) == 2
-    rows, _ = read_table(tmp_path / "r07" / "status.csv")
-    assert rows[0]["real_gpu"] == "False"
+    r07 = str(tmp_path / "r07")
+    run.execute(nb, tmp_path / "07.ipynb", {"RECOMPUTE": True, "RESULTS_DIR": r07, "GPU_RESULTS": str(out)}, "test")
+    text, images = _page(tmp_path / "07.ipynb")
+    assert "NOT from a GPU" in text and images == 2
+    assert read_table(tmp_path / "r07" / "status.csv")["real_gpu"].tolist() == [False]
+    run.execute(nb, tmp_path / "07r.ipynb", {"RECOMPUTE": False, "RESULTS_DIR": r07}, "test")
+    assert _page(tmp_path / "07r.ipynb") == (text, images)
+    run.execute(nb, tmp_path / "07n.ipynb", {"RECOMPUTE": True, "RESULTS_DIR": str(tmp_path / "n07"),
+                                             "GPU_RESULTS": str(tmp_path / "none")}, "test")
+    text, images = _page(tmp_path / "07n.ipynb")
+    assert "no GPU results are committed" in text and "NOT from a GPU" not in text and images == 0

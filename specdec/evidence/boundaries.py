@@ -1,0 +1,119 @@
+"""Chapter 02's boundary cases and the greedy criterion, run through the real `verify`.
+
+Boundary cases (each on B independent batch rows built for it; what must happen follows from
+equations (1)-(2) of `specdec.core.verify`):
+  zero probability      the draft proposes x with p(x) = 0: a(x) = 0, never accepted, never emitted;
+  equal distributions   p = q: a = 1 everywhere, all k drafts accepted, no NaN;
+  first-step rejection  p = [0.1, 0, 0.9], q = [0.5, 0.5, 0], draft 0: accepted w.p. a = 0.1/0.5, so
+                        rejected w.p. 0.8, and the residual is the point mass on token 2;
+  full acceptance       p = q on the drafts, p_k a point mass on token 2: k accepted, bonus 2;
+  stop token in draft   the toy pair with a likely stop token: exact law, and the sampled one.
+
+Greedy criterion: at temperature 0, p is one-hot on the argmax, a(x) = 1[x = argmax] and the
+residual is the argmax, so greedy speculative decoding is token-identical to greedy target
+decoding whatever the draft does.  Under sampling only the law matches: a shared seed gives
+different strings, because the two procedures consume their uniforms differently.
+
+Example: greedy_identity(target, draft, 5, 3, 100, seed=9).rows[0]["identical_rows"] -> 100
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from specdec.core.exact import spec_law, target_law
+from specdec.core.sampling import SamplingConfig
+from specdec.core.stats import counts_of, gof_test
+from specdec.core.toy import TableModel, sample_autoregressive, sample_speculative
+from specdec.core.verify import verify
+
+__all__ = ["boundary_case_rows", "GreedyIdentity", "greedy_identity"]
+
+F64 = torch.float64
+
+
+def _stop_case(target: TableModel, draft: TableModel, rows: int, generator: torch.Generator) -> dict:
+    """The toy pair with the stop logit raised (target +1.5, draft +2.0): 4 tokens, k = 3."""
+    stop, V = target.stop, target.V
+    t_tab, d_tab = target.table.clone(), draft.table.clone()
+    t_tab[..., stop] += 1.5
+    d_tab[..., stop] += 2.0
+    t_stop, d_stop = TableModel(t_tab, stop), TableModel(d_tab, stop)
+    err = max(float((spec_law(t_stop, d_stop, 4, 3, m) - target_law(t_stop, 4)).abs().max()) for m in ("token", "block"))
+    samples = sample_speculative(t_stop, d_stop, 4, 3, rows, generator)  # (rows, 4)
+    stop_mid = float(((samples[:, :3] == stop).any(1)).double().mean())
+    fit = gof_test(counts_of(samples.numpy(), V, 4), target_law(t_stop, 4).reshape(-1).numpy())
+    return dict(case="stop token inside the draft", must="exact law; nothing after stop but stop",
+                observed=f"exact error {err:.1e}; stopped early in {stop_mid:.3f} of rows; p-value {fit.p_value:.3f}")
+
+
+def boundary_case_rows(target: TableModel, draft: TableModel, rows: int, generator: torch.Generator) -> list[dict]:
+    """One row per boundary case (module docstring): the case, what must happen, what happened on
+    ``rows`` batch rows.  ``target``/``draft`` (with a stop token) serve the stop-token case.
+    Draws from ``generator`` case by case, in the order listed."""
+    B = rows
+    const = lambda d, n: torch.tensor(d, dtype=F64).expand(B, n, len(d)).contiguous()  # noqa: E731
+    out = []
+    # zero probability: the draft proposes token 0, which the target gives p = 0
+    r = verify(torch.zeros(B, 2, dtype=torch.long), const([0.4, 0.3, 0.3], 2), const([0.0, 0.5, 0.5], 3),
+               generator=generator)
+    out.append(dict(case="zero probability", must="never accepted; residual never emits it",
+                    observed=f"accepted {float((r.num_accepted > 0).double().mean()):.4f}; "
+                             f"emitted {int((r.tokens == 0).sum())}x"))
+    # equal distributions
+    dist = torch.softmax(torch.randn(6, generator=generator, dtype=F64), -1)
+    d = torch.multinomial(dist, B * 3, replacement=True, generator=generator).view(B, 3)
+    r = verify(d, dist.expand(B, 3, 6), dist.expand(B, 4, 6), generator=generator)
+    out.append(dict(case="equal distributions", must="all accepted, no NaN",
+                    observed=f"all accepted: {bool((r.num_accepted == 3).all())}; "
+                             f"NaN: {bool(torch.isnan(r.tokens.double()).any())}"))
+    # first-step rejection: a = 0.1/0.5, the residual is the point mass on token 2
+    r = verify(torch.zeros(B, 2, dtype=torch.long), const([0.5, 0.5, 0.0], 2), const([0.1, 0.0, 0.9], 3),
+               generator=generator)
+    rej = r.num_accepted == 0
+    out.append(dict(case="first-step rejection", must="rejected w.p. 0.8; then token 2",
+                    observed=f"rejected {float(rej.double().mean()):.4f} (sd {np.sqrt(0.16 / B):.4f}); "
+                             f"then token 2: {bool((r.tokens[rej, 0] == 2).all())}"))
+    # full acceptance: the bonus comes from p_k, here a point mass on token 2
+    pk = torch.cat([const([0.5, 0.5, 0.0], 3), const([0.0, 0.0, 1.0], 1)], dim=1)
+    r = verify(torch.randint(0, 2, (B, 3), generator=generator), const([0.5, 0.5, 0.0], 3), pk, generator=generator)
+    out.append(dict(case="full acceptance", must="k accepted, bonus from p_k",
+                    observed=f"all 3 accepted: {bool((r.num_accepted == 3).all())}; "
+                             f"bonus = 2: {bool((r.tokens[:, 3] == 2).all())}"))
+    out.append(_stop_case(target, draft, B, generator))
+    return out
+
+
+@dataclass(frozen=True)
+class GreedyIdentity:
+    """rows: per (target, draft, method) how many of ``rows`` generations equal the target's own;
+    same_seed_p: the p-value of the same-seed sampled generations against the target law."""
+
+    rows: list
+    same_seed_p: float
+
+
+def greedy_identity(target: TableModel, draft: TableModel, n: int, k: int, rows: int, seed: int) -> GreedyIdentity:
+    """Greedy target (temperature 0), sampled (T = 1) or greedy draft, token or block verification:
+    ``rows`` speculative generations of n tokens (k drafts; generator seeded ``seed``) compared row
+    by row with greedy target decoding (seeded ``seed + 1``); then sampling at T = 1 with one seed
+    (``seed + 2``) for both procedures, compared row by row and tested against the target law."""
+    greedy = SamplingConfig(0.0)
+    out = []
+    for dcfg, dname in [(SamplingConfig(1.0), "sampled draft (T=1)"), (greedy, "greedy draft")]:
+        for method in ("token", "block"):
+            spec = sample_speculative(target, draft, n, k, rows, torch.Generator().manual_seed(seed), method,
+                                      greedy, dcfg)
+            ar = sample_autoregressive(target, n, rows, torch.Generator().manual_seed(seed + 1), greedy)
+            out.append(dict(target="greedy", draft=dname, method=method, rows=rows,
+                            identical_rows=int((spec == ar).all(1).sum())))
+    c = SamplingConfig(1.0)
+    spec = sample_speculative(target, draft, n, k, rows, torch.Generator().manual_seed(seed + 2), "token", c)
+    ar = sample_autoregressive(target, n, rows, torch.Generator().manual_seed(seed + 2), c)
+    fit = gof_test(counts_of(spec.numpy(), target.V, n), target_law(target, n, c).reshape(-1).numpy())
+    out.append(dict(target="sampled (T=1)", draft="sampled (T=1), same seed", method="token", rows=rows,
+                    identical_rows=int((spec == ar).all(1).sum())))
+    return GreedyIdentity(out, fit.p_value)

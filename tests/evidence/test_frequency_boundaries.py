@@ -1,0 +1,75 @@
+"""Chapter 02's sampled tables (`specdec.evidence.frequency_tests`, `boundaries`, `verify_speed`):
+the correct algorithms pass, every wrong variant far enough away is caught (negative controls),
+the boundary cases behave as they must, greedy decoding is token-identical, and the benchmark's
+rows are consistent."""
+
+import numpy as np
+import pytest
+import torch
+
+from specdec.core.sampling import SamplingConfig
+from specdec.core.stats import sample_size
+from specdec.core.variants import VARIANTS
+from specdec.evidence import boundaries, frequency_tests, sequence_laws, verify_speed
+
+CFG = SamplingConfig(1.2, 3, 0.9)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return sequence_laws.toy_pair(4, 3, torch.Generator().manual_seed(7))
+
+
+def test_pooled_tv_by_hand():
+    # cells 1 and 2 pooled: law [.4, .5] vs ref [.4, .6], plus the law's mass .1 on the impossible cell 3
+    assert frequency_tests.pooled_tv([0.4, 0.3, 0.2, 0.1], [0.4, 0.2, 0.4, 0.0], np.array([0, 1, 1])) == pytest.approx(0.1)
+    # a difference inside a pool is invisible to the pooled test: TV 0.1 on all cells, 0 on the pooled ones
+    assert frequency_tests.pooled_tv([0.4, 0.3, 0.3, 0.0], [0.4, 0.2, 0.4, 0.0], np.array([0, 1, 1])) == pytest.approx(0.0)
+    assert frequency_tests.pooled_tv([0.4, 0.3, 0.3, 0.0], [0.4, 0.2, 0.4, 0.0], np.array([0, 1, 2])) == pytest.approx(0.1)
+
+
+def test_design_is_the_power_calculation(pair):
+    d = frequency_tests.design(pair[0], 3, CFG, 0.1, 1e-3, 0.99)
+    assert 1 < d["cells"] <= 4 ** 3 and d["samples"] == sample_size(0.1, d["cells"], 1e-3, 0.99)
+
+
+def test_frequency_tests_pass_the_correct_and_catch_the_wrong(pair):
+    rows = frequency_tests.frequency_test_rows(*pair, 3, 2, CFG, 0.1, 1e-3, 0.99, seed=7)
+    assert [r["algorithm"] for r in rows] == ["token", "block", *VARIANTS]
+    for r in rows:
+        assert r["tv_low"] <= r["tv"] <= r["tv_high"]
+        if r["bug"] == "(correct)":
+            assert r["verdict"] == "passes" and r["exact_tv"] < 1e-12, r
+        elif r["exact_tv_tested_cells"] >= 0.1:  # within the power guarantee: must be caught
+            assert r["verdict"] == "caught", r
+    wrong = frequency_tests.wrong_variant_rows(rows)
+    assert [w["variant"] for w in wrong] == list(VARIANTS)
+    assert all((w["caught_by"] == "NOT CAUGHT") == (r["verdict"] == "passes") for w, r in zip(wrong, rows[2:]))
+
+
+def test_boundary_cases_behave_as_they_must(pair):
+    rows = {r["case"]: r["observed"] for r in boundaries.boundary_case_rows(*pair, 2000, torch.Generator().manual_seed(8))}
+    assert rows["zero probability"] == "accepted 0.0000; emitted 0x"
+    assert rows["equal distributions"] == "all accepted: True; NaN: False"
+    assert rows["first-step rejection"].endswith("then token 2: True")
+    rejected = float(rows["first-step rejection"].split()[1])
+    assert abs(rejected - 0.8) < 4 * np.sqrt(0.16 / 2000)
+    assert rows["full acceptance"] == "all 3 accepted: True; bonus = 2: True"
+    err = float(rows["stop token inside the draft"].split()[2].rstrip(";"))
+    assert err < 1e-12
+
+
+def test_greedy_is_token_identical_and_a_shared_seed_is_not(pair):
+    run = boundaries.greedy_identity(*pair, 5, 3, 300, seed=9)
+    greedy = [r for r in run.rows if r["target"] == "greedy"]
+    assert len(greedy) == 4 and all(r["identical_rows"] == r["rows"] == 300 for r in greedy)
+    sampled = run.rows[-1]
+    assert sampled["identical_rows"] < 300 and run.same_seed_p > 1e-3
+
+
+def test_verify_speed_rows_are_consistent():
+    rows = verify_speed.verify_speed_rows([[200, 2, 5]], reps=2, seed=0)
+    assert [r["method"] for r in rows] == ["token", "block"]
+    for r in rows:
+        assert r["ms_per_call"] > 0 and r["steps_per_second"] == pytest.approx(r["batch"] / (r["ms_per_call"] / 1e3))
+        assert r["torch_threads"] == torch.get_num_threads()

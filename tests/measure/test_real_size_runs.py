@@ -1,0 +1,66 @@
+"""Chapter 06's controlled-acceptance runs (specdec.measure.real_size_runs) on tiny shapes: one row
+per (target, alpha, k, round), each speedup against its own round's baseline, the predictions
+from the measured curve, and the figure's table.  Timings are never asserted."""
+
+import math
+
+import pytest
+import torch
+
+from specdec.core.cost import speedup
+from specdec.family.architectures import build_model, param_count, real_size_config
+from specdec.measure import real_size_runs as rs
+from specdec.report import plotting
+
+TINY_T = dict(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=128)
+TINY_D = dict(n_layer=1, n_embd=16, n_head=2, vocab_size=64, n_positions=128)
+
+
+@pytest.fixture(scope="module")
+def out():
+    return rs.controlled_runs(["gpt2-small", "gpt2-medium"], "draft-3m", [0.5, 1.0], [1, 2], new_tokens=6, context=8,
+                              n_values=[1, 2, 3], curve_repeats=2, repeats=2, temperature=1.0,
+                              generator=torch.Generator().manual_seed(1), target_sizes=TINY_T, draft_sizes=TINY_D)
+
+
+def test_rows_pairs_and_predictions(out):
+    ctrl, curve = out["controlled"], out["cost_curve"]
+    assert len(ctrl) == 2 * 2 * 2 * 2 and len(curve) == 2 * 3  # targets x alphas x ks x rounds; targets x n
+    assert [(r["alpha_set"], r["k"], r["repeat"]) for r in ctrl[:4]] == [(0.5, 1, 0), (0.5, 2, 0), (1.0, 1, 0),
+                                                                         (1.0, 2, 0)]
+    expected = param_count(build_model(real_size_config("gpt2-small", **TINY_T), generator=torch.Generator()))
+    assert all(r["params"] == expected for r in curve if r["target"] == "gpt2-small")
+    assert out["draft_params"] == param_count(build_model(real_size_config("draft-3m", **TINY_D),
+                                                          generator=torch.Generator()))
+    for r in ctrl:
+        t = {c["n"]: c["median_s"] for c in curve if c["target"] == r["target"]}
+        assert r["speedup"] == pytest.approx(r["tokens_per_s"] / r["baseline_tokens_per_s"])
+        assert r["verify_cost"] == pytest.approx(t[r["k"] + 1] / t[1])
+        assert r["predicted_ext"] == pytest.approx(speedup(r["alpha_set"], r["k"], r["c"],
+                                                           verify_cost=r["verify_cost"]))
+        assert r["predicted_toy"] == pytest.approx(speedup(r["alpha_set"], r["k"], r["c"]))
+    assert all(r["baseline_tokens_per_s"] == ctrl[0]["baseline_tokens_per_s"] for r in ctrl
+               if r["target"] == "gpt2-small" and r["repeat"] == 0)  # one baseline per (target, round)
+
+
+def test_figure_table_headline_and_figure(out):
+    import pandas as pd
+
+    from specdec.report.plotting import visible_series
+
+    table = rs.speedup_vs_alpha(out["controlled"])
+    assert len(table) == 2 * 2 * 2
+    r = next(r for r in table if r["target"] == "gpt2-medium" and r["k"] == 2 and r["alpha_set"] == 1.0)
+    rr = sorted(x["speedup"] for x in out["controlled"] if x["target"] == "gpt2-medium" and x["k"] == 2
+                and x["alpha_set"] == 1.0)
+    assert r["speedup_median"] == pytest.approx(sum(rr) / 2)
+    h = rs.headline(pd.DataFrame(out["cost_curve"]), pd.DataFrame(out["controlled"]), out["draft_params"], 3)
+    assert h["real_name"] == "gpt2-medium" and h["real_shapes"].startswith("gpt2-small: ")
+    assert h["real_best"] > 0 and math.isfinite(h["real_ratio_med"])
+    fig = plotting.real_size_speedup_vs_alpha(pd.DataFrame(table))
+    assert all(seen for _, _, seen in visible_series(fig))
+
+
+def test_size_label():
+    assert rs.size_label(124_439_808) == "124M" and rs.size_label(354_823_168) == "355M"
+    assert rs.size_label(3_290_000) == "3.3M"
