@@ -55,6 +55,9 @@ def atomic_path(path):
     os.close(fd)
     try:
         yield Path(tmp)
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600: give the file the mode a plain open() would
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

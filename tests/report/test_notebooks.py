@@ -24,7 +24,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MAX_CODE_LINES = 130  # "about 120 code lines or fewer per chapter"
 FORBIDDEN_ON_PAGES = [r"/work/", r"/tmp/", r"/home/", r"\.venv", r"site-packages", r"Traceback",
-                      r"Warning:", r"UserWarning", r"DeprecationWarning", r"FutureWarning", r"tqdm"]
+                      r"Warning:", r"UserWarning", r"DeprecationWarning", r"FutureWarning", r"tqdm", r"<IPython\.",
+                      r"object at 0x"]
 
 
 def _code_lines(cells) -> int:

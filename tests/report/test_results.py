@@ -74,3 +74,12 @@ def test_provenance_records_load_models_and_hardware():
     p = provenance({"K": 4}, seed=3, models={"target/model.safetensors": "ab" * 32})
     assert p["seed"] == 3 and p["parameters"] == {"K": 4} and p["models_sha256"]["target/model.safetensors"]
     assert len(p["load_average"]) == 3 and p["hardware"]["cpu_count"] >= 1
+
+
+def test_written_files_get_the_usual_mode_not_mkstemps_0600(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        atomic_write(tmp_path / "m.txt", lambda f: f.write("x"))
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "m.txt").stat().st_mode & 0o777 == 0o644
