@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["SamplingConfig", "process_logits", "sample_inverse_cdf", "sample"]
+__all__ = ["SamplingConfig", "process_logits", "sample_inverse_cdf", "sample", "logit_flags", "raise_for_flags"]
 
 
 def _check_knobs(temperature, top_k, top_p) -> None:
@@ -43,7 +43,27 @@ def _check_knobs(temperature, top_k, top_p) -> None:
             raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
 
 
-def _check_logits(logits) -> torch.Tensor:
+def logit_flags(x: torch.Tensor) -> torch.Tensor:
+    """(3,) bool tensor, no host sync: [any NaN, any +inf, any row all -inf] of logits (..., V).
+
+    For callers that fold the check into a sync they make anyway (the engine's one per step);
+    `raise_for_flags` turns the synced values into the same errors `process_logits` raises.
+    """
+    return torch.stack([torch.isnan(x).any(), torch.isposinf(x).any(), torch.isneginf(x).all(dim=-1).any()])
+
+
+def raise_for_flags(flags, what: str = "logits") -> None:
+    """Raise the ValueError that names the first problem in synced `logit_flags` values."""
+    nan, posinf, dead = (bool(f) for f in flags)
+    if nan:
+        raise ValueError(f"{what} contain NaN")
+    if posinf:
+        raise ValueError(f"{what} contain +inf")
+    if dead:
+        raise ValueError(f"a row of {what} is all -inf: no token can be sampled")
+
+
+def _check_logits(logits, check: bool = True) -> torch.Tensor:
     if not isinstance(logits, torch.Tensor):
         raise ValueError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
     if not logits.is_floating_point():
@@ -52,23 +72,13 @@ def _check_logits(logits) -> torch.Tensor:
         raise ValueError(f"logits must have a non-empty last (vocabulary) axis, got shape {tuple(logits.shape)}")
     # half precision is upcast: the result is float32 (or float64 for float64 input), never half
     x = logits if logits.dtype == torch.float64 else logits.to(torch.float32)
-    # all three checks in one host sync
-    nan, posinf, dead = torch.stack([
-        torch.isnan(x).any(),
-        torch.isposinf(x).any(),
-        torch.isneginf(x).all(dim=-1).any(),
-    ]).tolist()
-    if nan:
-        raise ValueError("logits contain NaN")
-    if posinf:
-        raise ValueError("logits contain +inf")
-    if dead:
-        raise ValueError("a row of logits is all -inf: no token can be sampled")
+    if check:
+        raise_for_flags(logit_flags(x).tolist())  # all three checks in one host sync
     return x
 
 
 def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
-                   top_p: float | None = None) -> torch.Tensor:
+                   top_p: float | None = None, *, check: bool = True) -> torch.Tensor:
     """Probabilities over the last axis after temperature, top-k, top-p, renormalization.
 
     logits: (..., V) float tensor; -inf entries are masked tokens.  Never modified.
@@ -76,12 +86,14 @@ def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | 
         `torch.argmax` returns the first maximum); top_k / top_p are then irrelevant.
     top_k: keep the tokens whose logit is >= the k-th largest (k > V keeps all).
     top_p: nucleus, in (0, 1]; 1 keeps all.
+    check: raise on NaN, +inf or an all -inf row (one host sync).  The engine passes False and
+        checks the same `logit_flags` inside the one sync it makes per step instead.
     Returns (..., V) float32 (float64 for float64 input), rows summing to 1.
 
     Example: process_logits(torch.tensor([0.0, 0.0, -1e9]), temperature=0) -> tensor([1., 0., 0.])
     """
     _check_knobs(temperature, top_k, top_p)
-    x = _check_logits(logits)  # (..., V), float32 or float64
+    x = _check_logits(logits, check)  # (..., V), float32 or float64
     V = x.shape[-1]
     if temperature == 0:
         idx = x.argmax(dim=-1, keepdim=True)  # (..., 1), first maximum
@@ -163,8 +175,9 @@ class SamplingConfig:
     def greedy(self) -> bool:
         return self.temperature == 0
 
-    def process(self, logits: torch.Tensor) -> torch.Tensor:
+    def process(self, logits: torch.Tensor, check: bool = True) -> torch.Tensor:
         """(..., V) logits -> (..., V) processed probabilities (`process_logits`)."""
-        return process_logits(logits, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
+        return process_logits(logits, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
+                              check=check)
 
     __call__ = process

@@ -40,8 +40,8 @@ import torch
 
 from specdec.core.sampling import sample_inverse_cdf
 
-__all__ = ["VerifyResult", "accept_prob", "residual", "block_weights", "block_stop_probs", "verify", "greedy_verify",
-           "check_inputs"]
+__all__ = ["VerifyResult", "accept_prob", "residual", "block_weights", "block_stop_probs", "verify", "verify_unchecked",
+           "greedy_verify", "check_inputs"]
 
 
 @dataclass(frozen=True)
@@ -204,9 +204,23 @@ def verify(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, meth
 
     Example: p = q = one-hot on token 1, drafts [[1, 1]] -> num_accepted [2], tokens [[1, 1, 1]].
     """
+    _check_method(method)
+    check_inputs(draft_tokens, q, p)
+    return verify_unchecked(draft_tokens, q, p, method=method, generator=generator)
+
+
+def _check_method(method) -> None:
     if method not in ("token", "block"):
         raise ValueError(f"method must be 'token' or 'block', got {method!r}")
-    check_inputs(draft_tokens, q, p)
+
+
+def verify_unchecked(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, method: str = "token",
+                     generator: torch.Generator | None = None) -> VerifyResult:
+    """`verify` without `check_inputs` (and so without its host sync): for a caller that built
+    drafts, q and p itself from checked logits (the engine, which checks them in the one sync it
+    makes per step).  Same arguments, same randomness, same result as `verify` on valid inputs.
+    """
+    _check_method(method)
     B, k = draft_tokens.shape
     dev = p.device
     d = draft_tokens.long()  # (B, k)
