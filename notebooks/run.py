@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from specdec.report.paths import resolve  # noqa: E402
+from specdec.report.paths import BUILD_DIR, resolve  # noqa: E402
 from specdec.report.results import atomic_write, provenance  # noqa: E402
 
 KEY_INPUTS = ("specdec", "data/models/SHA256SUMS", "data/corpus", "data/results/gpu")  # what notebooks read
@@ -75,6 +75,11 @@ def run_key(notebook: Path, params: dict) -> str:
     effective = {**defaults(notebook), **params}
     if not effective.get("RECOMPUTE", False) and "RESULTS_DIR" in effective:
         _digest_tree(h, resolve(effective["RESULTS_DIR"]))  # rendering reads the committed tables
+    if "RESULTS_ROOT" in effective:  # the reproduction chapter reads every other chapter's results
+        own = resolve(effective.get("RESULTS_DIR", ""))
+        for d in sorted(resolve(effective["RESULTS_ROOT"]).glob("*/")):
+            if d != own:
+                _digest_tree(h, d)
     h.update(json.dumps(params, sort_keys=True, default=str).encode())
     return h.hexdigest()
 
@@ -111,6 +116,9 @@ def execute(notebook: Path, out: Path, params: dict, key: str, cwd: Path = ROOT)
     tmp = out.with_name(f".partial.{out.name}")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no weight-loading bars in the book
     os.environ.setdefault("TQDM_DISABLE", "1")
+    # tqdm.auto warns at import in a kernel without ipywidgets, printing a local path (the category
+    # cannot be named here: -W/PYTHONWARNINGS import no third-party module, so match the message)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore:IProgress not found")
     papermill.execute_notebook(
         str(notebook), str(tmp), parameters=params, kernel_name="python3", cwd=str(cwd),
         progress_bar=False, log_output=False, request_save_on_cell_execute=False,
@@ -142,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     given = parse_assignments(args.assignments)
+    if given.get("SMOKE") and given.get("RECOMPUTE") and "RESULTS_DIR" not in given:
+        smoke_root = BUILD_DIR / "smoke-results"  # SMOKE sizes never overwrite the committed results
+        print(f"SMOKE: results go to {smoke_root}, not data/results", flush=True)
     notebooks = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if p.name.startswith(args.only))
     if not notebooks:
         raise SystemExit(f"no notebooks/NN_*.ipynb match {args.only!r}")
@@ -149,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     for i, nb in enumerate(notebooks, 1):
         params = {k: v for k, v in given.items() if k in declared_parameters(nb)}
+        if given.get("SMOKE") and given.get("RECOMPUTE") and "RESULTS_DIR" not in given:
+            params["RESULTS_DIR"] = str(smoke_root / nb.stem)
+            if "RESULTS_ROOT" in declared_parameters(nb):
+                params["RESULTS_ROOT"] = str(smoke_root)
         out = out_dir / nb.name
         key = run_key(nb, params)
         tag = f"[{i}/{len(notebooks)}] {nb.name}"

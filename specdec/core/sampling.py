@@ -119,24 +119,31 @@ def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     u: (...) uniforms in [0, 1).  Returns (...) int64: the first x with cdf(x) > u * total.
     The threshold is kept strictly below the total (rounding can put u * total on it), so the id
     is always < V, and a token with zero probability is never returned (cdf does not rise there).
+    Rows that are not distributions (NaN) still give an id < V (clamped): the caller's check, not an
+    out-of-range index further down, reports them.
 
     Example: sample_inverse_cdf(torch.tensor([0.2, 0.0, 0.8]), torch.tensor(0.5)) -> tensor(2)
     """
     cdf = torch.cumsum(probs, dim=-1)  # (..., V), non-decreasing in floating point too
     total = cdf[..., -1:]  # (..., 1)
     thr = torch.minimum(u.unsqueeze(-1).to(cdf.dtype) * total, torch.nextafter(total, torch.zeros_like(total)))
-    return torch.searchsorted(cdf, thr, right=True).squeeze(-1)  # (...)
+    return torch.searchsorted(cdf, thr, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)  # (...)
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None = None, *, greedy: bool = False,
-           check: bool = True) -> torch.Tensor:
+           check: bool = True, float64: bool = True) -> torch.Tensor:
     """One token id per row of `probs` (..., V) -> (...) int64, using `generator` for the uniforms.
 
     greedy: the argmax of each row (the first maximum; probs is one-hot after temperature 0), with
         no uniform drawn.  Otherwise one float64 uniform per row from `generator` (on the
-        generator's device), then `sample_inverse_cdf` in the precision of `probs`.
+        generator's device), then `sample_inverse_cdf`.
     check: validate the rows first (non-negative, no NaN, positive mass), costing one host sync;
-        the engine passes False for distributions `process_logits` has just built and checked.
+        the engine passes False for distributions `process_logits` has just built (it checks their
+        logits in its one sync per step).
+    float64: run the inverse CDF on float64 probabilities (exact to the rounding of the given
+        probs); the engine passes False and runs it in the precision of probs (float32), which can
+        pick a neighbouring token where a uniform falls within float32 rounding of a cdf step
+        (about 1 token in 20,000 at V = 2000).
     None as generator uses torch's default generator.
 
     Example: sample(torch.tensor([[0.0, 1.0]]), torch.Generator().manual_seed(0)) -> tensor([1])
@@ -152,7 +159,7 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None = None, *, gre
         return probs.argmax(dim=-1)
     gdev = generator.device if generator is not None else probs.device
     u = torch.rand(probs.shape[:-1], generator=generator, dtype=torch.float64, device=gdev).to(probs.device)
-    return sample_inverse_cdf(probs, u)
+    return sample_inverse_cdf(probs.to(torch.float64) if float64 else probs, u)
 
 
 @dataclass(frozen=True)

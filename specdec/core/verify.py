@@ -24,10 +24,11 @@ x_1..x_tau, then draw one token from [w_tau p_tau - q_tau]_+ normalized (tau < k
 Convention here: h_i = 0 when s_i = 0 (the residual at i is empty, so the step can never end there).
 
 Conventions for floating point (both methods): ratios, weights w, h and uniforms are float64 and
-a draft is accepted iff u < a, with u in [0, 1); so p(x) = 0 is always rejected and p(x) = q(x)
-always accepted.  The block sums s_i are formed in the inputs' precision and accumulated in
-float64 (float64 inputs stay float64 throughout).  A residual whose mass is exactly zero (p == q up to rounding, reachable only through
-rounding) is replaced by p itself, its limit -- see `residual`.
+a draft is accepted iff u < a, with u in [0, 1); so p(x) = 0 is always rejected (even at u = 0)
+and p(x) = q(x) always accepted.  The block sums s_i are formed in the inputs' precision and
+accumulated in float64 (float64 inputs stay float64 throughout).  A residual whose mass is
+exactly zero (p == q up to rounding, reachable only through rounding) is replaced by p itself, its
+limit -- see `residual`.
 
 Example: p = q = [0.5, 0.5] -> a = [1, 1], every draft accepted, the residual is never drawn.
 """
@@ -88,12 +89,12 @@ def residual(p: torch.Tensor, q: torch.Tensor, normalize: bool = True) -> torch.
 def block_weights(px: torch.Tensor, qx: torch.Tensor) -> torch.Tensor:
     """Block verification weights w_i = min{1, w_{i-1} p(x_i)/q(x_i)}, w_0 = 1.
 
-    px, qx: (..., k) target / draft probabilities of the drafted tokens (qx > 0).  Returns (..., k+1).
+    px, qx: (..., k) target / draft probabilities of the drafted tokens (qx > 0), k >= 0.  Returns (..., k+1).
     The ratio is not clipped before multiplying: a likely token after an unlikely one restores w.
     Example: block_weights(torch.tensor([1/3, 2/3]), torch.tensor([2/3, 1/3])) -> [1, 0.5, 1]
     """
     ratio = px / torch.where(qx > 0, qx, torch.ones_like(qx))  # unclipped: w_i may recover to 1
-    w = [torch.ones_like(px[..., 0])]
+    w = [px.new_ones(px.shape[:-1])]  # w_0 = 1 (also for k = 0: then w = [1], the bonus token only)
     for i in range(px.shape[-1]):  # loop over the k positions only
         w.append(torch.clamp(w[-1] * ratio[..., i], max=1.0))
     return torch.stack(w, dim=-1)
@@ -135,11 +136,15 @@ def greedy_verify(drafts: torch.Tensor, logits: torch.Tensor) -> tuple[torch.Ten
 
 
 def _tol(*dtypes) -> float:
-    # row sums of softmax over ~50k tokens are off by ~1e-15 (float64), ~1e-6 (float32), and by
-    # up to ~1e-2 in half precision (which process_logits never returns, but a caller might pass)
+    """Tolerance on |row sum - 1| (see `check_inputs`): 1e-4 for float32 and float64 alike, 2e-2 if
+    any input is half precision.  A float64 row often comes from a float32 softmax (`.double()` of
+    it), whose sum is off by about sqrt(V) * 2^-24 (measured: 1.5e-7 at V = 16, 3.3e-6 at
+    V = 50,257, 2.4e-5 at V = 262,144), so float64 is held to what its float32 origin allows.
+    Half precision rows are off by up to ~1e-2 (process_logits never returns them; a caller might).
+    """
     if any(d in (torch.float16, torch.bfloat16) for d in dtypes):
         return 2e-2
-    return 1e-4 if any(d != torch.float64 for d in dtypes) else 1e-9
+    return 1e-4
 
 
 def _dist_flags(x: torch.Tensor, tol: float) -> list[torch.Tensor]:
@@ -152,6 +157,16 @@ def _dist_flags(x: torch.Tensor, tol: float) -> list[torch.Tensor]:
 def check_inputs(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor) -> None:
     """Raise ValueError unless drafts (B, k), q (B, k, V), p (B, k+1, V) are consistent distributions.
 
+    Rows must be finite, non-negative and sum to 1 within a tolerance (`_tol`): 1e-4 for float32 and
+    float64 -- a float64 row that came from a float32 softmax is accepted -- and 2e-2 for half
+    precision.  Tolerance, not renormalization: rows are used exactly as given.  The cost is bounded
+    for rounded rows (each entry within a relative tol of an exact distribution's, as after a
+    float32 softmax): each acceptance probability min{1, p(x)/q(x)} moves by a factor within
+    (1 +- tol)/(1 -+ tol), the residual and bonus draws renormalize exactly (inverse CDF over the
+    row's own total), so the law of one verified token is within 4 tol of p in total variation
+    (the accepted mass, the residual's weight and [p - q]_+ each move by at most 2 tol in L1), and
+    the law of a step's outcome within 2 (k+1) tol, block verification included
+    (checked in tests/core/test_verify_bad_inputs.py).
     All value checks run vectorized (two passes over p and q) and meet in one host sync.
     """
     for name, t in (("draft_tokens", draft_tokens), ("q", q), ("p", p)):
@@ -192,7 +207,7 @@ def check_inputs(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor) -
 
 
 def verify(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, method: str = "token",
-           generator: torch.Generator | None = None) -> VerifyResult:
+           generator: torch.Generator | None = None, uniforms: torch.Tensor | None = None) -> VerifyResult:
     """Verify k drafts per row; returns the accepted drafts plus one target token.
 
     draft_tokens: (B, k) int, sampled from q.  q: (B, k, V) processed draft distributions.
@@ -200,13 +215,20 @@ def verify(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, meth
     method: "token" (Leviathan et al. Alg. 1) or "block" (Sun et al. 2025 Alg. 2).
     generator: the only source of randomness (B*(k+1) float64 uniforms per call); None uses
         torch's default generator.  Deterministic given a seeded generator.
+    uniforms: for tests only (fixed-uniform test vectors, boundary cases such as u = 0): a (B, k+1)
+        float64 tensor in [0, 1) used instead of drawing; the generator is then not touched.
+        Column i < k is the uniform of draft i+1 (compared with a(x_{i+1}) by token verification,
+        eta_{i+1} of block verification), column k the inverse-CDF draw of the final token's.
+        Exactly the numbers the generator would have supplied: with uniforms = torch.rand((B, k+1),
+        generator=g, dtype=torch.float64) the result equals verify(..., generator=g') for g' a
+        copy of g.  Validated (shape, dtype, range) at the cost of one host sync.
     Greedy p (one-hot) gives the target's greedy tokens exactly.
 
     Example: p = q = one-hot on token 1, drafts [[1, 1]] -> num_accepted [2], tokens [[1, 1, 1]].
     """
     _check_method(method)
     check_inputs(draft_tokens, q, p)
-    return verify_unchecked(draft_tokens, q, p, method=method, generator=generator)
+    return verify_unchecked(draft_tokens, q, p, method=method, generator=generator, uniforms=uniforms)
 
 
 def _check_method(method) -> None:
@@ -214,11 +236,24 @@ def _check_method(method) -> None:
         raise ValueError(f"method must be 'token' or 'block', got {method!r}")
 
 
+def _check_uniforms(uniforms, B: int, k: int) -> None:
+    """Raise ValueError unless `uniforms` is a (B, k+1) float64 tensor with every entry in [0, 1)."""
+    if not isinstance(uniforms, torch.Tensor) or uniforms.dtype != torch.float64:
+        raise ValueError(f"uniforms must be a float64 tensor, got "
+                         f"{uniforms.dtype if isinstance(uniforms, torch.Tensor) else type(uniforms).__name__}")
+    if tuple(uniforms.shape) != (B, k + 1):
+        raise ValueError(f"uniforms has shape {tuple(uniforms.shape)}, expected (B, k+1) = ({B}, {k + 1})")
+    if uniforms.numel() and not bool(((uniforms >= 0) & (uniforms < 1)).all()):  # NaN fails too
+        raise ValueError("uniforms must lie in [0, 1)")
+
+
 def verify_unchecked(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, method: str = "token",
-                     generator: torch.Generator | None = None) -> VerifyResult:
+                     generator: torch.Generator | None = None,
+                     uniforms: torch.Tensor | None = None) -> VerifyResult:
     """`verify` without `check_inputs` (and so without its host sync): for a caller that built
     drafts, q and p itself from checked logits (the engine, which checks them in the one sync it
-    makes per step).  Same arguments, same randomness, same result as `verify` on valid inputs.
+    makes per step).  Same arguments, same randomness, same result as `verify` on valid inputs;
+    `uniforms` (tests only) is validated here too.
     """
     _check_method(method)
     B, k = draft_tokens.shape
@@ -227,8 +262,12 @@ def verify_unchecked(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tenso
     f64 = torch.float64
     px = p[:, :k].gather(-1, d.unsqueeze(-1)).squeeze(-1).to(f64)  # (B, k)
     qx = q.gather(-1, d.unsqueeze(-1)).squeeze(-1).to(f64)  # (B, k)
-    gdev = generator.device if generator is not None else dev
-    u = torch.rand((B, k + 1), generator=generator, dtype=f64, device=gdev).to(dev)  # (B, k+1)
+    if uniforms is None:  # the normal path: B*(k+1) float64 uniforms from the generator
+        gdev = generator.device if generator is not None else dev
+        u = torch.rand((B, k + 1), generator=generator, dtype=f64, device=gdev).to(dev)  # (B, k+1)
+    else:
+        _check_uniforms(uniforms, B, k)
+        u = uniforms.to(dev)  # (B, k+1)
     pos = torch.arange(1, k + 1, device=dev)  # (k,)
 
     if method == "token":

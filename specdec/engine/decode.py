@@ -44,10 +44,11 @@ import resource
 
 import torch
 
-from specdec.core.sampling import SamplingConfig, sample
-from specdec.core.verify import greedy_verify, verify
+from specdec.core.sampling import SamplingConfig, logit_flags, raise_for_flags, sample
+from specdec.core.verify import greedy_verify, verify_unchecked
 from specdec.engine.drafters import as_drafter
 from specdec.engine.kv import context_length, engine_model, now
+from specdec.engine.schedule import History, as_schedule
 from specdec.engine.stats import DecodeStats, GenerateResult
 
 __all__ = ["generate", "GenerateResult", "DecodeStats", "as_drafter", "greedy_verify"]
@@ -81,9 +82,7 @@ def _prompts(input_ids, vocab: int, device) -> tuple[torch.Tensor, torch.Tensor]
     return ids, mask
 
 
-def _check(target, drafter, ids, k, method, max_new_tokens, verifier, cancel):
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+def _check(target, drafter, ids, method, max_new_tokens, verifier, cancel):
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
     if method not in ("token", "block"):
@@ -122,41 +121,31 @@ def _stop_tokens(stop_token_ids, V: int, device) -> torch.Tensor:
 
 
 class _Decoder:
-    """The state of one `generate` call: the target's cache and mask, the running rows (A of B), and
-    the output buffer; one method per phase of a step."""
+    """The state of one `generate` call: the target's cache and mask, the running rows (A of B), the
+    output buffer, and the problems seen in logits so far; one method per phase of a step."""
 
-    def __init__(self, target, drafter, ids, mask, *, k, max_new_tokens, stops, sampling, method, generator,
+    def __init__(self, target, drafter, ids, mask, *, max_new_tokens, stops, sampling, method, generator,
                  verifier):
         from transformers import DynamicCache
 
         self.target, self.drafter, self.sampling = target, drafter, sampling
-        self.k, self.max_new, self.stops, self.method = k, max_new_tokens, stops, method
+        self.max_new, self.stops, self.method = max_new_tokens, stops, method
         self.generator, self.verifier = generator, verifier
         self.device = ids.device
         self.n_ctx = context_length(target) or 1 << 62
         B, T = ids.shape
         self.ids, self.mask, self.cache = ids, mask, DynamicCache()
-        self.tmask = mask[:, :-1].clone()  # (A, L): valid slots of the target cache
+        self.prefix = ids[:, :-1] if T > 1 else None  # fed with the first step: no separate prefill call
+        self.tmask = mask[:, :-1].clone()  # (A, L): valid slots of the target cache (after the first step)
         self.pending = ids[:, -1]  # (A,) last committed token, not yet in the cache
         self.pos = mask.sum(1) - 1  # (A,) position of pending
         self.rows = torch.arange(B, device=self.device)  # active row -> original row
-        self.W = max_new_tokens + k + 2  # output buffer; last column is a trash slot
+        self.W = max_new_tokens + 1  # output buffer; the last column is a trash slot
         self.out = torch.full((B, self.W), -1, dtype=torch.long, device=self.device)
         self.n_out = torch.zeros(B, dtype=torch.long, device=self.device)
         self.reason = torch.zeros(B, dtype=torch.long, device=self.device)  # 0 running/cancelled, 1 stop, 2 length
+        self.flags = torch.zeros(3, dtype=torch.bool, device=self.device)  # target logits: NaN, +inf, all -inf
         self.active, self.max_rem = max_new_tokens > 0, max_new_tokens
-
-    def prefill(self) -> None:
-        """Cache every prompt token but the last (it is fed with the first step's drafts)."""
-        if self.ids.shape[1] > 1:
-            tm = self.tmask
-            self.target(input_ids=self.ids[:, :-1], attention_mask=tm, position_ids=(tm.cumsum(1) - 1).clamp(min=0),
-                        cache=self.cache, use_cache=True, logits_to_keep=1)
-        if self.drafter is not None:
-            self.drafter.begin(self.ids, self.mask)
-
-    def draft_length(self) -> int:
-        return 0 if self.drafter is None else min(self.k, self.max_rem - 1)
 
     def draft(self, ks: int):
         """ks drafts per row: (drafts (A, ks), q (A, ks, V), seconds in the drafter's forwards)."""
@@ -164,30 +153,40 @@ class _Decoder:
         return drafts, q, self.drafter.forward_seconds
 
     def forward(self, drafts) -> torch.Tensor:
-        """The target over the pending token and the drafts: logits (A, ks+1, V)."""
+        """The target over the pending token and the drafts (and, at the first step, the prompt
+        before them): logits (A, ks+1, V), with their NaN / inf flags folded into `self.flags`."""
         feed = self.pending[:, None] if drafts is None else torch.cat([self.pending[:, None], drafts], 1)
         A, s = feed.shape
         j = torch.arange(s, device=self.device)
         self.tmask = torch.cat([self.tmask, torch.ones(A, s, dtype=torch.long, device=self.device)], 1)
         pos = (self.pos[:, None] + j).clamp(max=self.n_ctx - 1)
-        return self.target(input_ids=feed, attention_mask=self.tmask, position_ids=pos, cache=self.cache,
-                           use_cache=True).logits
+        if self.prefix is not None:  # first step: the prompt's positions count only its real tokens
+            pm = self.mask[:, :-1]
+            feed, pos = torch.cat([self.prefix, feed], 1), torch.cat([(pm.cumsum(1) - 1).clamp(min=0), pos], 1)
+            self.prefix = None
+        logits = self.target(input_ids=feed, attention_mask=self.tmask, position_ids=pos, cache=self.cache,
+                             use_cache=True, logits_to_keep=s).logits  # (A, s, V)
+        self.flags = self.flags | logit_flags(logits)
+        return logits
 
     def accept(self, logits, drafts, q):
         """(n (A,) accepted drafts, tokens (A, ks+1): the accepted drafts, the target's token, -1)."""
         A = logits.shape[0]
         if self.sampling.greedy and self.verifier is None:
             return greedy_verify(drafts if drafts is not None else logits.new_zeros(A, 0, dtype=torch.long), logits)
-        p = self.sampling.process(logits)  # (A, ks+1, V)
+        p = self.sampling.process(logits, check=False)  # (A, ks+1, V); checked by the step's one sync
         if drafts is None:
-            toks = sample(p[:, 0], self.generator, greedy=self.sampling.greedy, check=False)[:, None]  # (A, 1)
+            toks = sample(p[:, 0], self.generator, greedy=self.sampling.greedy, check=False,
+                          float64=False)[:, None]  # (A, 1)
             return torch.zeros(A, dtype=torch.long, device=self.device), toks
-        res = (self.verifier or verify)(drafts, q, p, method=self.method, generator=self.generator)
+        verifier = self.verifier or verify_unchecked  # p and q are the engine's own: no re-validation
+        res = verifier(drafts, q, p, method=self.method, generator=self.generator)
         return res.num_accepted, res.tokens
 
-    def emit(self, n, toks):
+    def emit(self, n, toks, ks: int):
         """Write each row's new tokens, cut at the first stop and at the budget; the step's one host
-        sync.  Returns (emitted per row (A,), done (A,), n_max, any_done, all_done)."""
+        sync, which also carries the logits checks and the acceptance counts for the schedule.
+        Returns (emitted per row (A,), done (A,), n_max, any_done, all_done, accepted, stopped)."""
         rows, s = self.rows, toks.shape[1]
         j = torch.arange(s, device=self.device)
         if self.stops.numel():
@@ -203,10 +202,15 @@ class _Decoder:
         stopped = first < e
         done = stopped | (no >= self.max_new)
         left = torch.where(done, 0, self.max_new - no)
-        n_max, any_done, all_done, self.max_rem = torch.stack([n.max(), done.any(), done.all(), left.max()]).tolist()
+        dflags = getattr(self.drafter, "flags", None)
+        synced = torch.cat([torch.stack([n.max(), done.any(), done.all(), left.max(), n.sum(), (n < ks).sum()]),
+                            self.flags.long(), (dflags if dflags is not None else self.flags.new_zeros(3)).long()])
+        n_max, any_done, all_done, self.max_rem, accepted, n_stopped, *bad = synced.tolist()
+        raise_for_flags(bad[:3], "the target's logits")
+        raise_for_flags(bad[3:], "the draft's logits")
         if any_done:
             self.reason[rows] = torch.where(stopped, 1, torch.where(done, 2, 0))
-        return e, done, n_max, any_done, all_done
+        return e, done, n_max, any_done, all_done, accepted, n_stopped
 
     def rollback(self, ks: int, n, toks, n_max: int, all_done: bool) -> None:
         """Mask each row's rejected slots, crop the slots every row rejected, advance, tell the drafter."""
@@ -245,38 +249,41 @@ class _Decoder:
 
 
 @torch.no_grad()  # not inference_mode: returned tensors stay ordinary tensors
-def generate(target, input_ids, *, drafter=None, k: int = 4, method: str = "token", max_new_tokens: int,
+def generate(target, input_ids, *, drafter=None, k=4, method: str = "token", max_new_tokens: int,
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
              stop_token_ids=(), generator: torch.Generator | None = None, cancel=None,
              verifier=None) -> GenerateResult:
     """Generate up to max_new_tokens per row from `target` (a Hugging Face causal LM).
 
     drafter=None: autoregressive baseline; a causal LM or a drafter object: speculative decoding
-    with k drafts per step, verified by `method` ("token" or "block") -- or by `verifier`, when a
-    caller names one (module docstring).  Sampling rules as in
+    with k drafts per step -- an integer, or a schedule (`specdec.engine.schedule`: a callable
+    given the run's `History` before each step) -- verified by `method` ("token" or "block"), or
+    by `verifier` when a caller names one (module docstring).  Sampling rules as in
     `specdec.core.sampling.process_logits` (temperature 0 = greedy).  All randomness from `generator`.
     """
     sampling = SamplingConfig(temperature, top_k, top_p)
-    drafter, target = as_drafter(drafter), engine_model(target)
+    drafter, target, schedule = as_drafter(drafter), engine_model(target), as_schedule(k)
     device = next(target.parameters()).device
     V = int(target.config.vocab_size)
     ids, mask = _prompts(input_ids, V, device)  # (B, T), (B, T)
-    _check(target, drafter, ids, k, method, max_new_tokens, verifier, cancel)
+    _check(target, drafter, ids, method, max_new_tokens, verifier, cancel)
     stops = _stop_tokens(stop_token_ids, V, device)
     is_cancelled = (cancel.is_set if hasattr(cancel, "is_set") else cancel) if cancel is not None else (lambda: False)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    dec = _Decoder(target, drafter, ids, mask, k=k, max_new_tokens=max_new_tokens, stops=stops, sampling=sampling,
-                   method=method, generator=generator, verifier=verifier)
-    stats, cancelled = DecodeStats(), False
     t_start = now(device)
-    dec.prefill()
-    stats.prefill_seconds = now(device) - t_start
+    dec = _Decoder(target, drafter, ids, mask, max_new_tokens=max_new_tokens, stops=stops, sampling=sampling,
+                   method=method, generator=generator, verifier=verifier)
+    stats, history, cancelled = DecodeStats(), History(), False
+    if drafter is not None:
+        drafter.begin(ids, mask)
+    stats.prefill_seconds = now(device) - t_start  # the prompt itself is fed with the first step
     while dec.active:
         if is_cancelled():
             cancelled = True
             break
-        t0, ks, rows = now(device), dec.draft_length(), dec.rows
+        t0, rows = now(device), dec.rows
+        ks = 0 if drafter is None else _clip(schedule(history), dec.max_rem)
         drafts, q, t_df = dec.draft(ks) if ks > 0 else (None, None, 0.0)
         if ks > 0 and is_cancelled():  # mid-draft: the drafts are dropped, the committed prefix stands
             cancelled = True
@@ -286,8 +293,9 @@ def generate(target, input_ids, *, drafter=None, k: int = 4, method: str = "toke
         t2 = now(device)
         n, toks = dec.accept(logits, drafts, q)
         t3 = now(device)
-        e, done, n_max, any_done, all_done = dec.emit(n, toks)
+        e, done, n_max, any_done, all_done, accepted, n_stopped = dec.emit(n, toks, ks)
         t4 = now(device)
+        history.update(ks, len(rows), accepted, n_stopped)
         stats.emitted.append((t4 - t_start, rows, e))
         stats.accepted.append((rows, n))
         dec.rollback(ks, n, toks, n_max, all_done)
@@ -303,3 +311,10 @@ def generate(target, input_ids, *, drafter=None, k: int = 4, method: str = "toke
         srow["emitted"] = int(e.sum())
     stats.peak_memory_bytes, stats.memory_kind = _peak_memory(device)
     return dec.result(stats, cancelled)
+
+
+def _clip(k, max_rem: int) -> int:
+    """A schedule's k, checked, clipped to the largest remaining budget minus one."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"a draft-length schedule must return an integer >= 0, got {k!r}")
+    return min(k, max_rem - 1)

@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from specdec.core.sampling import SamplingConfig, sample
+from specdec.core.sampling import SamplingConfig, logit_flags, sample
 from specdec.engine.kv import context_length, engine_model, now
 
 __all__ = ["Drafter", "ModelDrafter", "as_drafter", "sample_with_q"]
@@ -38,20 +38,23 @@ def sample_with_q(logits: torch.Tensor, sampling: SamplingConfig, generator) -> 
     """(B, V) scores -> (token (B,), q (B, V)): q processed with `sampling`, the token drawn from q.
 
     Greedy takes the argmax of the raw scores (the first maximum, exactly what process_logits with
-    temperature 0 keeps) and builds the one-hot q directly, skipping the distribution checks.
+    temperature 0 keeps) and builds the one-hot q directly.  No host sync here: the scores are not
+    checked; a drafter that can produce NaN or inf reports `logit_flags` of its scores in its
+    ``flags`` attribute, which the engine checks in its one sync per step.
     """
     if sampling.greedy:
         x = logits.argmax(dim=-1)  # (B,)
         q = torch.zeros(logits.shape, dtype=torch.float32, device=logits.device).scatter_(-1, x[..., None], 1.0)
         return x, q
-    q = sampling.process(logits)
-    return sample(q, generator, check=False), q  # process_logits has just validated q
+    q = sampling.process(logits, check=False)
+    return sample(q, generator, check=False, float64=False), q
 
 
 @runtime_checkable
 class Drafter(Protocol):
     vocab_size: int
-    forward_seconds: float
+    forward_seconds: float  # model-forward time inside the last propose
+    # optional: flags, a (3,) bool tensor of logit_flags of the scores drafted from since begin
 
     def begin(self, ids: torch.Tensor, mask: torch.Tensor) -> None: ...
 
@@ -72,7 +75,9 @@ class ModelDrafter:
     count only the valid slots, so a masked hole never shifts positions.  The tail is one token
     (the target's last token) or, after a fully accepted draft, two (the last draft, never fed
     since nothing was sampled after it, and the bonus token); it is fed as two slots with the first
-    masked in rows that need one.
+    masked in rows that need one.  The prompt is not fed by `begin`: the first `propose` feeds it
+    together with the tail (one forward instead of two).  ``flags``: `logit_flags` of every draft
+    forward since `begin` (NaN, +inf, an all -inf row), checked by the engine.
     """
 
     def __init__(self, model):
@@ -93,23 +98,21 @@ class ModelDrafter:
             out = self.model(input_ids=ids, attention_mask=self.mask, position_ids=pos, cache=self.cache,
                              use_cache=True, logits_to_keep=1)
         self.forward_seconds += now(self.device) - t
-        return out.logits[:, -1]  # (B, V)
+        logits = out.logits[:, -1]  # (B, V)
+        self.flags = self.flags | logit_flags(logits)
+        return logits
 
     def begin(self, ids, mask):
         B, T = ids.shape
         self.cache = self._Cache()
-        self.mask = mask[:, :-1].to(self.device).clone()  # (B, T-1): cached slots, our own copy
-        self.pos = mask.sum(1) - 1  # (B,) positions of the next slot = real tokens cached
-        if T > 1:
-            pos = (mask[:, :-1].cumsum(1) - 1).clamp(min=0)
-            t = now(self.device)
-            with torch.no_grad():
-                self.model(input_ids=ids[:, :-1], attention_mask=self.mask, position_ids=pos, cache=self.cache,
-                           use_cache=True, logits_to_keep=1)
-            self.forward_seconds = now(self.device) - t
+        self.mask = mask[:, :-1].to(self.device).clone()  # (B, T-1): the prompt's slots, our own copy
+        self.pos = mask.sum(1) - 1  # (B,) positions of the next slot = real tokens before the tail
+        self.prefix = (ids[:, :-1], (mask[:, :-1].cumsum(1) - 1).clamp(min=0)) if T > 1 else None  # fed first
         self.tail = torch.stack([ids[:, -1], ids[:, -1]], 1)  # (B, 2); slot 0 valid only if tail_two
         self.tail_two = torch.zeros(B, dtype=torch.bool, device=ids.device)
         self.any_two = False
+        self.flags = torch.zeros(3, dtype=torch.bool, device=self.device)
+        self.forward_seconds = 0.0
 
     def propose(self, k, sampling, generator):
         self.forward_seconds = 0.0
@@ -119,9 +122,12 @@ class ModelDrafter:
         else:
             ids, valid = self.tail[:, 1:], torch.ones(B, 1, dtype=torch.bool, device=self.tail.device)
         self.mask = torch.cat([self.mask, valid.long()], 1)
-        pos = self.pos[:, None] + valid.long().cumsum(1) - 1  # (B, s)
+        pos = (self.pos[:, None] + valid.long().cumsum(1) - 1).clamp(min=0)  # (B, s)
         self.pos = self.pos + valid.sum(1)
-        logits = self._forward(ids, pos.clamp(min=0))
+        if self.prefix is not None:  # first propose: the prompt, then the tail, in one forward
+            ids, pos = torch.cat([self.prefix[0], ids], 1), torch.cat([self.prefix[1], pos], 1)
+            self.prefix = None
+        logits = self._forward(ids, pos)
         toks, qs = [], []
         for i in range(k):
             x, q = sample_with_q(logits, sampling, generator)  # (B,), (B, V)

@@ -74,9 +74,15 @@ class DecodeStats:
                 acc[i] = acc.get(i, 0) + (r["accepted"] >= i)
         return [{"position": i, "proposed": prop[i], "accepted": acc[i]} for i in sorted(prop)]
 
-    def alpha_mle(self, k: int) -> tuple[float, int]:
-        """(maximum-likelihood constant alpha, steps used) from the steps that drafted the full k
-        (`specdec.core.acceptance.fit_alpha`); (nan, 0) when none did."""
+    def alpha_mle(self, k: int | None = None) -> tuple[float, int]:
+        """(maximum-likelihood constant alpha, (row, step) pairs used) from the steps that drafted
+        the full k (`specdec.core.acceptance.fit_alpha`); k=None pools every drafting step, whatever
+        its k (the same MLE, S / (S + F): accepted drafts over accepted drafts plus rejections).
+        (nan, 0) when no step qualifies."""
+        if k is None:
+            rows = [r for r in self.accept_rows() if r["k"] > 0]
+            s, f = sum(r["accepted"] for r in rows), sum(r["accepted"] < r["k"] for r in rows)
+            return (s / (s + f) if s + f else float("nan")), len(rows)
         n = [r["accepted"] for r in self.accept_rows() if r["k"] == k]
         if not n:
             return float("nan"), 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from specdec.core.acceptance import truncated_geometric_pmf
 from specdec.core.cost import break_even_alpha, expected_tokens, optimal_k, toy_speedup
 
 __all__ = ["expected_tokens_check", "worked_example", "speed_ratio_grid", "optimal_k_grid", "break_even_grid"]
@@ -20,7 +21,7 @@ def expected_tokens_check(alphas, k: int, steps: int, rng: np.random.Generator) 
     rows = []
     for a in alphas:
         n = np.arange(k + 1)
-        pmf = np.where(n < k, a**n * (1 - a), a**k)                          # law of N
+        pmf = truncated_geometric_pmf(a, k)                                  # law of N
         from_law = float(((n + 1) * pmf).sum())
         accepted = rng.random((steps, k)) < a                                # (steps, k) Bernoulli(alpha)
         l_sim = np.cumprod(accepted, axis=1).sum(axis=1) + 1                 # drafts before the first rejection, + 1

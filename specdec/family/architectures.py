@@ -79,15 +79,15 @@ def llama_config(name: str, tiny: bool = False):
 def build_model(config, *, generator: torch.Generator | None = None, dtype=torch.float32, device="cpu"):
     """A causal LM built from ``config`` (module docstring), in eval mode when a generator is given.
 
-    generator=None: Hugging Face's own initialisation from the global RNG, in training mode, on the
-    CPU in float32 (what `specdec.family.train` seeds and trains).  A generator: constructed under
+    generator=None: Hugging Face's own initialisation from the global RNG (on the CPU in float32,
+    then moved to ``device`` / ``dtype``), in training mode: what `specdec.family.train` seeds and trains.  A generator: constructed under
     `torch.random.fork_rng` (the caller's global RNG state is untouched) directly on ``device`` in
     ``dtype``, every matrix redrawn from the generator (on its device), biases 0 and norms 1.
     """
     from transformers import AutoModelForCausalLM
 
-    if generator is None:
-        return AutoModelForCausalLM.from_config(config)
+    if generator is None:  # initialised on the CPU in float32 from the global RNG, then moved
+        return AutoModelForCausalLM.from_config(config).to(device=device, dtype=dtype)
     if not isinstance(generator, torch.Generator):
         raise ValueError("build_model needs a torch.Generator (or None for Hugging Face's own init)")
     devs = [torch.device(device)] if torch.device(device).type == "cuda" else []

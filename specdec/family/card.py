@@ -112,19 +112,11 @@ def _read_log(path: Path) -> list[dict]:
 
 
 def _plot(rows, path, prov) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for name in dict.fromkeys(r["model"] for r in rows):
-        rs = [r for r in rows if r["model"] == name]
-        ax.plot([r["tokens"] / 1e6 for r in rs], [r["val_loss"] for r in rs], marker=".", label=name)
-    ax.set_xlabel("training tokens (millions)")
-    ax.set_ylabel("validation loss (nats/token)")
-    ax.legend()
-    ax.grid(alpha=0.3)
+    from specdec.report.plotting import loss_curves
+
+    fig = loss_curves(rows)
     save_figure(fig, path)
     write_table(rows, path.with_suffix(".csv"), prov)
     plt.close(fig)

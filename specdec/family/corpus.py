@@ -9,7 +9,7 @@ validation = Julius Caesar + Twelfth Night, test = Macbeth + Much Ado About Noth
 other 38 works. Works are joined with the end-of-text token ``<|endoftext|>``.
 
 Held-out text (validation, test) is committed under ``data/corpus/``; the training text is written
-by ``python -m specdec.corpus prepare`` (``make data``) to ``data/cache/`` (not committed).
+by ``python -m specdec.family.corpus prepare`` (``make data``) to ``data/cache/`` (not committed).
 
 The tokenizer, encodings and held-out prompts are in `specdec.family.tokens`.
 
@@ -103,7 +103,7 @@ def load_text(split: str) -> str:
     """The text of a split; the train split needs ``make data`` first."""
     path = split_path(split)
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing; run `make data` (python -m specdec.corpus prepare)")
+        raise FileNotFoundError(f"{path} is missing; run `make data` (python -m specdec.family.corpus prepare)")
     return path.read_text(encoding="ascii")
 
 
@@ -139,7 +139,7 @@ def prepare(cache_dir: Path = CACHE_DIR, corpus_dir: Path = CORPUS_DIR) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m specdec.corpus", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m specdec.family.corpus", description=__doc__.split("\n")[0])
     ap.add_argument("command", choices=["prepare"])
     ap.parse_args(argv)
     m = prepare()

@@ -135,6 +135,24 @@ def _weights_sha256(d: Path) -> dict[str, str]:
     return {p.name: sha256_file(p) for p in sorted(Path(d).glob("*.safetensors"))}
 
 
+def _hub_weights_sha256(repo_id: str) -> dict[str, str]:
+    """sha256 of a hub model's safetensors files as found in the local Hugging Face cache (one file,
+    or the shards its index names); {} if they are not there."""
+    import json
+
+    from huggingface_hub import try_to_load_from_cache
+
+    single = try_to_load_from_cache(repo_id, "model.safetensors")
+    if isinstance(single, str):
+        return {"model.safetensors": sha256_file(Path(single))}
+    index = try_to_load_from_cache(repo_id, "model.safetensors.index.json")
+    if not isinstance(index, str):
+        return {}
+    shards = sorted(set(json.loads(Path(index).read_text()).get("weight_map", {}).values()))
+    paths = {name: try_to_load_from_cache(repo_id, name) for name in shards}
+    return {name: sha256_file(Path(p)) for name, p in paths.items() if isinstance(p, str)}
+
+
 def load_model(name: str, *, dtype=None, device: str = "cpu", checked: bool = True, root: Path | None = None):
     """One causal LM by embedded name, local directory, or hub id; eval mode on ``device``, with
     ``model.weights_sha256`` set.  ``checked=False`` skips the manifest (fresh weights only)."""
@@ -158,8 +176,7 @@ def load_model(name: str, *, dtype=None, device: str = "cpu", checked: bool = Tr
     except OSError as exc:                  # e.g. a hub repo with only pytorch_model.bin
         raise ModelUnavailableError(f"cannot load {name!r} from safetensors: {str(exc).splitlines()[0][:300]}") from None
     if digests is None:
-        src = Path(name) if Path(name).is_dir() else Path(getattr(model.config, "_name_or_path", "") or ".")
-        digests = _weights_sha256(src) if src.is_dir() else {}
+        digests = _weights_sha256(Path(name)) if Path(name).is_dir() else _hub_weights_sha256(name)
     model = model.to(device).eval()
     model.weights_sha256 = digests
     return model

@@ -30,8 +30,9 @@ from specdec.engine.decode import generate
 from specdec.engine.kv import now
 from specdec.family.tokens import prompt_checksum
 from specdec.measure.harness import Cell, Config, sweep
-from specdec.measure.hf import hf_assisted, no_stop_token
+from specdec.measure.hf import hf_assisted
 from specdec.measure.subjects import load_subjects
+from specdec.report.paths import RESULTS_DIR
 from specdec.report.results import provenance, write_table
 
 __all__ = ["configs", "speedups", "summarize", "main"]
@@ -85,7 +86,7 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m specdec.measure.bench", description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default="data/results/bench")
+    ap.add_argument("--out", default=str(RESULTS_DIR / "bench"))
     ap.add_argument("--smoke", action="store_true", help="a ~30 s run: 1 prompt, k in {1, 4}, 16 tokens")
     ap.add_argument("--draft", default="draft-small", help="a draft of the embedded family")
     ap.add_argument("--prompts", type=int, default=5)
@@ -100,7 +101,6 @@ def main(argv=None) -> None:
     torch.set_num_threads(a.threads)
     subj = load_subjects(allow_stand_in=a.smoke, seed=a.seed)
     target, draft = subj.target, subj.drafts[a.draft]
-    no_stop_token(target, draft)
     prompts = subj.prompts(n_prompts, a.prompt_len, seed=a.seed)
     params = {"target": "embedded", "draft": a.draft, "weights": subj.kind, "ks": ks, "temperatures": [0.0, 1.0],
               "prompts": n_prompts, "prompt_len": a.prompt_len, "new_tokens": n_new, "repeats": repeats,

@@ -7,6 +7,9 @@ is drawn from the target's processed distribution at the stopping position.  It 
 that a machine gives at a set acceptance rate -- the hardware's side of the cost model -- with
 real-size random-weight models whose own acceptance would mean nothing.  Its outputs are not
 samples of the target and must never back a quality or exactness claim (``lossless = False``).
+The stopping token is always drawn by inverse CDF with one uniform per row: at temperature 0 (a
+one-hot p) that is the argmax, but the generator advances by one uniform more per step than the
+greedy engine path does, so runs at temperature 0 are not seed-for-seed those of plain greedy code.
 
 Example: generate(target, ids, drafter=draft, k=4, max_new_tokens=64, generator=g,
                   verifier=ControlledAcceptance(0.8))   # E[accepted drafts] = sum_{i=1..4} 0.8^i
@@ -43,7 +46,7 @@ class ControlledAcceptance:
         gdev = generator.device if generator is not None else dev
         u = torch.rand((A, k), generator=generator, dtype=torch.float64, device=gdev).to(dev)
         n = (u < self.alpha).long().cumprod(1).sum(1)  # (A,)
-        y = sample(p[torch.arange(A, device=dev), n], generator, check=False)  # (A,)
+        y = sample(p[torch.arange(A, device=dev), n], generator, check=False, float64=False)  # (A,)
         j = torch.arange(k + 1, device=dev)
         ext = torch.cat([drafts, y[:, None]], 1)
         toks = torch.where(j[None] < n[:, None], ext, torch.where(j[None] == n[:, None], y[:, None], -1))

@@ -7,8 +7,8 @@ Protocol (all through the one harness, `specdec.measure.harness.sweep`):
      (`specdec.measure.cost_curve`, `specdec.core.cost.draft_cost`).
   2. One cell per (output length L, batch size B) -- the first B prompts, L new tokens, no stop
      token -- and one configuration per draft length: "baseline" (k = 0), "k=1", ..., and
-     "dynamic" (k = -1: the pilot-then-commit rule, `specdec.engine.schedule.generate_dynamic_k`,
-     with that batch's c and T).  Every configuration runs once per round on every cell, rounds
+     "dynamic" (k = -1: the adaptive per-step rule `specdec.engine.schedule.AdaptiveK`, with that
+     batch's c and T).  Every configuration runs once per round on every cell, rounds
      repeated (warm-up rounds untimed), so drift of a shared machine hits all of them alike.
   3. Each run is seeded with seed + round (warm-up rounds counted), the same for every
      configuration of a round: a run's tokens do not depend on what ran before it.
@@ -21,7 +21,7 @@ Example:
                         generator=torch.Generator().manual_seed(0))
     curves, cs = curves_by_batch(curve)          # {1: {1: T(1), 2: T(2)}}, {1: c}
     rows = decoding_runs(pair.target, pair.draft, pair.prompts, [16], [1], [2], curves, cs,
-                         temperature=1.0, pilot_tokens=4, pilot_k=2, repeats=1, warmup=0, seed=0)
+                         temperature=1.0, warmup_steps=2, k_start=2, repeats=1, warmup=0, seed=0)
 """
 
 from __future__ import annotations
@@ -33,17 +33,17 @@ import torch
 
 from specdec.core.cost import draft_cost
 from specdec.engine.decode import generate
-from specdec.engine.schedule import generate_dynamic_k
+from specdec.engine.schedule import AdaptiveK
 from specdec.family.tokens import prompt_checksum
 from specdec.measure.cost_curve import cost_curve
 from specdec.measure.harness import Cell, Config, sweep
 from specdec.measure.hf import hf_assisted
 from specdec.measure.subjects import load_subjects
 
-__all__ = ["RUN_COLUMNS", "HF_COLUMNS", "EmbeddedPair", "cost_curves", "curves_by_batch", "decoding_configs",
+__all__ = ["TABLE_COLUMNS", "HF_COLUMNS", "EmbeddedPair", "cost_curves", "curves_by_batch", "decoding_configs",
            "decoding_runs", "hf_configs", "hf_runs"]
 
-RUN_COLUMNS = ("output_len", "batch", "config", "k", "repeat", "tokens", "steps", "total_s", "prefill_s", "ttft_s",
+TABLE_COLUMNS = ("output_len", "batch", "config", "k", "repeat", "tokens", "steps", "total_s", "prefill_s", "ttft_s",
                "tokens_per_s", "lat_p50_s", "lat_p95_s", "lat_p99_s", "t_draft", "t_draft_forward", "t_target",
                "t_accept", "t_rollback", "t_other", "t_step", "peak_memory_bytes", "alpha_mle", "alpha_steps",
                "k_chosen")
@@ -138,42 +138,40 @@ def curves_by_batch(table) -> tuple[dict, dict]:
     return curves, cs
 
 
-def decoding_configs(target, draft, ks, *, temperature: float, pilot_tokens: int, pilot_k: int) -> list[Config]:
-    """baseline (k = 0), k=1.. for each of ks, and dynamic (k = -1, choosing up to max(ks)).
+def decoding_configs(target, draft, ks, *, temperature: float, warmup_steps: int, k_start: int) -> list[Config]:
+    """baseline (k = 0), k=1.. for each of ks, and dynamic (k = -1: `AdaptiveK` up to max(ks)).
 
     A run takes the cell's inputs dict(ids (B, T), max_new_tokens, c, curve) and a seed and
-    returns its summary with alpha_mle / alpha_steps (steps that drafted the full k) and k_chosen.
+    returns its summary with alpha_mle / alpha_steps (steps that drafted the full k; every drafting
+    step for dynamic) and k_chosen (dynamic: the most frequent k after the warm-up steps).
     """
     nan = float("nan")
 
-    def fixed(k):
-        def run(x, seed):
-            res = generate(target, x["ids"], drafter=draft if k else None, k=max(k, 1),
+    def run(k):
+        def go(x, seed):
+            schedule = AdaptiveK(x["c"], x["curve"], max(ks), k_start, warmup_steps) if k < 0 else max(k, 1)
+            res = generate(target, x["ids"], drafter=draft if k else None, k=schedule,
                            max_new_tokens=x["max_new_tokens"], temperature=temperature,
                            generator=torch.Generator().manual_seed(seed))
-            alpha, steps = res.stats.alpha_mle(k) if k else (nan, 0)
-            return {**res.summary(), "alpha_mle": alpha, "alpha_steps": steps, "k_chosen": k}
-        return run
+            alpha, steps = res.stats.alpha_mle(k if k > 0 else None) if k else (nan, 0)
+            chosen = [s["k"] for s in res.stats.steps[warmup_steps:]] or [k_start]
+            return {**res.summary(), "alpha_mle": alpha, "alpha_steps": steps,
+                    "k_chosen": max(set(chosen), key=chosen.count) if k < 0 else k}
+        return go
 
-    def dynamic(x, seed):
-        _, s = generate_dynamic_k(target, x["ids"], drafter=draft, max_new_tokens=x["max_new_tokens"],
-                                  pilot_tokens=pilot_tokens, pilot_k=pilot_k, c=x["c"], curve=x["curve"],
-                                  k_max=max(ks), temperature=temperature, generator=torch.Generator().manual_seed(seed))
-        return {**s, "alpha_mle": nan, "alpha_steps": 0}
-
-    return ([Config("baseline", fixed(0), k=0)] + [Config(f"k={k}", fixed(k), k=k) for k in ks]
-            + [Config("dynamic", dynamic, k=-1)])
+    return ([Config("baseline", run(0), k=0)] + [Config(f"k={k}", run(k), k=k) for k in ks]
+            + [Config("dynamic", run(-1), k=-1)])
 
 
 def decoding_runs(target, draft, prompts, output_lens, batches, ks, curves: dict, cs: dict, *, temperature: float,
-                  pilot_tokens: int, pilot_k: int, repeats: int, warmup: int, seed: int) -> list[dict]:
+                  warmup_steps: int, k_start: int, repeats: int, warmup: int, seed: int) -> list[dict]:
     """Every configuration of `decoding_configs` on every (output length, batch) cell (module
-    docstring), one row of RUN_COLUMNS per timed run, in the order they ran."""
-    configs = decoding_configs(target, draft, ks, temperature=temperature, pilot_tokens=pilot_tokens, pilot_k=pilot_k)
+    docstring), one row of TABLE_COLUMNS per timed run, in the order they ran."""
+    configs = decoding_configs(target, draft, ks, temperature=temperature, warmup_steps=warmup_steps, k_start=k_start)
     cells = [Cell({"output_len": L, "batch": B}, dict(ids=prompts[:B], max_new_tokens=L, c=cs[B], curve=curves[B]))
              for L in output_lens for B in batches]
     rows = sweep(configs, cells, repeats=repeats, warmup=warmup, seed=lambda rnd, i: seed + warmup + rnd)
-    return [{c: r[c] for c in RUN_COLUMNS} for r in rows]
+    return [{c: r[c] for c in TABLE_COLUMNS} for r in rows]
 
 
 def hf_configs(target, draft, k: int, *, temperature: float) -> list[Config]:

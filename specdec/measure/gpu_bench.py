@@ -25,6 +25,7 @@ import torch
 
 from specdec.engine.kv import now
 from specdec.measure.gpu_sections import ALPHAS, BATCHES, K_GRID, embedded, hub, log, real_size
+from specdec.report.paths import RESULTS_DIR
 from specdec.report.results import provenance, write_table
 
 __all__ = ["gpu_info", "Budget", "main"]
@@ -71,7 +72,7 @@ class Budget:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="data/results/gpu")
+    ap.add_argument("--out", default=str(RESULTS_DIR / "gpu"))
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--smoke", action="store_true", help="tiny configs: exercises the code path only")
     ap.add_argument("--target", default="")

@@ -22,7 +22,7 @@ import torch
 from specdec.core.cost import draft_cost, extended_speedup
 from specdec.engine.decode import generate
 from specdec.family.architectures import build_model, llama_config, param_count, real_size_config
-from specdec.family.loader import load_model, load_tokenizer
+from specdec.family.loader import MEMBERS, load_model, load_tokenizer
 from specdec.family.manifest import ModelUnavailableError
 from specdec.family.tokens import heldout_prompts
 from specdec.measure.controlled import ControlledAcceptance
@@ -45,8 +45,9 @@ def log(msg: str) -> None:
 def _pairs(smoke: bool):
     """(name, target config, draft config) of the real-size pairs (tiny shapes when smoke)."""
     if smoke:
-        return [("gpt2-medium/draft-3m", real_size_config("gpt2-medium", n_layer=2, n_embd=64, n_head=2, vocab_size=512),
-                 real_size_config("draft-3m", n_layer=1, n_embd=16, vocab_size=512)),
+        tiny = dict(vocab_size=512, bos_token_id=0, eos_token_id=0)
+        return [("gpt2-medium/draft-3m", real_size_config("gpt2-medium", n_layer=2, n_embd=64, n_head=2, **tiny),
+                 real_size_config("draft-3m", n_layer=1, n_embd=16, **tiny)),
                 ("llama-8b/llama-1b", llama_config("llama-8b", tiny=True), llama_config("llama-1b", tiny=True))]
     return [("gpt2-medium/draft-3m", real_size_config("gpt2-medium"), real_size_config("draft-3m")),
             ("llama-8b/llama-1b", llama_config("llama-8b"), llama_config("llama-1b"))]
@@ -143,7 +144,7 @@ def embedded(args, device, dtype, budget, prov) -> None:
     prompts = heldout_prompts(load_tokenizer("embedded"), n=1 if args.smoke else 4, prompt_len=64,
                               seed=args.seed).to(device)
     rows, sha = [], {f"target/{f}": h for f, h in target.weights_sha256.items()}
-    for dname in ("draft-small", "draft-medium", "draft-distilled"):
+    for dname in (n for n in MEMBERS if n != "target"):
         if not (MODELS_DIR / dname).is_dir():
             continue
         try:

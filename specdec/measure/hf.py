@@ -13,6 +13,7 @@ Example: tokens, row = hf_assisted(target, draft, ids[:1], k=4, max_new_tokens=6
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import torch
@@ -22,25 +23,59 @@ from specdec.engine.kv import now
 __all__ = ["hf_assisted", "pin_assistant", "no_stop_token"]
 
 
-def no_stop_token(*models) -> None:
-    """Clear generation_config.eos_token_id on models the caller owns (module docstring)."""
-    for m in models:
-        m = getattr(m, "inner", m)
-        if m is not None and getattr(m, "generation_config", None) is not None:
-            m.generation_config.eos_token_id = None
+@contextlib.contextmanager
+def no_stop_token(*models):
+    """Within the block the models have no eos token (module docstring); restored afterwards."""
+    gcs = [getattr(m, "inner", m).generation_config for m in models
+           if m is not None and getattr(getattr(m, "inner", m), "generation_config", None) is not None]
+    saved = [gc.eos_token_id for gc in gcs]
+    for gc in gcs:
+        gc.eos_token_id = None
+    try:
+        yield
+    finally:
+        for gc, eos in zip(gcs, saved):
+            gc.eos_token_id = eos
 
 
-def pin_assistant(draft, k: int) -> None:
-    """Pin HF's draft length to k on the assistant itself (module docstring)."""
+PINNED = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+
+
+@contextlib.contextmanager
+def pin_assistant(draft, k: int):
+    """Within the block, HF's draft length is pinned to k on the assistant itself (module
+    docstring); the assistant's own settings are restored afterwards (the caller's model is left
+    as it was).  Example: with pin_assistant(draft, 4): target.generate(..., assistant_model=draft)"""
     gc = getattr(draft, "inner", draft).generation_config
+    saved = {name: getattr(gc, name, None) for name in PINNED}
     gc.num_assistant_tokens, gc.num_assistant_tokens_schedule, gc.assistant_confidence_threshold = k, "constant", 0.0
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(gc, name, value)
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """transformers' own warnings (assisted generation passes both a config and arguments to itself,
+    which 5.24 warns about on every call) are silenced for the call, then the level is restored."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temperature: float, seed: int,
                 top_k: int | None = None) -> tuple[torch.Tensor, dict]:
     """Hugging Face assisted generation (batch 1) with k pinned, as a side-by-side reference.
 
-    Pinned as the module docstring says (the draft's generation_config is pinned here).  HF's sampler draws from the
+    Pinned as the module docstring says, for the call only: the models' own generation configs are
+    restored afterwards.  HF's sampler draws from the
     global RNG, so it runs inside `torch.random.fork_rng` seeded with `seed`: the caller's global
     state is restored afterwards.  k = 0 runs HF's plain generate.  Returns (new tokens (N,), row)
     with total_s and tokens_per_s over the whole call (HF exposes no per-token timing).
@@ -57,14 +92,15 @@ def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temper
         kw.update(do_sample=True, temperature=temperature, top_p=1.0, top_k=top_k if top_k is not None else 0)
     extra = {}
     if k > 0:
-        pin_assistant(draft, k)
         kw.update(num_assistant_tokens=k, num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)
         extra["assistant_model"] = inner(draft)
     gc = copy.deepcopy(tgt.generation_config)
     gc.update(**kw)
     gc.eos_token_id = None  # no stop token, as in the engine runs: exactly max_new_tokens
     devs = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devs), torch.inference_mode():
+    pinned = pin_assistant(draft, k) if k > 0 else contextlib.nullcontext()
+    with torch.random.fork_rng(devices=devs), torch.inference_mode(), pinned, _quiet_transformers(), \
+            no_stop_token(tgt, draft if k > 0 else None):
         torch.manual_seed(seed)
         t0 = now(device)
         out = tgt.generate(input_ids.to(device), attention_mask=torch.ones_like(input_ids).to(device),

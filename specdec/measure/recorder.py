@@ -55,9 +55,7 @@ class _RecordingTarget(KVCompat):
         object.__setattr__(self, "_rec", recorder)  # not a submodule
 
     def forward(self, **kw):
-        out = super().forward(**kw)
-        if "logits_to_keep" in kw:  # the prefill, not a step
-            return out
+        out = super().forward(**kw)  # every target call is a step (the prompt is fed with the first)
         rec = self._rec
         pending, rec._pending = rec._pending, None
         if pending is None:  # a step without drafts (k clipped to 0 at the budget's end)

@@ -29,7 +29,7 @@ from specdec.report.paths import MODELS_DIR
 
 __all__ = ["Subjects", "load_subjects", "DRAFT_NAMES", "STAND_IN"]
 
-DRAFT_NAMES = ("draft-small", "draft-medium", "draft-distilled")
+DRAFT_NAMES = tuple(n for n in loader.MEMBERS if n != "target")
 STAND_IN = "stand-in (random weights, SMOKE only)"
 
 
@@ -61,7 +61,7 @@ def _ngram(notes: list, sha: dict, checked: bool):
 
 def _stand_in(vocab: int, seed: int):
     g = torch.Generator().manual_seed(seed)
-    small = dict(vocab_size=vocab, n_positions=512)
+    small = dict(vocab_size=vocab, n_positions=512, bos_token_id=0, eos_token_id=0)  # token 0 is <|endoftext|>
     target = build_model(real_size_config("gpt2-small", n_layer=2, n_embd=64, n_head=2, **small), generator=g)
     drafts = {"draft-small": build_model(real_size_config("draft-3m", n_layer=1, n_embd=32, n_head=2, **small),
                                          generator=g),
@@ -89,7 +89,7 @@ def load_subjects(device: str = "cpu", dtype=torch.float32, allow_stand_in: bool
         kind, sha = STAND_IN, {}
         notes.append(f"embedded weights unavailable ({exc}): tiny random-weight stand-ins, for SMOKE runs only")
     V = int(target.config.vocab_size)
-    ng = _ngram(notes, sha, checked)
+    ng = _ngram(notes, sha, (MODELS_DIR / SUMS).exists())  # checked whenever there is a manifest to check
     if ng is not None and ng.vocab_size == V:
         drafts = {"ngram": ng, **drafts}
     for name, d in drafts.items():

@@ -128,8 +128,10 @@ class Chapter:
         atomic_write(self.dir / CHAPTER_FILE, lambda f: json.dump(meta, f, indent=2, default=str))
 
     def provenance(self) -> dict:
+        """What produced the chapter's tables: its parameters, the models' sha256, and the setup values
+        recorded so far with `values` (e.g. the prompts' checksum, the draft used)."""
         p = self.P.as_dict()
-        return provenance(p, seed=p.get("SEED"), models=self.models)
+        return {**provenance(p, seed=p.get("SEED"), models=self.models), "values": dict(self._values)}
 
     def use_models(self, sha256: dict) -> None:
         """Record the sha256 of the model files this chapter's results depend on."""

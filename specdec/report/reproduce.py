@@ -10,13 +10,16 @@ How a table is compared depends on the kind its sidecar declares (`specdec.repor
            committed on one machine, 1.3363636363636362 recomputed on another).
   sampled  seeded Monte Carlo is not bit-identical across machines (one flipped comparison changes a
            whole trajectory), so: the ``keys`` columns must be equal, each declared interval
-           [est, lo, hi] of the recomputed table must overlap the committed one, and each declared
-           standard error must bound the difference (|new - old| <= 4 sqrt(se_new^2 + se_old^2)).
-           A sampled table with neither is reported, not compared.
+           [est, lo, hi] of the recomputed table must overlap the committed one, each declared
+           standard error must bound the difference (|new - old| <= 4 sqrt(se_new^2 + se_old^2)),
+           and declared ``counts`` (a column of sample counts, split into separate samples by the
+           ``groups`` columns) must pass a G-test of homogeneity against the committed counts at
+           level 1e-3 per sample.  A sampled table with none of these is reported, not compared.
   timing   never asserted: the median ratio recomputed / committed of its rate and time columns is
            reported with its range, so a reader sees how far the machine moved.
-A chapter is "reproduced" when every exact and every compared sampled table agrees, "differs"
-otherwise (the differing tables are named).
+A chapter is "differs" when a table differs or a committed table was not recomputed ("missing"),
+"reproduced" when at least one table was compared and all compared tables agree, "timing only"
+when it has nothing but timings, and "not compared" when none of its tables could be compared.
 
 Example: compare_frames(new, old) -> {"status": "reproduced", "detail": "12 rows, 5 columns equal"}
 """
@@ -35,14 +38,14 @@ import numpy as np
 from specdec.report.paths import BUILD_DIR, ROOT
 from specdec.report.results import read_table
 
-__all__ = ["extract_reference", "compare_frames", "compare_chapter", "compare_all"]
+__all__ = ["extract_reference", "compare_frames", "compare_chapter", "chapter_status", "compare_all"]
 
-RTOL, ATOL, Z = 1e-9, 1e-12, 4.0
+RTOL, ATOL, Z, LEVEL = 1e-9, 1e-12, 4.0, 1e-3
 
 
-def extract_reference(revision: str = "HEAD", into: Path | None = None) -> Path | None:
-    """``data/results`` as committed in ``revision``, extracted under build/reference/<commit>/;
-    None when this is not a git checkout (or the revision has no results)."""
+def extract_reference(revision: str = "HEAD", into: Path | None = None) -> tuple[Path | None, str]:
+    """(``data/results`` as committed in ``revision``, extracted under build/reference/<commit>/,
+    the commit's hash); (None, "") when this is not a git checkout (or the revision has no results)."""
     try:
         commit = subprocess.run(["git", "rev-parse", revision], cwd=ROOT, capture_output=True, text=True,
                                 check=True, timeout=30).stdout.strip()
@@ -54,8 +57,8 @@ def extract_reference(revision: str = "HEAD", into: Path | None = None) -> Path 
             with tarfile.open(fileobj=BytesIO(blob)) as tar:
                 tar.extractall(dest, filter="data")
     except (OSError, subprocess.SubprocessError):
-        return None
-    return dest / "data" / "results"
+        return None, ""
+    return dest / "data" / "results", commit
 
 
 def _numeric(df, c) -> bool:
@@ -95,12 +98,34 @@ def _sampled(new, old, meta) -> dict:
         if not np.all((gap <= bound) | np.isnan(gap)):
             bad.append(f"{est}: {int((gap > bound).sum())} of {len(new)} rows beyond {Z:g} standard errors")
         checked.append(est)
+    for col in meta.get("counts", []):
+        p = _homogeneity(new, old, col, meta.get("groups", []))
+        if p < LEVEL:
+            bad.append(f"{col}: counts differ from the committed ones (G-test p = {p:.1e})")
+        checked.append(col)
     if bad:
         return {"status": "differs", "detail": "; ".join(bad)}
     if not checked:
         labels = f"labels equal ({', '.join(meta['keys'])}); " if meta.get("keys") else ""
         return {"status": "not compared", "detail": f"{labels}sampled values not compared: no interval stated"}
     return {"status": "reproduced", "detail": f"{len(new)} rows; within intervals: {', '.join(checked)}"}
+
+
+def _homogeneity(new, old, col: str, groups: list) -> float:
+    """Smallest p-value over the samples (groups) of a G-test that the recomputed and the committed
+    counts come from one multinomial (2 x cells contingency table, empty cells dropped)."""
+    from scipy.stats import chi2_contingency
+
+    parts = [(new, old)] if not groups else [(new[new[groups].astype(str).agg("|".join, axis=1) == g],
+                                              old[old[groups].astype(str).agg("|".join, axis=1) == g])
+                                             for g in new[groups].astype(str).agg("|".join, axis=1).unique()]
+    pvals = []
+    for a, b in parts:
+        table = np.array([a[col].to_numpy(float), b[col].to_numpy(float)])
+        table = table[:, table.sum(0) > 0]
+        if table.shape[1] > 1:
+            pvals.append(chi2_contingency(table, lambda_="log-likelihood")[1])
+    return float(min(pvals)) if pvals else 1.0
 
 
 def _timing(new, old) -> dict:
@@ -133,7 +158,7 @@ def compare_frames(new, old) -> dict:
 
 
 def compare_chapter(new_dir: Path, ref_dir: Path | None) -> list[dict]:
-    """One row per table of a chapter's results folder."""
+    """One row per table of a chapter's results folder, and one per committed table not recomputed."""
     rows = []
     for csv in sorted(Path(new_dir).glob("*.csv")):
         new = read_table(csv)
@@ -146,7 +171,24 @@ def compare_chapter(new_dir: Path, ref_dir: Path | None) -> list[dict]:
             rows.append({**row, **compare_frames(new, read_table(ref))})
         except (ValueError, KeyError) as exc:  # e.g. a committed table in an older format
             rows.append({**row, "status": "differs", "detail": f"cannot compare: {exc}"})
+    if ref_dir is not None and Path(ref_dir).is_dir():
+        done = {r["table"] for r in rows}
+        rows += [{"chapter": Path(new_dir).name, "table": csv.stem, "kind": "", "status": "missing",
+                  "detail": "committed, but the recomputation did not write it"}
+                 for csv in sorted(Path(ref_dir).glob("*.csv")) if csv.stem not in done]
     return rows
+
+
+def chapter_status(rows: list[dict], have_reference: bool) -> str:
+    """The chapter's verdict from its table rows (module docstring)."""
+    if not have_reference:
+        return "no reference"
+    bad = [r["table"] for r in rows if r["status"] in ("differs", "missing")]
+    if bad:
+        return "differs: " + ", ".join(bad)
+    if any(r["status"] == "reproduced" for r in rows):
+        return "reproduced"
+    return "timing only" if rows and all(r["kind"] == "timing" for r in rows) else "not compared"
 
 
 def _record(d: Path, name: str) -> dict:
@@ -157,7 +199,7 @@ def _record(d: Path, name: str) -> dict:
 def compare_all(results_root: Path, chapters: list[str], revision: str = "HEAD") -> tuple[list[dict], list[dict]]:
     """(per-table rows, per-chapter rows) for the named chapter folders under ``results_root``."""
     with tempfile.TemporaryDirectory() as tmp:
-        ref_root = extract_reference(revision, Path(tmp) if revision != "HEAD" else None)
+        ref_root, ref_commit = extract_reference(revision, Path(tmp) if revision != "HEAD" else None)
         tables, summary = [], []
         for name in chapters:
             d = Path(results_root) / name
@@ -165,10 +207,8 @@ def compare_all(results_root: Path, chapters: list[str], revision: str = "HEAD")
             tables += rows
             run, chap = _record(d, "run.json"), _record(d, "chapter.json")
             hw = run.get("hardware", {})
-            differs = [r["table"] for r in rows if r["status"] == "differs"]
-            status = ("no reference" if ref_root is None else "differs: " + ", ".join(differs) if differs
-                      else "reproduced")
-            summary.append({"chapter": name, "status": status, "wall_s": run.get("wall_s", float("nan")),
+            summary.append({"chapter": name, "status": chapter_status(rows, ref_root is not None),
+                            "reference": ref_commit, "wall_s": run.get("wall_s", float("nan")),
                             "cpu": hw.get("cpu", ""), "cores": hw.get("cpu_count", 0), "commit": run.get("commit", ""),
                             "date": run.get("date", ""), "smoke": bool(run.get("smoke", False)),
                             "models_sha256": " ".join(f"{k}:{v[:12]}" for k, v in sorted(chap.get("models_sha256",

@@ -149,7 +149,7 @@ def _dtype(values) -> str:
     if any(isinstance(v, bool) for v in present):
         return "str"
     if present and all(isinstance(v, int) for v in present):
-        return "Int64" if any(v is None for v in values) else "int64"
+        return "Int64" if gaps else "int64"  # a gap (None or NaN) in an integer column
     if all(isinstance(v, (int, float)) for v in present):
         return "float64"
     return "str"

@@ -235,3 +235,16 @@ def test_q_from_raw_logits_while_draft_sampled_after_top_k_is_caught():
 def test_bad_method():
     with pytest.raises(ValueError, match="method"):
         verify(*_ok(), method="tree")
+
+
+def test_block_stop_probabilities_hand_worked():
+    """block_stop_probs' docstring case: s_1 = [0.8/3 - 2/3]_+ + [1.6/3 - 1/3]_+ = 0.2,
+    h_1 = 0.2 / (0.2 + 1 - 0.8) = 0.5, h_2 = w_2 = 0.5; and s = 0 gives h = 0."""
+    from specdec.core.verify import block_stop_probs
+
+    p = torch.tensor([[[1 / 3, 2 / 3]] * 3], dtype=torch.float64)
+    q = torch.tensor([[[2 / 3, 1 / 3]] * 2], dtype=torch.float64)
+    h = block_stop_probs(torch.tensor([[1.0, 0.8, 0.5]], dtype=torch.float64), p, q)
+    assert torch.allclose(h, torch.tensor([[0.5, 0.5]], dtype=torch.float64), atol=1e-12)
+    h0 = block_stop_probs(torch.tensor([[1.0, 0.5, 1.0]], dtype=torch.float64), p, q)  # s_1 = 0
+    assert h0[0, 0].item() == 0.0 and h0[0, 1].item() == 1.0

@@ -94,7 +94,8 @@ def test_ragged_prompts_equal_single_runs(models):
 
 
 class _Trace:
-    """Wraps the target; records each call's fed tokens and first-slot logits."""
+    """Wraps the target; records each call's fed tokens from the first kept logit on (the first step
+    also feeds the prompt: its logits are not kept) and that first kept slot's logits."""
 
     def __init__(self, model):
         self.model, self.config, self.calls = model, model.config, []
@@ -104,7 +105,8 @@ class _Trace:
 
     def __call__(self, **kw):
         out = self.model(**kw)
-        self.calls.append((kw["input_ids"].clone(), out.logits[:, 0].clone()))
+        kept = out.logits.shape[1]
+        self.calls.append((kw["input_ids"][:, -kept:].clone(), out.logits[:, 0].clone()))
         return out
 
 
@@ -122,7 +124,7 @@ def test_rollback_matches_recompute(models, prompts):
         rows = torch.arange(len(batch))
         done = torch.zeros(len(batch), dtype=torch.long)
         checked = 0
-        for s, (ids, first) in enumerate(tr.calls[1:]):  # calls[0] is the prefill
+        for s, (ids, first) in enumerate(tr.calls):  # one call per step: the prompt comes with the first
             rows_s = out.stats.accepted[s][0]
             for a, r in enumerate(rows_s.tolist()):
                 prefix = torch.cat([batch[r], out.tokens[r][: done[r]]])
@@ -289,6 +291,19 @@ def test_stats_tidy_and_consistent(models, prompts):
     (dict(verifier=1.5), "verifier"),
     (dict(stop_token_ids=[V]), "stop_token_ids"),
     (dict(stop_token_ids=3), "stop_token_ids"),
+    (dict(k=-1), "k must be"),
+    (dict(k=True), "k must be"),
+    (dict(k=2.5), "k must be"),
+    (dict(cancel="stop"), "cancel"),
+    (dict(cancel=object()), "cancel"),
+    (dict(temperature=float("inf")), "temperature"),
+    (dict(top_k=1.5), "top_k"),
+    (dict(top_p=float("nan")), "top_p"),
+    (dict(max_new_tokens=2.0), "max_new_tokens"),
+    (dict(input_ids=[]), "empty prompt"),
+    (dict(input_ids=[torch.tensor([1, 2]), torch.tensor([], dtype=torch.long)]), "empty prompt"),
+    (dict(input_ids=torch.zeros(2, 2, 2, dtype=torch.long)), "input_ids"),
+    (dict(input_ids=[[1, 2]]), "input_ids"),
 ])
 def test_bad_input_raises(models, kw, match):
     target, draft = models

@@ -119,7 +119,8 @@ def test_rollback_matches_recompute_embedded(embedded):
 
         def __call__(self, **kw):
             out = target(**kw)
-            calls.append((kw["input_ids"].clone(), out.logits[:, 0].clone()))
+            kept = out.logits.shape[1]  # the first step also feeds the prompt, whose logits are not kept
+            calls.append((kw["input_ids"][:, -kept:].clone(), out.logits[:, 0].clone()))
             return out
 
     batch = prompts[:4]
@@ -128,7 +129,7 @@ def test_rollback_matches_recompute_embedded(embedded):
     assert any(r["accepted"] < r["k"] for r in out.stats.accept_rows())
     done = torch.zeros(len(batch), dtype=torch.long)
     worst = 0.0
-    for s, (ids, first) in enumerate(calls[1:]):  # calls[0] is the prefill
+    for s, (ids, first) in enumerate(calls):  # one call per step: the prompt comes with the first
         rows_s = out.stats.accepted[s][0]
         for a, r in enumerate(rows_s.tolist()):
             prefix = torch.cat([batch[r], out.tokens[r][: done[r]]])

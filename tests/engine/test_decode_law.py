@@ -18,7 +18,6 @@ import pytest
 import torch
 from scipy.stats import chi2, ncx2, power_divergence
 
-import specdec.engine.decode as decode
 from specdec.engine.decode import generate
 from specdec.core.sampling import process_logits
 from specdec.core.variants import resample_from_p_sampled
@@ -103,16 +102,16 @@ def _gtest(tokens, true):
     return power_divergence(obs, exp, lambda_="log-likelihood").pvalue
 
 
-def _sample(tgt, dr, kw, n, k, method, seed):
+def _sample(tgt, dr, kw, n, k, method, seed, verifier=None):
     g = torch.Generator().manual_seed(seed)
     out = generate(tgt, PROMPT.repeat(n, 1), drafter=dr, k=k, method=method, max_new_tokens=k + 1,
-                   generator=g, **kw)
+                   generator=g, verifier=verifier, **kw)
     assert all(len(t) == k + 1 for t in out.tokens)
     return out.tokens
 
 
 @pytest.mark.parametrize("kw", SETTINGS, ids=["T1", "T1-topk3", "T0.8-topp0.7"])
-def test_first_two_tokens_follow_target_law(pair, kw, monkeypatch):
+def test_first_two_tokens_follow_target_law(pair, kw):
     tgt, dr = pair
     true, wrong = _laws(tgt, dr, kw)
     n, power = _power_n(true, wrong)
@@ -120,9 +119,8 @@ def test_first_two_tokens_follow_target_law(pair, kw, monkeypatch):
     for i, (k, method) in enumerate([(1, "token"), (3, "token"), (3, "block")]):
         pval = _gtest(_sample(tgt, dr, kw, n, k, method, seed=10 + i), true)
         assert pval > LEVEL, f"k={k} {method}: G-test p = {pval:.2e} with N = {n}"
-    # negative control: the same test, same N, must reject resampling from p
-    monkeypatch.setattr(decode, "verify", resample_from_p_sampled)
-    pval = _gtest(_sample(tgt, dr, kw, n, 1, "token", seed=99), true)
+    # negative control: the same test, same N, must reject resampling from p (passed in as the verifier)
+    pval = _gtest(_sample(tgt, dr, kw, n, 1, "token", seed=99, verifier=resample_from_p_sampled), true)
     assert pval < LEVEL, f"wrong variant not detected: p = {pval:.3f} (N = {n}, power {power:.3f})"
 
 

@@ -97,13 +97,14 @@ def test_model_drafter_q_equals_fresh_forward_after_rollbacks(sampling):
     _drive(d, ROWS, PLANS, sampling, counting_check)
     hook.remove()
     assert n_checks[0] == len(PLANS) * len(ROWS)
-    # never re-encodes: prefill T-1, then per propose one call of the 1-2 uncached tokens and k-1 of one
+    # never re-encodes: per propose one call of the 1-2 uncached tokens (the first also feeds the
+    # prompt before its last token: T-1 more) and k-1 calls of one
     calls = fed
-    assert calls[0] == max(len(r) for r in ROWS) - 1
-    i = 1
+    i = 0
     prev_all = False
     for k, ns, _ in PLANS:
-        assert calls[i] == (2 if prev_all else 1), "the tail fed to the draft is 1 token (2 after a full accept)"
+        first = max(len(r) for r in ROWS) - 1 if i == 0 else 0
+        assert calls[i] == first + (2 if prev_all else 1), "the tail fed to the draft is 1 token (2 after a full accept)"
         assert calls[i + 1:i + k] == [1] * (k - 1)
         i += k
         prev_all = max(ns) == k

@@ -210,3 +210,20 @@ def test_the_cards_names_load_and_unknown_embedded_names_list_the_valid_ones(fam
     assert models.load_pair("embedded", "draft-small").draft.config.n_layer == 1
     with pytest.raises(ValueError, match="draft-distilled"):
         models.load_model("draft-large")                               # lists the family's names
+
+
+def test_a_hub_id_in_the_local_cache_loads_offline_with_its_sha256(tmp_path, monkeypatch):
+    """A hub id found in the Hugging Face cache (laid out as the hub client lays it out) loads with no
+    network, safetensors only, and records the sha256 of the cached weight file."""
+    snapshot = tmp_path / "hub" / "models--someone--tiny" / "snapshots" / ("a" * 40)
+    _tiny(snapshot, 1)
+    (tmp_path / "hub" / "models--someone--tiny" / "refs").mkdir()
+    (tmp_path / "hub" / "models--someone--tiny" / "refs" / "main").write_text("a" * 40)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants as hc
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    m = models.load_model("someone/tiny")
+    assert m.config.n_layer == 1
+    assert m.weights_sha256 == {"model.safetensors": manifest.sha256_file(snapshot / "model.safetensors")}

@@ -6,7 +6,6 @@ import torch
 
 from specdec.measure import bench
 from specdec.measure.harness import Cell, sweep
-from specdec.measure.hf import no_stop_token
 from specdec.report.results import read_table, write_table
 
 
@@ -20,7 +19,6 @@ def _gpt2(seed, n_layer):
 
 def test_bench_rows_and_summary(tmp_path):
     target, draft = _gpt2(0, 2), _gpt2(1, 1)
-    no_stop_token(target, draft)  # both engines run exactly n_new tokens
     prompt = torch.randint(0, 64, (8,), generator=torch.Generator().manual_seed(0))  # random ids, no tokenizer
     rows = []
     for temperature in (0.0, 1.0):

@@ -22,8 +22,8 @@ def measured(tiny_pair):
     curve = dr.cost_curves(target, draft, "draft", BATCHES, [1, 2, 3], context=8, repeats=2,
                            generator=torch.Generator().manual_seed(0))
     curves, cs = dr.curves_by_batch(curve)
-    runs = dr.decoding_runs(target, draft, prompts, LENS, BATCHES, KS, curves, cs, temperature=1.0, pilot_tokens=4,
-                            pilot_k=2, repeats=2, warmup=1, seed=5)
+    runs = dr.decoding_runs(target, draft, prompts, LENS, BATCHES, KS, curves, cs, temperature=1.0, warmup_steps=2,
+                            k_start=2, repeats=2, warmup=1, seed=5)
     return dict(curve=curve, curves=curves, cs=cs, runs=runs, prompts=prompts)
 
 
@@ -40,7 +40,7 @@ def test_decoding_runs_rows(measured):
     runs = measured["runs"]
     configs = ["baseline", "k=1", "k=2", "dynamic"]
     assert len(runs) == len(LENS) * len(BATCHES) * len(configs) * 2  # cells x configs x timed rounds
-    assert all(tuple(r) == dr.RUN_COLUMNS for r in runs)
+    assert all(tuple(r) == dr.TABLE_COLUMNS for r in runs)
     assert [r["config"] for r in runs[:4]] == configs  # interleaved: every configuration once per round
     assert all(r["tokens"] == r["output_len"] * r["batch"] for r in runs)  # no stop token: exactly L per row
     for r in runs:
@@ -58,7 +58,7 @@ def test_runs_are_seeded_by_round_not_by_order(tiny_pair, measured):
     """A configuration's tokens depend on its seed (seed + round), not on what ran before it."""
     target, draft = tiny_pair
     alone = dr.decoding_runs(target, draft, measured["prompts"], LENS, [2], [2], measured["curves"], measured["cs"],
-                             temperature=1.0, pilot_tokens=4, pilot_k=2, repeats=2, warmup=1, seed=5)
+                             temperature=1.0, warmup_steps=2, k_start=2, repeats=2, warmup=1, seed=5)
     key = lambda r: (r["config"], r["batch"], r["repeat"])  # noqa: E731
     full = {key(r): r for r in measured["runs"]}
     for r in alone:
@@ -114,7 +114,7 @@ def test_summaries_and_figures_of_a_real_run(measured):
 
 
 def _run(config, k, tps, tokens=10, total=1.0, alpha=float("nan")):
-    row = {c: 0.1 for c in dr.RUN_COLUMNS}
+    row = {c: 0.1 for c in dr.TABLE_COLUMNS}
     row.update(output_len=10, batch=1, config=config, k=k, tokens=tokens, total_s=total, tokens_per_s=tps,
                alpha_mle=alpha, k_chosen=max(k, 0), peak_memory_bytes=2**20)
     return row

@@ -19,3 +19,25 @@ def test_hf_assisted_greedy_matches_the_engine(tiny_pair):
     assert torch.equal(torch.get_rng_state(), state)
     with pytest.raises(ValueError, match="batch size 1"):
         hf_assisted(target, draft, ids.repeat(2, 1), k=3, max_new_tokens=4, temperature=0, seed=0)
+
+
+def test_assisted_generation_really_drafts_k_tokens_per_step_and_restores_the_models(tiny_pair):
+    """transformers 5.24 reads the draft length from the ASSISTANT's generation_config: unpinned, it
+    drafted 1 token per step whatever k was asked.  Counted with forward hooks: k draft forwards per
+    target forward, less at most 1 + 2 + ... + k where the budget cuts the last drafts (unpinned, the
+    count is about one per target forward); both models' configs restored."""
+    target, draft = tiny_pair
+    calls = {"t": 0, "d": 0}
+    hooks = [target.register_forward_hook(lambda *a: calls.__setitem__("t", calls["t"] + 1)),
+             draft.register_forward_hook(lambda *a: calls.__setitem__("d", calls["d"] + 1))]
+    before = (draft.generation_config.to_dict(), target.generation_config.to_dict())
+    ids = torch.randint(0, 64, (1, 6), generator=torch.Generator().manual_seed(4))
+    try:
+        for k in (1, 3, 5):
+            calls.update(t=0, d=0)
+            hf_assisted(target, draft, ids, k=k, max_new_tokens=30, temperature=0, seed=0)
+            assert k * calls["t"] - k * (k + 1) // 2 <= calls["d"] <= k * calls["t"], (k, calls)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert (draft.generation_config.to_dict(), target.generation_config.to_dict()) == before

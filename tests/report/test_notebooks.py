@@ -66,6 +66,8 @@ def test_committed_results_are_a_full_run_with_provenance(nb):
     d = ROOT / "data" / "results" / nb.stem
     chapter = json.loads((d / "chapter.json").read_text())
     assert chapter["parameters"]["SMOKE"] is False and chapter["parameters"]["RECOMPUTE"] is True
+    assert set(chapter["parameters"]) == run.declared_parameters(nb) - {"SMOKE_SIZES"}, \
+        "the recorded parameters are exactly the parameters cell's (no imported constant among them)"
     for sidecar in d.glob("*.json"):
         if sidecar.name in ("chapter.json", "values.json", "run.json"):
             continue
@@ -108,6 +110,7 @@ def test_notebook_recomputes_in_smoke_mode(recomputed, nb):
     out, failures = recomputed
     assert nb.stem not in failures, failures.get(nb.stem)
     assert (out / "results" / nb.stem / "chapter.json").exists()
+    assert not _stderr(out / nb.name), "warnings in the executed chapter (the book hides stderr; fix them instead)"
 
 
 @pytest.fixture(scope="session")
@@ -122,16 +125,27 @@ def rendered(tmp_path_factory):
 def test_notebook_renders_from_committed_results(rendered, nb):
     out, failures = rendered
     assert nb.stem not in failures, failures.get(nb.stem)
+    assert not _stderr(out / nb.name), "warnings in the rendered chapter"
 
 
-def test_a_chapter_run_from_the_notebooks_folder_finds_the_repository(tmp_path):
-    """JupyterLab starts kernels in notebooks/: paths must still resolve from the repository root."""
+def test_a_chapter_run_from_the_notebooks_folder_writes_and_reads_under_the_repository(tmp_path):
+    """JupyterLab starts kernels in notebooks/: a relative RESULTS_DIR must still mean the repository's
+    folder, when writing (recompute) and when reading back (render)."""
     nb = ROOT / "notebooks" / "03_cost_model.ipynb"
-    params = {"RECOMPUTE": False}
-    run.execute(nb, tmp_path / nb.name, params, "test", cwd=ROOT / "notebooks")
-    assert not (ROOT / "notebooks" / "data").exists(), "a chapter wrote into notebooks/data"
-    text = (tmp_path / nb.name).read_text()
-    assert "image/png" in text
+    rel = "build/test-cwd/03_cost_model"
+    shutil.rmtree(ROOT / rel, ignore_errors=True)
+    for params in ({"RECOMPUTE": True, "SMOKE": True, "RESULTS_DIR": rel}, {"RECOMPUTE": False, "RESULTS_DIR": rel}):
+        run.execute(nb, tmp_path / nb.name, params, "test", cwd=ROOT / "notebooks")
+        assert "image/png" in (tmp_path / nb.name).read_text()
+    assert (ROOT / rel / "chapter.json").exists() and (ROOT / rel / "speed_ratio_vs_alpha.csv").exists()
+    assert not (ROOT / "notebooks" / "build").exists() and not (ROOT / "notebooks" / "data").exists()
+    shutil.rmtree(ROOT / rel)
+
+
+def _stderr(executed: Path) -> list[str]:
+    cells = json.loads(executed.read_text())["cells"]
+    return [o["text"][:300] for c in cells if c["cell_type"] == "code" for o in c["outputs"]
+            if o.get("output_type") == "stream" and o.get("name") == "stderr"]
 
 
 def test_runner_resumes_on_hash_not_on_existence(tmp_path):

@@ -1,4 +1,5 @@
-"""Figures of the measured chapters: the family's agreement (04) and measured acceptance (05).
+"""Figures of the measured chapters: the family's training curves (the model card) and agreement
+(04), and measured acceptance (05).
 
 Each function draws one chapter table (a DataFrame, named in its docstring) and computes nothing.
 """
@@ -9,8 +10,22 @@ import numpy as np
 
 from specdec.report.plotting.style import new
 
-__all__ = ["beta_by_draft", "acceptance_by_position", "accepted_length_vs_geometric", "predicted_vs_measured_length",
+__all__ = ["loss_curves", "beta_by_draft", "acceptance_by_position", "accepted_length_vs_geometric", "predicted_vs_measured_length",
            "alpha_vs_temperature"]
+
+
+def loss_curves(rows):
+    """Validation loss against training tokens, one line per model (rows: model, tokens, val_loss;
+    the model card's loss_curves table)."""
+    rows = rows.to_dict("records") if hasattr(rows, "to_dict") else list(rows)
+    fig, ax = new(6, 3.5)
+    for name in dict.fromkeys(r["model"] for r in rows):
+        rs = [r for r in rows if r["model"] == name]
+        ax.plot([r["tokens"] / 1e6 for r in rs], [r["val_loss"] for r in rs], marker=".", label=name)
+    ax.set(xlabel="training tokens (millions)", ylabel="validation loss (nats/token)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    return fig
 
 
 def beta_by_draft(beta):

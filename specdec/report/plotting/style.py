@@ -1,7 +1,6 @@
 """Shared figure conventions, and the check that every plotted series is visible.
 
-`new` makes a figure without touching pyplot's global state beyond creating it (the Agg backend
-is used unless an interactive one is already set).  `visible_series` lists, for every line,
+`new` makes a figure (pyplot's current backend, never switched here).  `visible_series` lists, for every line,
 collection and bar container of a figure, whether it draws anything a reader can see (a colour
 with alpha > 0 on its face or edge, a non-zero size): a test asserts it for every book figure.
 
@@ -14,11 +13,8 @@ __all__ = ["new", "visible_series"]
 
 
 def new(width: float, height: float, ncols: int = 1, **kw):
-    """(figure, axes) of the given size in inches; ``ncols`` > 1 gives an array of axes."""
-    import matplotlib
-
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
-        matplotlib.use("Agg")
+    """(figure, axes) of the given size in inches; ``ncols`` > 1 gives an array of axes.  The
+    backend is left as it is (a notebook's inline backend; a non-interactive one without a screen)."""
     import matplotlib.pyplot as plt
 
     return plt.subplots(1, ncols, figsize=(width, height), **kw)
