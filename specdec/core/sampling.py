@@ -49,7 +49,8 @@ def logit_flags(x: torch.Tensor) -> torch.Tensor:
     For callers that fold the check into a sync they make anyway (the engine's one per step);
     `raise_for_flags` turns the synced values into the same errors `process_logits` raises.
     """
-    return torch.stack([torch.isnan(x).any(), torch.isposinf(x).any(), torch.isneginf(x).all(dim=-1).any()])
+    m = x.amax(dim=-1)  # (...,): NaN if a row has a NaN (amax propagates it), +inf if one has +inf, -inf if all are
+    return torch.stack([torch.isnan(m).any(), torch.isposinf(m).any(), torch.isneginf(m).any()])
 
 
 def raise_for_flags(flags, what: str = "logits") -> None:

@@ -47,8 +47,8 @@ class DecodeStats:
     """Timings and acceptance of one `generate` call (module docstring); tidy rows via *_rows."""
 
     steps: list = field(default_factory=list)  # one dict per step
-    accepted: list = field(default_factory=list)  # per step: (rows (A,), n (A,)) tensors
-    emitted: list = field(default_factory=list)  # per step: (time since start, rows (A,), count (A,))
+    accepted: list = field(default_factory=list)  # per step: (rows, n), lists of A ints
+    emitted: list = field(default_factory=list)  # per step: (time since start, rows, count), lists of A ints
     prefill_seconds: float = 0.0
     total_seconds: float = 0.0
     peak_memory_bytes: int = 0
@@ -61,7 +61,7 @@ class DecodeStats:
         """One row per (step, batch row): drafts proposed (k) and accepted."""
         out = []
         for s, (rows, n) in zip(self.steps, self.accepted):
-            for r, a in zip(rows.tolist(), n.tolist()):
+            for r, a in zip(rows, n):
                 out.append({"step": s["step"], "row": r, "k": s["k"], "accepted": a})
         return out
 
@@ -93,7 +93,7 @@ class DecodeStats:
         row's previous token (the first token's latency is the time to first token)."""
         per_row: dict[int, list[float]] = {}
         for t, rows, cnt in self.emitted:
-            for r, c in zip(rows.tolist(), cnt.tolist()):
+            for r, c in zip(rows, cnt):
                 per_row.setdefault(r, []).extend([t] * c)
         out = []
         for r in sorted(per_row):

@@ -1,20 +1,26 @@
-"""CPU benchmark of the engine (`make bench`): speedup over our autoregressive baseline, engine
-overhead outside the model forwards, and Hugging Face assisted generation pinned to the same k.
+"""`make bench`: is the engine ever the bottleneck?  Our baseline against Hugging Face's, our
+speculative decoding against HF's assisted generation at the same k, the engine's overhead outside
+the model forwards, and its efficiency against the extended cost model of the same run.
 
-For each temperature (0 = greedy, 1), each held-out prompt and repeat, in one process and
-interleaved (`specdec.measure.harness.sweep`) so that drift hits every implementation alike:
-    ours_ar      `specdec.engine.decode.generate` without a drafter (the baseline, KV cache)
-    hf_ar        Hugging Face `generate` (batch 1)
-    ours_spec    our engine with the model drafter, k drafts, token verification, k in 1..8
+Protocol: `specdec.measure.protocol` (paired, interleaved in a seeded shuffled order, contended runs
+re-run, medians with paired bootstrap intervals, words that follow the intervals).  Per temperature
+(0 = greedy, 1), every held-out prompt and repeat, at batch 1:
+    ours_ar      `specdec.engine.decode.generate` without a drafter (KV cache)
+    hf_ar        Hugging Face `generate`
+    ours_spec    our engine with the draft model, k drafts, token verification, k in KS
     hf_assisted  `generate(assistant_model=draft)` with k pinned (`specdec.measure.hf`)
-Speedup of a run = (our AR wall time per token on that prompt and repeat) / (its wall time per
-token) -- a ratio of wall times, as both engines run exactly new_tokens (no stop token); reported as
-median and interquartile range over prompts x repeats.  Overhead share (ours_spec) =
-(step time - draft forwards - target forward) / step time, summed over a run's steps.  Results are
-reported, not asserted.
+and at batch 8 (all prompts in one batch) ours_ar and hf_ar (HF's assisted generation takes batch 1
+only).  Both engines run exactly new_tokens (no stop token).  The comparisons, each a paired median
+with its interval and the target the issue set for it:
+    baseline     hf_ar time per token / ours_ar time per token        (>= 1: ours is not slower)
+    vs_hf        hf_assisted / ours_spec at the same k                  (>= 1.1)
+    efficiency   measured speedup / predicted speedup of the same run   (>= 0.95), the prediction
+                 E[L] / (T(k+1)/T(1) + k c) with E[L] = the run's tokens per step and T, c measured
+                 by `specdec.measure.cost_curve` in this run (context: prompt + half the output)
+    overhead     the share of step time outside the model forwards      (<= 0.10), median and max
 
-Usage: python -m specdec.measure.bench --out data/results/bench [--smoke]
-Example: python -m specdec.measure.bench --smoke --out /tmp/bench  (about 30 s)
+Usage: python -m specdec.measure.bench [--out data/results/bench] [--smoke]
+Example: python -m specdec.measure.bench --smoke --out /tmp/bench   (about a minute)
 """
 
 from __future__ import annotations
@@ -25,106 +31,134 @@ import sys
 
 import torch
 
-from specdec.core.stats import spread
+from specdec.core.cost import draft_cost
 from specdec.engine.decode import generate
 from specdec.engine.kv import now
 from specdec.family.tokens import prompt_checksum
+from specdec.measure.cost_curve import cost_curve
 from specdec.measure.harness import Cell, Config, sweep
 from specdec.measure.hf import hf_assisted
+from specdec.measure.protocol import paired_interval, paired_speedups, summarize, verdict
 from specdec.measure.subjects import load_subjects
 from specdec.report.paths import RESULTS_DIR
 from specdec.report.results import provenance, write_table
 
-__all__ = ["configs", "speedups", "summarize", "main"]
+__all__ = ["configs", "comparisons", "main"]
+
+TARGETS = {"baseline": (">=", 1.0), "vs_hf": (">=", 1.1), "efficiency": (">=", 0.95), "overhead": ("<=", 0.10)}
 
 
-def configs(target, draft, ks, temperature: float, n_new: int) -> list[Config]:
-    """ours_ar, hf_ar, then ours_spec and hf_assisted for each k (module docstring)."""
+def configs(target, draft, ks, temperature: float, n_new: int, spec: bool = True) -> list[Config]:
+    """ours_ar and hf_ar, then (spec) ours_spec and hf_assisted for each k."""
     def ours(k):
         return lambda ids, seed: generate(target, ids, drafter=draft if k else None, k=max(k, 1), max_new_tokens=n_new,
                                           temperature=temperature, generator=torch.Generator().manual_seed(seed)
                                           ).summary()
 
     def hf(k):
-        return lambda ids, seed: hf_assisted(target, draft, ids[None], k=k, max_new_tokens=n_new,
-                                             temperature=temperature, seed=seed)[1]
+        return lambda ids, seed: hf_assisted(target, draft, ids if ids.dim() == 2 else ids[None], k=k,
+                                             max_new_tokens=n_new, temperature=temperature, seed=seed)[1]
 
     out = [Config("ours_ar", ours(0), impl="ours_ar", k=0), Config("hf_ar", hf(0), impl="hf_ar", k=0)]
-    for k in ks:
+    for k in ks if spec else ():
         out += [Config(f"ours_spec k={k}", ours(k), impl="ours_spec", k=k),
                 Config(f"hf_assisted k={k}", hf(k), impl="hf_assisted", k=k)]
     return out
 
 
-def speedups(rows: list[dict]) -> list[dict]:
-    """Each row with ``speedup`` = our AR's wall time per token / its own, same (T, prompt, repeat)."""
-    base = {(r["temperature"], r["prompt"], r["repeat"]): r["wall_s"] / r["tokens"] for r in rows
-            if r["impl"] == "ours_ar"}
-    return [{**r, "speedup": base[(r["temperature"], r["prompt"], r["repeat"])] / (r["wall_s"] / r["tokens"])}
-            for r in rows]
+def _per_token(r) -> float:
+    return r["wall_s"] / r["tokens"]
 
 
-def summarize(rows: list[dict]) -> list[dict]:
-    """Median and interquartile range of speedup, tokens/s and overhead share per (T, k, impl)."""
-    groups: dict = {}
+def _row(name, temperature, batch, k, med, lo, hi, runs) -> dict:
+    op, goal = TARGETS[name]
+    met = (lo >= goal if op == ">=" else hi <= goal) if lo == lo else False
+    return {"comparison": name, "temperature": temperature, "batch": batch, "k": k, "median": med, "lo": lo,
+            "hi": hi, "runs": runs, "verdict": verdict(lo, hi) if name != "overhead" else "",
+            "target": f"{op} {goal:g}", "target_met_by_interval": bool(met)}
+
+
+def comparisons(rows: list[dict], curve: dict, c: float) -> list[dict]:
+    """The baseline, vs_hf, efficiency and overhead rows (module docstring) from the paired runs."""
+    out, groups = [], {}
     for r in rows:
-        groups.setdefault((r["temperature"], r["k"], r["impl"]), []).append(r)
-    out = []
-    for (temperature, k, impl), rs in sorted(groups.items()):
-        sp = spread([r["speedup"] for r in rs])
-        tps = [r["tokens"] / r["wall_s"] for r in rs]
-        ov = [r["overhead_share"] for r in rs if r["overhead_share"] == r["overhead_share"]]
-        acc = [r["mean_accepted"] for r in rs if r["mean_accepted"] == r["mean_accepted"]]
-        out.append({"temperature": temperature, "k": k, "impl": impl, "runs": len(rs),
-                    "speedup_median": sp["median"], "speedup_q25": sp["q1"], "speedup_q75": sp["q3"],
-                    "tokens_per_s_median": statistics.median(tps),
-                    "overhead_share_median": statistics.median(ov) if ov else float("nan"),
-                    "overhead_share_max": max(ov) if ov else float("nan"),
-                    "mean_accepted_median": statistics.median(acc) if acc else float("nan")})
+        groups.setdefault((r["temperature"], r["batch"], r["impl"], r["k"]), []).append(r)
+    key = lambda r: (r["prompt"], r["repeat"])  # noqa: E731  (the pairing unit)
+    for (T, B, impl, k), rs in sorted(groups.items()):
+        if impl == "ours_ar":
+            hf = {key(r): r for r in groups.get((T, B, "hf_ar", 0), [])}
+            pairs = [(hf[key(r)], r) for r in rs if key(r) in hf]
+            med, lo, hi = paired_interval([_per_token(h) for h, _ in pairs], [_per_token(o) for _, o in pairs])
+            out.append(_row("baseline", T, B, 0, med, lo, hi, len(pairs)))
+        if impl == "ours_spec":
+            hf = {key(r): r for r in groups.get((T, B, "hf_assisted", k), [])}
+            pairs = [(hf[key(r)], r) for r in rs if key(r) in hf]
+            med, lo, hi = paired_interval([_per_token(h) for h, _ in pairs], [_per_token(o) for _, o in pairs])
+            out.append(_row("vs_hf", T, B, k, med, lo, hi, len(pairs)))
+            pred = [(r["tokens"] / r["steps"]) / (curve[k + 1] / curve[1] + k * c) for r in rs]
+            med, lo, hi = paired_interval([r["base_s_per_token"] for r in rs],
+                                          [_per_token(r) * p for r, p in zip(rs, pred)])
+            out.append(_row("efficiency", T, B, k, med, lo, hi, len(rs)))
+            share = [r["overhead_share"] for r in rs]
+            out.append(_row("overhead", T, B, k, statistics.median(share), min(share), max(share), len(rs)))
     return out
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m specdec.measure.bench", description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(RESULTS_DIR / "bench"))
-    ap.add_argument("--smoke", action="store_true", help="a ~30 s run: 1 prompt, k in {1, 4}, 16 tokens")
-    ap.add_argument("--draft", default="draft-small", help="a draft of the embedded family")
-    ap.add_argument("--prompts", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true", help="a short run of the same code: 1 prompt, k in {1, 2}")
+    ap.add_argument("--draft", default="draft-distilled", help="a draft of the embedded family")
+    ap.add_argument("--prompts", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=8, help="batch size of the second baseline comparison")
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    ks = [1, 4] if a.smoke else list(range(1, 9))
-    n_prompts, n_new, repeats = (1, 16, 1) if a.smoke else (a.prompts, a.new_tokens, a.repeats)
+    ks = [1, 2] if a.smoke else list(range(1, 9))
+    n_prompts, n_new, repeats, batch = (1, 12, 2, 2) if a.smoke else (a.prompts, a.new_tokens, a.repeats, a.batch)
     torch.set_num_threads(a.threads)
     subj = load_subjects(allow_stand_in=a.smoke, seed=a.seed)
-    target, draft = subj.target, subj.drafts[a.draft]
-    prompts = subj.prompts(n_prompts, a.prompt_len, seed=a.seed)
-    params = {"target": "embedded", "draft": a.draft, "weights": subj.kind, "ks": ks, "temperatures": [0.0, 1.0],
-              "prompts": n_prompts, "prompt_len": a.prompt_len, "new_tokens": n_new, "repeats": repeats,
-              "threads": a.threads, "smoke": a.smoke, "method": "token", "top_k": None,
-              "prompt_sha256": prompt_checksum(prompts)}
-    print(f"bench: {subj.kind}, {n_prompts} prompts x {n_new} tokens, k={ks}, repeats={repeats}", flush=True)
+    target, draft = subj.target, subj.drafts[a.draft if a.draft in subj.drafts else "draft-small"]
+    prompts = subj.prompts(max(n_prompts, batch), a.prompt_len, seed=a.seed)
     t0 = now()
     log = lambda m: print(f"[{now() - t0:6.1f}s] {m}", flush=True)  # noqa: E731
+    ctx, gen = a.prompt_len + n_new // 2, torch.Generator().manual_seed(a.seed)
+    curve_rows = cost_curve(target, range(1, max(ks) + 2), context=ctx, repeats=5 if a.smoke else 15, generator=gen)
+    d1 = cost_curve(draft, [1], context=ctx, repeats=5 if a.smoke else 15, generator=gen)[0]
+    curve = {r["n"]: r["median_s"] for r in curve_rows}
+    c = draft_cost(d1["median_s"], curve[1])
+    log(f"{subj.kind}: T(1) {curve[1] * 1e3:.2f} ms, c {c:.3f}; {n_prompts} prompts x {n_new} tokens x {repeats} repeats")
     sweep(configs(target, draft, [2], 1.0, 8), [Cell({}, prompts[0])], repeats=1)  # warm-up: one-off costs
-    rows = []
-    for temperature in (0.0, 1.0):
-        cells = [Cell({"temperature": temperature, "prompt": i}, p) for i, p in enumerate(prompts)]
-        rows += sweep(configs(target, draft, ks, temperature, n_new), cells, repeats=repeats,
-                      seed=lambda rep, i: a.seed + 1000 * rep + i, log=log)
-    rows = speedups(rows)
+    runs = []
+    for T in (0.0, 1.0):
+        plan = [([Cell({"temperature": T, "batch": 1, "prompt": i}, p) for i, p in enumerate(prompts[:n_prompts])],
+                 True), ([Cell({"temperature": T, "batch": batch, "prompt": -1}, prompts[:batch])], False)]
+        for cells, spec in plan:
+            runs += sweep(configs(target, draft, ks, T, n_new, spec), cells, repeats=repeats, shuffle=True,
+                          shuffle_seed=a.seed, seed=lambda rep, i: a.seed + 1000 * rep + i, min_share=0.9,
+                          max_reruns=2, log=log)
+    runs = paired_speedups(runs, baseline="ours_ar", keys=("temperature", "batch", "prompt", "repeat"))
+    params = {"draft": a.draft, "models": subj.kind, "ks": ks, "temperatures": [0.0, 1.0], "prompts": n_prompts,
+              "batch": batch, "prompt_len": a.prompt_len, "new_tokens": n_new, "repeats": repeats,
+              "threads": a.threads, "smoke": a.smoke, "method": "token", "curve_context": ctx, "c": c,
+              "prompt_sha256": prompt_checksum(prompts)}
     prov = provenance(params, a.seed, models=subj.sha256)
-    write_table(rows, f"{a.out}/bench_runs.csv", prov, kind="timing")
-    summ = summarize(rows)
-    write_table(summ, f"{a.out}/bench_summary.csv", prov, kind="timing")
-    for r in summ:
-        print(f"T={r['temperature']:g} k={r['k']} {r['impl']:<12} speedup {r['speedup_median']:.3f} "
-              f"[{r['speedup_q25']:.3f}, {r['speedup_q75']:.3f}]  tok/s {r['tokens_per_s_median']:.1f}  "
-              f"overhead {r['overhead_share_median']:.3f}  accepted {r['mean_accepted_median']:.2f}")
-    print(f"wrote {a.out}/bench_runs.csv and bench_summary.csv in {now() - t0:.0f} s", file=sys.stderr)
+    write_table(runs, f"{a.out}/bench_runs.csv", prov, kind="timing")
+    write_table([{**r, "model": "target"} for r in curve_rows] + [{**d1, "model": "draft", "ratio": float("nan")}],
+                f"{a.out}/bench_cost_curve.csv", prov, kind="timing")
+    write_table(summarize(runs, by=("temperature", "batch", "impl", "k")), f"{a.out}/bench_summary.csv", prov,
+                kind="timing")
+    comp = comparisons(runs, curve, c)
+    write_table(comp, f"{a.out}/bench_comparisons.csv", prov, kind="timing")
+    for r in comp:
+        print(f"{r['comparison']:<10} T={r['temperature']:g} B={r['batch']} k={r['k']}: {r['median']:.3f} "
+              f"[{r['lo']:.3f}, {r['hi']:.3f}] {r['verdict']} (target {r['target']}: "
+              f"{'met' if r['target_met_by_interval'] else 'not met'})")
+    print(f"wrote {a.out}/bench_*.csv in {now() - t0:.0f} s; {sum(r['reruns'] for r in runs)} contended runs re-run",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

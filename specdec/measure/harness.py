@@ -9,8 +9,10 @@ batch of prompts with its labels), round after round:
                 row = run_row(config.run(cell.inputs, seed(round, cell)), ...)
 
 so drift and load of a shared machine hit every configuration alike, and a configuration's rows
-pair with its baseline's rows of the same (cell, repeat).  Chapter 06, `make bench` and the GPU run
-(`specdec.measure.gpu_bench`) all measure through it.
+pair with its baseline's rows of the same (cell, repeat).  Each run records its CPU share (process
+CPU time / wall time / torch threads) and the 1-minute load average; a run below ``min_share`` was
+contended and is run again, at most ``max_reruns`` times (`specdec.measure.protocol`).  Chapter 06,
+`make bench` and the GPU run (`specdec.measure.gpu_bench`) all measure through it.
 
 `run_row` is the one per-run row builder: a run's summary (`GenerateResult.summary`, the dynamic-k
 summary, or Hugging Face's end-to-end timing) becomes the same columns, NaN where a source has no
@@ -23,9 +25,13 @@ Example:
 
 from __future__ import annotations
 
+import os
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Callable
+
+import torch
 
 from specdec.engine.kv import now
 
@@ -77,17 +83,34 @@ def run_row(summary: dict, wall_s: float | None = None, **labels) -> dict:
     return row
 
 
+def _timed(run, inputs, seed, min_share: float, max_reruns: int):
+    """(summary, wall seconds, CPU share, load average, re-runs) of one run, re-run while contended."""
+    threads = max(torch.get_num_threads(), 1)
+    for attempt in range(max_reruns + 1):
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        c0, t0 = time.process_time(), now()
+        summary = run(inputs, seed)
+        wall = now() - t0
+        share = (time.process_time() - c0) / wall / threads if wall > 0 else float("nan")
+        if not share < min_share:
+            break
+    return summary, wall, share, load, attempt
+
+
 def sweep(configs: list[Config], cells: list[Cell], *, repeats: int, warmup: int = 0,
           seed: Callable[[int, int], int] = lambda rep, i: 1000 * rep + i, shuffle: bool = False,
-          shuffle_seed: int = 0, log: Callable[[str], None] | None = None) -> list[dict]:
+          shuffle_seed: int = 0, min_share: float = 0.0, max_reruns: int = 0,
+          log: Callable[[str], None] | None = None) -> list[dict]:
     """Time every config on every cell (module docstring): one `run_row` per (repeat, cell, config),
-    labelled with the cell's labels, ``config`` (its name), its labels and ``repeat`` (0-based,
-    warmup rounds excluded).  ``seed(round, cell index)`` seeds each run (warmup rounds included,
-    round = -warmup..repeats-1); ``shuffle`` permutes the configs of each (round, cell) with a
-    ``random.Random(shuffle_seed)``, so the order is recorded as ``position`` and reproducible."""
-    if repeats < 1 or warmup < 0 or not configs or not cells:
-        raise ValueError(f"need repeats >= 1, warmup >= 0 and at least one config and cell; got repeats={repeats}, "
-                         f"warmup={warmup}, {len(configs)} configs, {len(cells)} cells")
+    labelled with the cell's labels, ``config`` (its name), its labels, ``repeat`` (0-based, warmup
+    rounds excluded), ``position`` in the round, ``cpu_share``, ``load_1m`` and ``reruns``.
+    ``seed(round, cell index)`` seeds each run (warmup rounds included, round = -warmup..repeats-1;
+    a re-run uses the same seed); ``shuffle`` permutes the configs of each (round, cell) with a
+    ``random.Random(shuffle_seed)``, so the order is recorded and reproducible."""
+    if repeats < 1 or warmup < 0 or not configs or not cells or max_reruns < 0:
+        raise ValueError(f"need repeats >= 1, warmup >= 0, max_reruns >= 0 and at least one config and cell; got "
+                         f"repeats={repeats}, warmup={warmup}, max_reruns={max_reruns}, {len(configs)} configs, "
+                         f"{len(cells)} cells")
     rng = random.Random(shuffle_seed)
     rows = []
     for rnd in range(-warmup, repeats):
@@ -96,12 +119,11 @@ def sweep(configs: list[Config], cells: list[Cell], *, repeats: int, warmup: int
             if shuffle:
                 rng.shuffle(order)
             for pos, cfg in enumerate(order):
-                t0 = now()
-                summary = cfg.run(cell.inputs, seed(rnd, i))
-                wall = now() - t0
+                summary, wall, share, load, reruns = _timed(cfg.run, cell.inputs, seed(rnd, i), min_share,
+                                                            max_reruns if rnd >= 0 else 0)
                 if rnd >= 0:
-                    rows.append(run_row(summary, wall, **cell.labels, config=cfg.name, **cfg.labels, repeat=rnd,
-                                        position=pos))
+                    rows.append({**run_row(summary, wall, **cell.labels, config=cfg.name, **cfg.labels, repeat=rnd,
+                                           position=pos), "cpu_share": share, "load_1m": load, "reruns": reruns})
             if log is not None:
                 log(f"round {rnd} cell {i}: done" if rnd >= 0 else f"warm-up round {rnd + warmup}, cell {i}: done")
     return rows

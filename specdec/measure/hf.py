@@ -72,16 +72,18 @@ def _quiet_transformers():
 
 def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temperature: float, seed: int,
                 top_k: int | None = None) -> tuple[torch.Tensor, dict]:
-    """Hugging Face assisted generation (batch 1) with k pinned, as a side-by-side reference.
+    """Hugging Face assisted generation with k pinned (batch 1), or HF's plain `generate` for
+    k = 0 (any batch of equal-length prompts), as a side-by-side reference.
 
     Pinned as the module docstring says, for the call only: the models' own generation configs are
-    restored afterwards.  HF's sampler draws from the
-    global RNG, so it runs inside `torch.random.fork_rng` seeded with `seed`: the caller's global
-    state is restored afterwards.  k = 0 runs HF's plain generate.  Returns (new tokens (N,), row)
-    with total_s and tokens_per_s over the whole call (HF exposes no per-token timing).
+    restored afterwards.  HF's sampler draws from the global RNG, so it runs inside
+    `torch.random.fork_rng` seeded with `seed`: the caller's global state is restored afterwards.
+    Returns (new tokens (B, N), row) with tokens (all rows), total_s and tokens_per_s over the
+    whole call (HF exposes no per-token timing).
     """
-    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
-        raise ValueError("HF assisted generation takes batch size 1: input_ids (1, T)")
+    if input_ids.dim() != 2 or (k > 0 and input_ids.shape[0] != 1):
+        raise ValueError("HF assisted generation takes batch size 1: input_ids (1, T); plain generate (k = 0) "
+                         "takes (B, T)")
     inner = lambda m: getattr(m, "inner", m)  # noqa: E731  (unwrap an engine KVCompat)
     tgt = inner(target)
     device = next(tgt.parameters()).device
@@ -106,5 +108,5 @@ def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temper
         out = tgt.generate(input_ids.to(device), attention_mask=torch.ones_like(input_ids).to(device),
                            generation_config=gc, **extra)
         total = now(device) - t0
-    new = out[0, input_ids.shape[1]:].cpu()
+    new = out[:, input_ids.shape[1]:].cpu()
     return new, {"tokens": int(new.numel()), "total_s": total, "tokens_per_s": new.numel() / total}

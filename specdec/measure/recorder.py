@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from specdec.core.acceptance import context_beta
@@ -97,6 +98,6 @@ class AcceptanceRecorder:
             if rec is None or s["k"] == 0:
                 continue
             beta, a = rec
-            out.append({"k": s["k"], "rows": rows.cpu().numpy(), "n": n.cpu().numpy(),
+            out.append({"k": s["k"], "rows": np.asarray(rows), "n": np.asarray(n),
                         "beta": beta.numpy(), "a": a.numpy()})
         return out

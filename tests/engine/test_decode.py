@@ -125,7 +125,7 @@ def test_rollback_matches_recompute(models, prompts):
         done = torch.zeros(len(batch), dtype=torch.long)
         checked = 0
         for s, (ids, first) in enumerate(tr.calls):  # one call per step: the prompt comes with the first
-            rows_s = out.stats.accepted[s][0]
+            rows_s = torch.tensor(out.stats.accepted[s][0])
             for a, r in enumerate(rows_s.tolist()):
                 prefix = torch.cat([batch[r], out.tokens[r][: done[r]]])
                 with torch.no_grad():
@@ -133,7 +133,7 @@ def test_rollback_matches_recompute(models, prompts):
                 assert ids[a, 0] == prefix[-1]
                 assert torch.allclose(first[a], ref, atol=1e-5, rtol=0), f"step {s} row {r}"
                 checked += 1
-            done[rows_s] += out.stats.emitted[s][2]
+            done[rows_s] += torch.tensor(out.stats.emitted[s][2])
         assert checked >= len(steps)
         assert rows.numel() == len(out.tokens)
 
@@ -256,6 +256,7 @@ def test_a_named_verifier_replaces_verify(models, prompts):
 def test_stats_tidy_and_consistent(models, prompts):
     target, draft = models
     out = generate(target, prompts[:2], drafter=draft, k=3, max_new_tokens=12, temperature=0)
+    assert not any(t.is_inference() for t in out.tokens)  # the loop runs in inference mode; its output does not
     st = out.stats
     steps = st.step_rows()
     assert len({tuple(r) for r in steps}) == 1  # same columns in every row

@@ -130,11 +130,11 @@ def test_rollback_matches_recompute_embedded(embedded):
     done = torch.zeros(len(batch), dtype=torch.long)
     worst = 0.0
     for s, (ids, first) in enumerate(calls):  # one call per step: the prompt comes with the first
-        rows_s = out.stats.accepted[s][0]
+        rows_s = torch.tensor(out.stats.accepted[s][0])
         for a, r in enumerate(rows_s.tolist()):
             prefix = torch.cat([batch[r], out.tokens[r][: done[r]]])
             with torch.no_grad():
                 ref = target(input_ids=prefix[None]).logits[0, -1]
             worst = max(worst, float((first[a] - ref).abs().max()))
-        done[rows_s] += out.stats.emitted[s][2]
+        done[rows_s] += torch.tensor(out.stats.emitted[s][2])
     assert worst < 5e-5, f"cached vs recomputed logits differ by {worst:.2e}"

@@ -14,7 +14,7 @@ def test_hf_assisted_greedy_matches_the_engine(tiny_pair):
     state = torch.get_rng_state()
     for k in (0, 3):
         theirs, row = hf_assisted(target, draft, ids, k=k, max_new_tokens=16, temperature=0, seed=0)
-        assert theirs.tolist() == ours.tolist() and row["tokens"] == 16
+        assert theirs[0].tolist() == ours.tolist() and row["tokens"] == 16
     hf_assisted(target, draft, ids, k=3, max_new_tokens=8, temperature=1.0, seed=0)
     assert torch.equal(torch.get_rng_state(), state)
     with pytest.raises(ValueError, match="batch size 1"):
@@ -41,3 +41,12 @@ def test_assisted_generation_really_drafts_k_tokens_per_step_and_restores_the_mo
         for h in hooks:
             h.remove()
     assert (draft.generation_config.to_dict(), target.generation_config.to_dict()) == before
+
+
+def test_plain_generate_takes_a_batch_and_matches_the_engine(tiny_pair):
+    target, _ = tiny_pair
+    ids = torch.randint(0, 64, (3, 6), generator=torch.Generator().manual_seed(5))
+    ours = generate(target, ids, max_new_tokens=10, temperature=0).tokens
+    theirs, row = hf_assisted(target, None, ids, k=0, max_new_tokens=10, temperature=0, seed=0)
+    assert theirs.shape == (3, 10) and row["tokens"] == 30
+    assert [t.tolist() for t in ours] == theirs.tolist()

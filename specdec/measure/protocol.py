@@ -1,0 +1,90 @@
+"""The measurement protocol: paired speedups with bootstrap intervals, and words that follow them.
+
+Stated before any result (`make bench` and the measured chapters use it as written here):
+  1. Paired and interleaved: for each cell (prompt, or batch of prompts) and repeat, the baseline
+     and every configuration run back to back (`specdec.measure.harness.sweep`, order shuffled
+     per round with a seeded RNG when asked), so drift and load hit all alike.
+  2. A run's speedup = the baseline's wall time per token / the run's wall time per token, on the
+     same (cell, repeat) -- a ratio of paired measurements.
+  3. Each configuration is summarized by the median speedup over cells x repeats and a 95%
+     bootstrap confidence interval of that median, computed by `scipy.stats.bootstrap` on the
+     paired (baseline, configuration) samples (percentile method, seeded).  Cells x repeats are the
+     units resampled: steps within a run are never treated as independent.
+  4. Contention: each run records the 1-minute load average and its CPU share (process CPU time /
+     wall time / torch threads); a run whose share is below 0.9 is contended and is re-run, at most
+     `max_reruns` times (the harness counts re-runs); the share of the kept run is reported.
+  5. Words: "faster" only when the whole interval lies above 1, "slower" when it lies below 1,
+     otherwise "no difference detected at this precision".
+
+Example:
+    rows = paired_speedups(runs, baseline="ours_ar", keys=("temperature", "prompt", "repeat"))
+    summary = summarize(rows, by=("temperature", "k", "impl"))   # median, lo, hi, verdict per group
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["LEVEL", "verdict", "paired_interval", "paired_speedups", "summarize"]
+
+LEVEL = 0.95  # confidence level of every interval
+FASTER, SLOWER, UNDECIDED = "faster", "slower", "no difference detected at this precision"
+
+
+def verdict(lo: float, hi: float) -> str:
+    """The words an interval of a speedup allows.  Example: verdict(1.02, 1.10) -> "faster"."""
+    if lo > 1:
+        return FASTER
+    if hi < 1:
+        return SLOWER
+    return UNDECIDED
+
+
+def paired_interval(base, other, *, level: float = LEVEL, seed: int = 0, n_resamples: int = 2000):
+    """(median, lo, hi) of base/other (elementwise: paired samples), with a bootstrap interval of
+    the median (`scipy.stats.bootstrap`, paired, percentile).  One pair gives (r, nan, nan).
+
+    Example: paired_interval([2.0, 2.2, 1.9], [1.0, 1.0, 1.0]) -> (2.0, 1.9, 2.2)
+    """
+    from scipy.stats import bootstrap
+
+    b, o = np.asarray(base, dtype=np.float64), np.asarray(other, dtype=np.float64)
+    if b.shape != o.shape or b.size == 0 or not (np.all(np.isfinite(b)) and np.all(np.isfinite(o))) \
+            or np.any(o <= 0):
+        raise ValueError("need equal-length, finite, positive paired samples")
+    med = float(np.median(b / o))
+    if b.size < 2 or np.all(b / o == med):
+        return med, (med if b.size > 1 else float("nan")), (med if b.size > 1 else float("nan"))
+    res = bootstrap((b, o), lambda x, y: np.median(x / y), paired=True, vectorized=False, confidence_level=level,
+                    n_resamples=n_resamples, method="percentile", random_state=np.random.default_rng(seed))
+    return med, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def paired_speedups(rows: list[dict], *, baseline: str, keys: tuple, impl: str = "impl",
+                    time_per_token=lambda r: r["wall_s"] / r["tokens"]) -> list[dict]:
+    """Each row with ``base_s_per_token`` (the baseline's on the same keys) and ``speedup``."""
+    base = {tuple(r[k] for k in keys): time_per_token(r) for r in rows if r[impl] == baseline}
+    out = []
+    for r in rows:
+        b = base.get(tuple(r[k] for k in keys))
+        if b is None:
+            raise ValueError(f"no {baseline!r} run for {dict((k, r[k]) for k in keys)}: the design is not paired")
+        out.append({**r, "base_s_per_token": b, "speedup": b / time_per_token(r)})
+    return out
+
+
+def summarize(rows: list[dict], *, by: tuple, level: float = LEVEL, seed: int = 0,
+              time_per_token=lambda r: r["wall_s"] / r["tokens"]) -> list[dict]:
+    """Per group of ``by``: runs, median speedup with its paired bootstrap interval, its half-width
+    relative to the median, and the verdict (module docstring).  Rows need ``base_s_per_token``."""
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in by), []).append(r)
+    out = []
+    for key, rs in groups.items():
+        med, lo, hi = paired_interval([r["base_s_per_token"] for r in rs], [time_per_token(r) for r in rs],
+                                      level=level, seed=seed)
+        out.append({**dict(zip(by, key)), "runs": len(rs), "speedup_median": med, "speedup_lo": lo,
+                    "speedup_hi": hi, "half_width": (hi - lo) / 2 / med if np.isfinite(lo) else float("nan"),
+                    "verdict": verdict(lo, hi) if np.isfinite(lo) else "one run: no interval"})
+    return out

@@ -1,0 +1,70 @@
+"""specdec.measure.protocol: a synthetic timing source with a known speedup is recovered inside its
+interval (and an interval that excludes 1 says so); the words follow the interval; a contended run
+is flagged and re-run by the harness (negative control: an uncontended run is not)."""
+
+import time
+
+import numpy as np
+import pytest
+
+from specdec.measure.harness import Cell, Config, sweep
+from specdec.measure.protocol import paired_interval, paired_speedups, summarize, verdict
+
+
+def test_a_known_speedup_is_recovered_within_its_interval():
+    """Baseline times lognormal around 1.0, the configuration's 1.0 / 1.25 with independent noise
+    (sd 5%): the median ratio's 95% interval holds 1.25 in most seeded trials and is 'faster'."""
+    hits, faster = 0, 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        base = np.exp(rng.normal(0, 0.05, 24))
+        cfg = np.exp(rng.normal(0, 0.05, 24)) / 1.25
+        med, lo, hi = paired_interval(base, cfg, seed=seed)
+        hits += lo <= 1.25 <= hi
+        faster += verdict(lo, hi) == "faster"
+    assert hits >= 32 and faster == 40  # 95% nominal: >= 32 of 40 has probability > 0.99
+
+
+def test_no_difference_is_not_called_faster():
+    rng = np.random.default_rng(0)
+    base, cfg = np.exp(rng.normal(0, 0.05, 24)), np.exp(rng.normal(0, 0.05, 24))
+    med, lo, hi = paired_interval(base, cfg)
+    assert lo < 1 < hi and verdict(lo, hi) == "no difference detected at this precision"
+    assert verdict(0.8, 0.95) == "slower" and verdict(1.01, 1.2) == "faster"
+    with pytest.raises(ValueError):
+        paired_interval([1.0, 2.0], [1.0])
+
+
+def test_paired_speedups_need_a_paired_design():
+    rows = [{"impl": "base", "cell": 0, "wall_s": 2.0, "tokens": 4}, {"impl": "x", "cell": 0, "wall_s": 1.0, "tokens": 4},
+            {"impl": "base", "cell": 1, "wall_s": 2.2, "tokens": 4}, {"impl": "x", "cell": 1, "wall_s": 1.0, "tokens": 4}]
+    out = paired_speedups(rows, baseline="base", keys=("cell",))
+    assert [r["speedup"] for r in out] == [1.0, 2.0, 1.0, pytest.approx(2.2)]
+    s = {r["impl"]: r for r in summarize(out, by=("impl",))}
+    assert s["x"]["speedup_median"] == pytest.approx(2.1) and s["x"]["runs"] == 2
+    with pytest.raises(ValueError, match="not paired"):
+        paired_speedups(rows + [{"impl": "x", "cell": 2, "wall_s": 1.0, "tokens": 4}], baseline="base", keys=("cell",))
+
+
+def test_a_contended_run_is_flagged_and_rerun():
+    """A run that sleeps for most of its wall time has a CPU share far below 0.9: the harness runs it
+    again (bounded) and records it; a busy run is not re-run."""
+    calls = {"idle": 0, "busy": 0}
+
+    def idle(x, seed):
+        calls["idle"] += 1
+        time.sleep(0.05)
+        return {"tokens": 1, "total_s": 0.05}
+
+    def busy(x, seed):
+        calls["busy"] += 1
+        t = time.process_time()
+        while time.process_time() - t < 0.05:
+            pass
+        return {"tokens": 1, "total_s": 0.05}
+
+    rows = sweep([Config("idle", idle), Config("busy", busy)], [Cell({}, None)], repeats=1, min_share=0.9,
+                 max_reruns=2)
+    by = {r["config"]: r for r in rows}
+    assert by["idle"]["reruns"] == 2 and calls["idle"] == 3 and by["idle"]["cpu_share"] < 0.5
+    assert by["busy"]["reruns"] == 0 and calls["busy"] == 1 and by["busy"]["cpu_share"] > 0.9
