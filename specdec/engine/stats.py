@@ -10,7 +10,8 @@ Engine overhead outside model forwards = t_step - t_draft_forward - t_target.
 
 `summary` flattens a run into one dict:
     ttft_s            time to first token (prefill + first step), the earliest row's
-    tokens_per_s      steady state: tokens after each row's first / (total - ttft)
+    tokens_per_s      steady state: tokens after the first step / (total - ttft), ttft being the end
+                      of the first step (which emits 1 token per row, or n+1 when speculating)
     lat_p50/p95/p99_s per-token latency over all rows, first tokens excluded; tokens emitted by one
                       speculative step arrive together, so their latency after the first is 0
     peak_memory_bytes process RSS peak on CPU (monotone over a process: an upper bound only),
@@ -32,11 +33,12 @@ __all__ = ["STEP_KEYS", "DecodeStats", "GenerateResult", "latency_summary"]
 STEP_KEYS = ("t_draft", "t_draft_forward", "t_target", "t_accept", "t_rollback", "t_other", "t_step")
 
 
-def latency_summary(token_rows: list[dict], ttft: float | None, total: float, tokens: int, rows: int) -> dict:
-    """ttft_s, steady-state tokens_per_s and per-token latency percentiles from `token_rows`."""
+def latency_summary(token_rows: list[dict], ttft: float | None, total: float, tokens: int, first: int) -> dict:
+    """ttft_s, steady-state tokens_per_s (the tokens after the ``first`` ones, which arrive by ttft)
+    and per-token latency percentiles from `token_rows`."""
     lat = np.array([r["latency_s"] for r in token_rows if r["index"] > 0], dtype=np.float64)
     p50, p95, p99 = (np.percentile(lat, [50, 95, 99]).tolist() if lat.size else [float("nan")] * 3)
-    steady = tokens - rows
+    steady = tokens - first
     dur = total - (ttft or 0.0)
     return {"ttft_s": ttft, "tokens_per_s": steady / dur if steady > 0 and dur > 0 else float("nan"),
             "lat_p50_s": p50, "lat_p95_s": p95, "lat_p99_s": p99}
@@ -103,21 +105,20 @@ class DecodeStats:
                 prev = t
         return out
 
-    def summary(self, rows: int | None = None) -> dict:
-        """One flat dict of the run (module docstring); ``rows``: the batch size (default: the rows
-        that emitted a token), for the steady-state rate."""
+    def summary(self) -> dict:
+        """One flat dict of the run (module docstring)."""
         tot = {k: sum(s[k] for s in self.steps) for k in STEP_KEYS}
         n_tok = sum(s["emitted"] for s in self.steps)
         token_rows = self.token_rows()
         ttft = [r["time_s"] for r in token_rows if r["index"] == 0]
         overhead = tot["t_step"] - tot["t_draft_forward"] - tot["t_target"]
         acc = [r["accepted"] for r in self.accept_rows() if r["k"] > 0]
-        rows = rows if rows is not None else len({r["row"] for r in token_rows})
+        first = self.steps[0]["emitted"] if self.steps else 0
         out = {"steps": len(self.steps), "tokens": n_tok, **tot, "prefill_s": self.prefill_seconds,
                "total_s": self.total_seconds, "overhead_share": overhead / tot["t_step"] if self.steps else 0.0,
-               "mean_accepted": sum(acc) / len(acc) if acc else 0.0, "peak_memory_bytes": self.peak_memory_bytes,
-               "memory_kind": self.memory_kind}
-        out.update(latency_summary(token_rows, min(ttft) if ttft else None, self.total_seconds, n_tok, rows))
+               "mean_accepted": sum(acc) / len(acc) if acc else 0.0, "first_step_tokens": first,
+               "peak_memory_bytes": self.peak_memory_bytes, "memory_kind": self.memory_kind}
+        out.update(latency_summary(token_rows, min(ttft) if ttft else None, self.total_seconds, n_tok, first))
         return out
 
 
@@ -132,5 +133,5 @@ class GenerateResult:
     finish: list
 
     def summary(self) -> dict:
-        """`DecodeStats.summary` for this call's batch."""
-        return self.stats.summary(rows=len(self.tokens))
+        """`DecodeStats.summary` of this call."""
+        return self.stats.summary()

@@ -14,9 +14,11 @@ only).  Both engines run exactly new_tokens (no stop token).  The comparisons, e
 with its interval and the target the issue set for it:
     baseline     hf_ar time per token / ours_ar time per token        (>= 1: ours is not slower)
     vs_hf        hf_assisted / ours_spec at the same k                  (>= 1.1)
-    efficiency   measured speedup / predicted speedup of the same run   (>= 0.95), the prediction
-                 E[L] / (T(k+1)/T(1) + k c) with E[L] = the run's tokens per step and T, c measured
-                 by `specdec.measure.cost_curve` in this run (context: prompt + half the output)
+    efficiency   measured speedup / predicted speedup of the same run   (>= 0.95): the measured one
+                 in steady state (after the first step, which also feeds the prompt: the same in
+                 every engine), the prediction E[L] / (T(k+1)/T(1) + k c) with E[L] = the run's
+                 tokens per step and T, c measured by `specdec.measure.cost_curve` in this run
+                 (context: prompt + half the output)
     overhead     the share of step time outside the model forwards      (<= 0.10), median and max
 
 Usage: python -m specdec.measure.bench [--out data/results/bench] [--smoke]
@@ -70,12 +72,21 @@ def _per_token(r) -> float:
     return r["wall_s"] / r["tokens"]
 
 
+def _steady(r) -> float:
+    """Seconds per token after the first step (the prompt's forward is the same for every engine)."""
+    return 1.0 / r["tokens_per_s"]
+
+
 def _row(name, temperature, batch, k, med, lo, hi, runs) -> dict:
+    """One comparison: the median with its interval (for overhead: the median and the range), the
+    words for a speedup, and whether the median -- and the whole interval -- meet the target."""
     op, goal = TARGETS[name]
-    met = (lo >= goal if op == ">=" else hi <= goal) if lo == lo else False
+    meets = (lambda x: x >= goal) if op == ">=" else (lambda x: x <= goal)
+    whole = (lo if op == ">=" else hi) if lo == lo else float("nan")
     return {"comparison": name, "temperature": temperature, "batch": batch, "k": k, "median": med, "lo": lo,
-            "hi": hi, "runs": runs, "verdict": verdict(lo, hi) if name != "overhead" else "",
-            "target": f"{op} {goal:g}", "target_met_by_interval": bool(met)}
+            "hi": hi, "runs": runs, "verdict": verdict(lo, hi) if name in ("baseline", "vs_hf") else "",
+            "target": f"{op} {goal:g}", "target_met_by_median": bool(meets(med)),
+            "target_met_by_interval": bool(whole == whole and meets(whole))}
 
 
 def comparisons(rows: list[dict], curve: dict, c: float) -> list[dict]:
@@ -95,9 +106,10 @@ def comparisons(rows: list[dict], curve: dict, c: float) -> list[dict]:
             pairs = [(hf[key(r)], r) for r in rs if key(r) in hf]
             med, lo, hi = paired_interval([_per_token(h) for h, _ in pairs], [_per_token(o) for _, o in pairs])
             out.append(_row("vs_hf", T, B, k, med, lo, hi, len(pairs)))
-            pred = [(r["tokens"] / r["steps"]) / (curve[k + 1] / curve[1] + k * c) for r in rs]
-            med, lo, hi = paired_interval([r["base_s_per_token"] for r in rs],
-                                          [_per_token(r) * p for r, p in zip(rs, pred)])
+            base = {key(r): r for r in groups.get((T, B, "ours_ar", 0), [])}
+            pairs = [(base[key(r)], r) for r in rs if key(r) in base]
+            pred = [(r["tokens"] / r["steps"]) / (curve[k + 1] / curve[1] + k * c) for _, r in pairs]
+            med, lo, hi = paired_interval([_steady(b) for b, _ in pairs], [_steady(r) * p for (_, r), p in zip(pairs, pred)])
             out.append(_row("efficiency", T, B, k, med, lo, hi, len(rs)))
             share = [r["overhead_share"] for r in rs]
             out.append(_row("overhead", T, B, k, statistics.median(share), min(share), max(share), len(rs)))
@@ -154,9 +166,10 @@ def main(argv=None) -> None:
     comp = comparisons(runs, curve, c)
     write_table(comp, f"{a.out}/bench_comparisons.csv", prov, kind="timing")
     for r in comp:
+        met = "met by the whole interval" if r["target_met_by_interval"] else \
+            "met by the median only" if r["target_met_by_median"] else "not met"
         print(f"{r['comparison']:<10} T={r['temperature']:g} B={r['batch']} k={r['k']}: {r['median']:.3f} "
-              f"[{r['lo']:.3f}, {r['hi']:.3f}] {r['verdict']} (target {r['target']}: "
-              f"{'met' if r['target_met_by_interval'] else 'not met'})")
+              f"[{r['lo']:.3f}, {r['hi']:.3f}] {r['verdict']} (target {r['target']}: {met})")
     print(f"wrote {a.out}/bench_*.csv in {now() - t0:.0f} s; {sum(r['reruns'] for r in runs)} contended runs re-run",
           file=sys.stderr)
 

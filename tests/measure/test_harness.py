@@ -39,6 +39,6 @@ def test_sweep_interleaves_rounds_and_seeds_each_run():
 def test_latency_summary_hand_case():
     rows = [{"row": 0, "index": 0, "time_s": 0.5, "latency_s": 0.5}, {"row": 0, "index": 1, "time_s": 0.7, "latency_s": 0.2},
             {"row": 0, "index": 2, "time_s": 0.7, "latency_s": 0.0}, {"row": 0, "index": 3, "time_s": 1.1, "latency_s": 0.4}]
-    s = latency_summary(rows, ttft=0.5, total=1.1, tokens=4, rows=1)
+    s = latency_summary(rows, ttft=0.5, total=1.1, tokens=4, first=1)
     assert s["ttft_s"] == 0.5 and s["tokens_per_s"] == pytest.approx(3 / 0.6)   # tokens after the first / (total - ttft)
     assert s["lat_p50_s"] == pytest.approx(0.2) and s["lat_p99_s"] <= 0.4
