@@ -36,7 +36,8 @@ if str(ROOT) not in sys.path:
 from specdec.report.paths import BUILD_DIR, resolve  # noqa: E402
 from specdec.report.results import atomic_write, provenance  # noqa: E402
 
-KEY_INPUTS = ("specdec", "data/models/SHA256SUMS", "data/corpus", "data/results/gpu")  # what notebooks read
+KEY_INPUTS = ("specdec", "data/models/SHA256SUMS", "data/corpus", "data/results/gpu",  # what notebooks read
+              "data/results/bench")
 
 
 def _digest_tree(h: "hashlib._Hash", path: Path) -> None:

@@ -6,7 +6,8 @@ Step timings (seconds), recorded by the decoding loop at the boundaries of its p
     t_accept         processing logits + verification / sampling
     t_rollback       cache crops, masks, the drafter's commit
     t_other          the rest: emission, stop checks, the step's one host sync, batch compaction
-Engine overhead outside model forwards = t_step - t_draft_forward - t_target.
+Engine overhead outside model forwards = t_step - t_draft_forward - t_target.  The *_steady sums
+leave out the first step, whose target forward also feeds the prompt.
 
 `summary` flattens a run into one dict:
     ttft_s            time to first token (prefill + first step), the earliest row's
@@ -114,7 +115,9 @@ class DecodeStats:
         overhead = tot["t_step"] - tot["t_draft_forward"] - tot["t_target"]
         acc = [r["accepted"] for r in self.accept_rows() if r["k"] > 0]
         first = self.steps[0]["emitted"] if self.steps else 0
-        out = {"steps": len(self.steps), "tokens": n_tok, **tot, "prefill_s": self.prefill_seconds,
+        later = self.steps[1:]  # after the first step, which also feeds the prompt
+        steady = {f"{k}_steady": sum(s[k] for s in later) for k in ("t_target", "t_draft_forward", "t_step")}
+        out = {"steps": len(self.steps), "tokens": n_tok, **tot, **steady, "prefill_s": self.prefill_seconds,
                "total_s": self.total_seconds, "overhead_share": overhead / tot["t_step"] if self.steps else 0.0,
                "mean_accepted": sum(acc) / len(acc) if acc else 0.0, "first_step_tokens": first,
                "peak_memory_bytes": self.peak_memory_bytes, "memory_kind": self.memory_kind}

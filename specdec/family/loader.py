@@ -113,7 +113,20 @@ def _offline_error(name: str, why: str) -> ModelUnavailableError:
 
 
 def _from_pretrained(cls, name: str, **kw):
-    """``cls.from_pretrained`` for a local dir or hub id, with the safety rules of this module."""
+    """``cls.from_pretrained`` for a local dir or hub id, with the safety rules of this module, and
+    without transformers' loading progress bar (a library never shows one)."""
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return _from_pretrained_quiet(cls, name, **kw)
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+
+
+def _from_pretrained_quiet(cls, name: str, **kw):
     kw = {**kw, "trust_remote_code": False}
     path = Path(name)
     if path.is_dir():

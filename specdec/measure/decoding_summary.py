@@ -21,7 +21,7 @@ from specdec.core.cost import speedup
 from specdec.core.stats import spread
 
 __all__ = ["SHARE_PARTS", "BREAKDOWN_PARTS", "summarize_runs", "summarize_hf", "speedup_vs_k", "time_breakdown",
-           "headline", "curve_values", "breakdown_values"]
+           "headline", "curve_values", "breakdown_values", "engine_values"]
 
 SHARE_PARTS = ("t_draft_forward", "t_draft", "t_target", "t_accept", "t_rollback", "t_other", "t_step", "prefill_s")
 BREAKDOWN_PARTS = (("prefill_s", "prefill"), ("t_draft_forward", "draft forwards"),
@@ -151,3 +151,24 @@ def breakdown_values(breakdown, config: str) -> dict:
     share = {r["part"]: r["share_of_total"] for r in _records(breakdown) if r["config"] == config}
     return {"target_share_kref": float(share["target forward"]),
             "overhead_share_kref": float(sum(share[p] for p in OUTSIDE_FORWARDS))}
+
+
+def engine_values(comp) -> dict:
+    """The numbers chapter 06 quotes from `make bench`'s comparisons table (`specdec.measure.bench`):
+    per (temperature, batch) the baseline ratio with its interval and words; the largest median
+    overhead share; the range of engine efficiency and of the ratio to HF assisted generation, and
+    how many (T, k) meet their targets by the median and by the whole interval."""
+    out = {}
+    for r in comp[comp["comparison"] == "baseline"].to_dict("records"):
+        tag = f"base_t{int(r['temperature'])}_b{r['batch']}"
+        out.update({tag: r["median"], f"{tag}_lo": r["lo"], f"{tag}_hi": r["hi"], f"{tag}_words": r["verdict"]})
+    for name in ("overhead", "efficiency", "vs_hf"):
+        g = comp[comp["comparison"] == name]
+        out.update({f"{name}_min": float(g["median"].min()), f"{name}_max": float(g["median"].max()),
+                    f"{name}_n": len(g), f"{name}_met_median": int(g["target_met_by_median"].sum()),
+                    f"{name}_met_interval": int(g["target_met_by_interval"].sum()),
+                    f"{name}_target": str(g["target"].iloc[0]) if len(g) else ""})
+    vs = comp[comp["comparison"] == "vs_hf"]
+    out["vs_hf_faster"] = int((vs["verdict"] == "faster").sum())
+    out["vs_hf_slower"] = int((vs["verdict"] == "slower").sum())
+    return out
