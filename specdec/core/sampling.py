@@ -99,7 +99,7 @@ def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | 
     if temperature == 0:
         idx = x.argmax(dim=-1, keepdim=True)  # (..., 1), first maximum
         return torch.zeros_like(x).scatter_(-1, idx, 1.0)
-    z = x / temperature  # new tensor: the caller's logits are never touched
+    z = x / temperature if temperature != 1 else x  # x / 1 is x bit for bit; nothing below writes into z
     if top_k is not None and top_k < V:
         kth = torch.topk(z, top_k, dim=-1).values[..., -1:]  # (..., 1)
         z = z.masked_fill(z < kth, float("-inf"))

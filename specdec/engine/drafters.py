@@ -99,7 +99,7 @@ class ModelDrafter:
                              use_cache=True, logits_to_keep=1)
         self.forward_seconds += now(self.device) - t
         logits = out.logits[:, -1]  # (B, V)
-        self.flags = self.flags | logit_flags(logits)
+        self._maxima.append(logits.amax(-1))  # (B,): checked once per propose (`logit_flags` of these)
         return logits
 
     def begin(self, ids, mask):
@@ -115,7 +115,7 @@ class ModelDrafter:
         self.forward_seconds = 0.0
 
     def propose(self, k, sampling, generator):
-        self.forward_seconds = 0.0
+        self.forward_seconds, self._maxima = 0.0, []
         B = self.tail.shape[0]
         if self.any_two:
             ids, valid = self.tail, torch.stack([self.tail_two, torch.ones_like(self.tail_two)], 1)
@@ -138,6 +138,8 @@ class ModelDrafter:
                 logits = self._forward(x[:, None], self.pos[:, None])
                 self.pos = self.pos + 1
         self.k = k
+        self.flags = self.flags | logit_flags(torch.stack(self._maxima)[..., None])  # (k, B, 1): each row's maximum
+        # alone carries its three flags (NaN, +inf, all -inf); stacked along -1 a dead row would hide
         self.drafts = torch.stack(toks, 1)  # (B, k)
         return self.drafts, torch.stack(qs, 1)  # (B, k), (B, k, V)
 

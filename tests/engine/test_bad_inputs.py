@@ -77,6 +77,34 @@ def test_inf_logits_mid_run_raise_when_sampling(tiny_pair, speculative, kind, ma
                  temperature=1.0, generator=torch.Generator().manual_seed(0))
 
 
+class _PoisonedOnce(_Poisoned):
+    """A drafter whose logits are poisoned in row 0 on its `start`-th call only, every other call
+    and row clean: one bad draft step among k must still be reported."""
+
+    def forward(self, **kw):
+        out = self.inner(**kw)
+        self.calls += 1
+        if self.calls == self.start:
+            x = out.logits.clone()
+            x[0] = {"nan": float("nan"), "posinf": float("inf"), "dead": float("-inf")}[self.kind]
+            out.logits = x
+        return out
+
+
+@pytest.mark.parametrize("kind,match", [("nan", "NaN"), ("posinf", r"\+inf"), ("dead", "all -inf")])
+@pytest.mark.parametrize("temperature", [0.0, 1.0], ids=["greedy", "T1"])
+def test_one_bad_draft_step_raises_naming_the_draft(tiny_pair, kind, match, temperature):
+    """The draft model's logits go bad in one row, on one forward in the middle of a k = 3 block
+    (its 3rd call: the 2nd draft of the first block), clean before and after.  generate must raise
+    a ValueError naming the draft's logits -- on the greedy path too -- not emit a token drawn
+    from them."""
+    target, draft = tiny_pair
+    ids = torch.stack([PROMPT, PROMPT.flip(0)])
+    with pytest.raises(ValueError, match=rf"the draft's logits.*{match}|{match}.*the draft's logits"):
+        generate(target, ids, drafter=_PoisonedOnce(draft, kind), k=3, max_new_tokens=30,
+                 temperature=temperature, generator=torch.Generator().manual_seed(0))
+
+
 def test_k_beyond_the_context_is_clipped(tiny_pair):
     """k = 500 with a 128-position model: each step drafts at most the remaining budget minus one
     (the first step all 19 of 20), nothing overshoots, and greedy output equals the baseline's.
