@@ -15,6 +15,14 @@ Stated before any result (`make bench` and the measured chapters use it as writt
      `max_reruns` times (the harness counts re-runs); the share of the kept run is reported.
   5. Words: "faster" only when the whole interval lies above 1, "slower" when it lies below 1,
      otherwise "no difference detected at this precision".
+  6. Many comparisons: a chapter that words m speedups at once also gives each a simultaneous
+     interval at level 1 - (1 - LEVEL) / m (Bonferroni) and its words (`summarize(family_size=m)`),
+     and says how many there were.
+  7. Precision: the repeats are sized so that the interval's half-width is at most 3% of the
+     median where the time budget allows (`repeats_for_half_width`); the achieved half-width is
+     reported beside every interval.
+  8. The field's convention beside ours (Spec-Bench): per run the mean speedup over prompts, then
+     the mean and standard deviation of that over the runs (`spec_bench`).
 
 Example:
     rows = paired_speedups(runs, baseline="ours_ar", keys=("temperature", "prompt", "repeat"))
@@ -25,9 +33,11 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LEVEL", "verdict", "paired_interval", "paired_speedups", "summarize"]
+__all__ = ["LEVEL", "HALF_WIDTH", "verdict", "paired_interval", "paired_speedups", "summarize", "bonferroni",
+           "repeats_for_half_width", "spec_bench"]
 
 LEVEL = 0.95  # confidence level of every interval
+HALF_WIDTH = 0.03  # the precision aimed at: interval half-width / median
 FASTER, SLOWER, UNDECIDED = "faster", "slower", "no difference detected at this precision"
 
 
@@ -73,18 +83,61 @@ def paired_speedups(rows: list[dict], *, baseline: str, keys: tuple, impl: str =
     return out
 
 
-def summarize(rows: list[dict], *, by: tuple, level: float = LEVEL, seed: int = 0,
+def bonferroni(level: float, m: int) -> float:
+    """The per-comparison level that makes m intervals hold together at ``level``.
+    Example: bonferroni(0.95, 10) -> 0.995"""
+    if not 0 < level < 1 or int(m) != m or m < 1:
+        raise ValueError(f"need 0 < level < 1 and an integer m >= 1, got level={level!r}, m={m!r}")
+    return 1 - (1 - level) / m
+
+
+def repeats_for_half_width(rel_sd: float, *, half_width: float = HALF_WIDTH, level: float = LEVEL) -> int:
+    """Paired samples needed for the median speedup's interval to have half-width ``half_width``
+    (relative), when one pair's speedup has relative standard deviation ``rel_sd``: the median's
+    asymptotic standard error is sqrt(pi/2) sd / sqrt(n) (normal samples), so
+    n = ceil((z sqrt(pi/2) rel_sd / half_width)^2).  Example: rel_sd 0.05 -> 14 pairs at 3%."""
+    from scipy.stats import norm
+
+    if not (rel_sd >= 0 and np.isfinite(rel_sd)) or not half_width > 0:
+        raise ValueError(f"need a finite rel_sd >= 0 and half_width > 0, got {rel_sd!r}, {half_width!r}")
+    z = norm.ppf(0.5 + level / 2)
+    return max(2, int(np.ceil((z * np.sqrt(np.pi / 2) * rel_sd / half_width) ** 2)))
+
+
+def spec_bench(rows: list[dict], *, by: tuple, run: str = "repeat", value: str = "speedup") -> list[dict]:
+    """The field's convention (Spec-Bench): per group of ``by`` and per run (``run``), the mean of
+    ``value`` over the group's units (prompts); then the mean and the standard deviation (ddof 1)
+    of those per-run means, and the number of runs.  Example: two runs with prompt speedups
+    [1.0, 1.2] and [1.1, 1.3] -> mean 1.15, sd 0.0707, runs 2."""
+    out = []
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in by), {}).setdefault(r[run], []).append(float(r[value]))
+    for key, per_run in groups.items():
+        means = np.array([np.mean(v) for v in per_run.values()])
+        out.append({**dict(zip(by, key)), f"{value}_mean": float(means.mean()),
+                    f"{value}_sd": float(means.std(ddof=1)) if means.size > 1 else float("nan"), "runs": means.size})
+    return out
+
+
+def summarize(rows: list[dict], *, by: tuple, level: float = LEVEL, seed: int = 0, family_size: int | None = None,
               time_per_token=lambda r: r["wall_s"] / r["tokens"]) -> list[dict]:
     """Per group of ``by``: runs, median speedup with its paired bootstrap interval, its half-width
-    relative to the median, and the verdict (module docstring).  Rows need ``base_s_per_token``."""
+    relative to the median, and the verdict (module docstring).  Rows need ``base_s_per_token``.
+    ``family_size`` m (default: the number of groups): also the simultaneous interval at
+    `bonferroni(level, m)` (``speedup_lo_sim``, ``speedup_hi_sim``) and its verdict."""
     groups: dict = {}
     for r in rows:
         groups.setdefault(tuple(r[k] for k in by), []).append(r)
+    sim = bonferroni(level, family_size or len(groups)) if groups else level
     out = []
     for key, rs in groups.items():
-        med, lo, hi = paired_interval([r["base_s_per_token"] for r in rs], [time_per_token(r) for r in rs],
-                                      level=level, seed=seed)
+        base, other = [r["base_s_per_token"] for r in rs], [time_per_token(r) for r in rs]
+        med, lo, hi = paired_interval(base, other, level=level, seed=seed)
+        _, slo, shi = paired_interval(base, other, level=sim, seed=seed)
+        one = "one run: no interval"
         out.append({**dict(zip(by, key)), "runs": len(rs), "speedup_median": med, "speedup_lo": lo,
                     "speedup_hi": hi, "half_width": (hi - lo) / 2 / med if np.isfinite(lo) else float("nan"),
-                    "verdict": verdict(lo, hi) if np.isfinite(lo) else "one run: no interval"})
+                    "verdict": verdict(lo, hi) if np.isfinite(lo) else one, "speedup_lo_sim": slo,
+                    "speedup_hi_sim": shi, "verdict_sim": verdict(slo, shi) if np.isfinite(slo) else one})
     return out

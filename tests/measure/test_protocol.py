@@ -68,3 +68,54 @@ def test_a_contended_run_is_flagged_and_rerun():
     by = {r["config"]: r for r in rows}
     assert by["idle"]["reruns"] == 2 and calls["idle"] == 3 and by["idle"]["cpu_share"] < 0.5
     assert by["busy"]["reruns"] == 0 and calls["busy"] == 1 and by["busy"]["cpu_share"] > 0.9
+
+
+def test_bonferroni_level_and_simultaneous_words():
+    """Ten comparisons at 95% together: each at 99.5%; a speedup whose 95% interval just clears 1
+    can lose that word in the simultaneous interval (wider), never the other way round."""
+    from specdec.measure.protocol import bonferroni
+
+    assert bonferroni(0.95, 10) == pytest.approx(0.995) and bonferroni(0.95, 1) == 0.95
+    with pytest.raises(ValueError):
+        bonferroni(0.95, 0)
+    rng = np.random.default_rng(3)
+    rows = []
+    for g in range(10):
+        for i in range(12):
+            base = float(np.exp(rng.normal(0, 0.04)))
+            rows.append({"g": g, "base_s_per_token": base, "wall_s": base / 1.03 * float(np.exp(rng.normal(0, 0.04))),
+                         "tokens": 1})
+    out = summarize(rows, by=("g",))
+    for r in out:
+        assert r["speedup_lo_sim"] <= r["speedup_lo"] <= r["speedup_hi"] <= r["speedup_hi_sim"]
+    assert sum(r["verdict"] == "faster" for r in out) >= sum(r["verdict_sim"] == "faster" for r in out)
+    assert any(r["verdict"] != r["verdict_sim"] for r in out)  # the correction changes some words here
+
+
+def test_repeats_for_half_width_matches_the_median_standard_error():
+    """Pinned to the formula: rel sd 5% -> ceil((1.95996 * 1.25331 * 0.05 / 0.03)^2) = 17; and the
+    interval achieved with that many normal pairs has a half-width near 3% (simulation)."""
+    from specdec.measure.protocol import repeats_for_half_width
+
+    assert repeats_for_half_width(0.05) == 17
+    assert repeats_for_half_width(0.0) == 2 and repeats_for_half_width(0.10, half_width=0.05) == 25
+    with pytest.raises(ValueError):
+        repeats_for_half_width(float("nan"))
+    rng = np.random.default_rng(0)
+    n = repeats_for_half_width(0.05)
+    widths = []
+    for s in range(20):
+        x = 1.2 * (1 + rng.normal(0, 0.05, n))
+        med, lo, hi = paired_interval(x, np.ones(n), seed=s)
+        widths.append((hi - lo) / 2 / med)
+    assert 0.02 < float(np.median(widths)) < 0.04
+
+
+def test_spec_bench_convention_mean_and_sd_over_runs():
+    from specdec.measure.protocol import spec_bench
+
+    rows = [{"c": "k=2", "repeat": 0, "prompt": 0, "speedup": 1.0}, {"c": "k=2", "repeat": 0, "prompt": 1, "speedup": 1.2},
+            {"c": "k=2", "repeat": 1, "prompt": 0, "speedup": 1.1}, {"c": "k=2", "repeat": 1, "prompt": 1, "speedup": 1.3}]
+    (r,) = spec_bench(rows, by=("c",))
+    assert r["speedup_mean"] == pytest.approx(1.15) and r["speedup_sd"] == pytest.approx(0.1 / np.sqrt(2))
+    assert r["runs"] == 2
