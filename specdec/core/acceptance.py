@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from specdec.core.cost import expected_tokens_from_positions
-from specdec.core.stats import mean_interval, wilson_interval
+from specdec.core.stats import cluster_ratio_interval, mean_interval, wilson_interval
 
 __all__ = ["context_beta", "accepted_length_counts",
            "position_acceptance", "truncated_geometric_pmf", "fit_alpha", "geometric_gof",
@@ -208,9 +208,12 @@ def summarize_steps(steps: list[dict], k: int, level: float = 0.95) -> dict:
     """Acceptance statistics of recorded steps (dicts with n (A,), beta (A, k), a (A, k); e.g.
     `specdec.measure.recorder.AcceptanceRecorder.steps`), over the steps that drafted the full k.
 
-    alpha_mle with a Wilson interval on its successes / (successes + failures); measured E[L] and
-    the two predictions with normal intervals; mean(L - L_rb); the G-test of the geometric law;
-    mean beta overall and per position (beta_pos_1..k).
+    alpha_mle (successes / (successes + failures)), measured E[L] and mean(L - L_rb), each with an
+    interval; the two predictions; the G-test of the geometric law; mean beta overall and per
+    position (beta_pos_1..k).  Intervals: when the steps carry ``rows`` (the prompt of each row)
+    and there are at least two prompts, a bootstrap over prompts (`specdec.core.stats.
+    cluster_ratio_interval`: the steps of one prompt are not independent); otherwise Wilson (alpha)
+    and normal (means) intervals over steps.  ``interval_unit`` says which.
     """
     full = [s for s in steps if s["k"] == k]
     if not full:
@@ -221,18 +224,29 @@ def summarize_steps(steps: list[dict], k: int, level: float = 0.95) -> dict:
     counts = accepted_length_counts(n, k)
     succ, fail = int(n.sum()), int((n < k).sum())
     alpha = fit_alpha(counts)
-    lo, hi = wilson_interval(succ, max(succ + fail, 1), level) if succ + fail else (float("nan"),) * 2
     L = n + 1.0
     rb, ind = predicted_length_conditional(a, beta), predicted_length_independent(beta)
-    two = n.size >= 2
-    el, el_lo, el_hi = mean_interval(L, level) if two else (float(L.mean()), float("nan"), float("nan"))
-    d, d_lo, d_hi = mean_interval(L - rb, level) if two else (float((L - rb).mean()), float("nan"), float("nan"))
+    rows = np.concatenate([s["rows"] for s in full]) if all("rows" in s for s in full) else None
+    if rows is not None and np.unique(rows).size >= 2:
+        ids = np.unique(rows, return_inverse=True)[1]
+        per = lambda x: np.bincount(ids, weights=x)  # noqa: E731  (sum per prompt)
+        steps_p = per(np.ones_like(L))
+        _, lo, hi = cluster_ratio_interval(per(n.astype(np.float64)), per(n + (n < k)), level)
+        el, el_lo, el_hi = cluster_ratio_interval(per(L), steps_p, level)
+        d, d_lo, d_hi = cluster_ratio_interval(per(L - rb), steps_p, level)
+        unit = "prompts"
+    else:
+        lo, hi = wilson_interval(succ, max(succ + fail, 1), level) if succ + fail else (float("nan"),) * 2
+        two = n.size >= 2
+        el, el_lo, el_hi = mean_interval(L, level) if two else (float(L.mean()), float("nan"), float("nan"))
+        d, d_lo, d_hi = mean_interval(L - rb, level) if two else (float((L - rb).mean()), float("nan"), float("nan"))
+        unit = "steps"
     gof = geometric_gof(counts)
     out = {"steps": int(n.size), "alpha_mle": alpha, "alpha_lo": lo, "alpha_hi": hi,
            "el_measured": el, "el_lo": el_lo, "el_hi": el_hi, "el_pred_conditional": float(rb.mean()),
            "el_pred_independent": float(ind.mean()), "el_minus_pred": d, "el_minus_pred_lo": d_lo,
            "el_minus_pred_hi": d_hi, "beta_mean": float(beta.mean()), "gof_G": gof["G"], "gof_df": gof["df"],
-           "gof_p": gof["p_value"]}
+           "gof_p": gof["p_value"], "interval_unit": unit}
     for i in range(k):
         out[f"beta_pos_{i + 1}"] = float(beta[:, i].mean())
     out["counts"] = counts.tolist()

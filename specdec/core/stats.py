@@ -206,6 +206,26 @@ def mean_interval(x, level: float = 0.95) -> tuple[float, float, float]:
     return m, m - z * se, m + z * se
 
 
+def cluster_ratio_interval(num, den, level: float = 0.95, seed: int = 0,
+                           n_resamples: int = 2000) -> tuple[float, float, float]:
+    """sum(num) / sum(den) over clusters (e.g. one prompt's steps: not independent of each other),
+    with a percentile bootstrap interval that resamples whole clusters (`scipy.stats.bootstrap`,
+    paired, seeded).  num, den: one value per cluster; den > 0 in total.  Fewer than 2 clusters: no
+    interval (NaN).  Example: cluster_ratio_interval([3, 1], [4, 4]) -> (0.5, 0.25, 0.75)."""
+    n, d = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    if n.shape != d.shape or n.ndim != 1 or d.sum() <= 0 or np.any(d < 0) or not np.all(np.isfinite(n)):
+        raise ValueError("need one finite numerator and one non-negative denominator per cluster, positive in total")
+    est = float(n.sum() / d.sum())
+    if n.size < 2:
+        return est, float("nan"), float("nan")
+    if np.all(n / np.where(d > 0, d, 1) == est):
+        return est, est, est
+    res = _st.bootstrap((n, d), lambda a, b: a.sum() / b.sum() if b.sum() > 0 else est, paired=True,
+                        vectorized=False, confidence_level=level, n_resamples=n_resamples, method="percentile",
+                        random_state=np.random.default_rng(seed))
+    return est, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
 def spread(values) -> dict:
     """median, quartiles, min, max and count of a list of measurements (numpy's linear quantiles).
 

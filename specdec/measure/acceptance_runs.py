@@ -74,6 +74,15 @@ def summary_row(cfg: dict, summary: dict, k: int, prompts: int, beta_real_text: 
             f"distinct_{distinct_n}gram": distinct, "counts": " ".join(map(str, summary["counts"]))}
 
 
+def tokens_per_step_by_row(res) -> list[float]:
+    """Per batch row (prompt) of a `generate` result: its tokens over the steps it took part in.
+    The unit a paired comparison of two methods on the same prompts resamples."""
+    steps: dict = {}
+    for r in res.stats.accept_rows():
+        steps[r["row"]] = steps.get(r["row"], 0) + 1
+    return [len(t) / steps[r] for r, t in enumerate(res.tokens)]
+
+
 def parse_counts(counts: str) -> np.ndarray:
     """The ``counts`` column back as integers (k+1,): steps that accepted 0..k drafts.
     Example: parse_counts("290 105 38 10 23") -> array([290, 105, 38, 10, 23])
@@ -106,5 +115,6 @@ def record_runs(target, drafts: dict, text: torch.Tensor, prompt_len: int, confi
         if key not in on_text:  # the same rules on REAL text: teacher forcing over the continuation
             on_text[key] = float(teacher_forced_beta(target, draft, text, sampling, prompt_len).mean())
         distinct = float(np.mean([distinct_ngram_ratio(t, distinct_n) for t in res.tokens]))
-        rows.append(summary_row(cfg, summary, k, int(prompts.shape[0]), on_text[key], distinct, distinct_n))
+        rows.append({**summary_row(cfg, summary, k, int(prompts.shape[0]), on_text[key], distinct, distinct_n),
+                     "el_by_prompt": " ".join(repr(x) for x in tokens_per_step_by_row(res))})
     return rows

@@ -17,7 +17,7 @@ rendering from committed results and one recomputing them say the same.
   * `gof_by_temperature`, `gof_scope`: G-test rejections of the geometric law per temperature and
     where they occur; `greedy_vs_text`: acceptance during greedy generation against greedy agreement
     on real text, and whether their ranges overlap; `prediction_check`: the worst |measured - L_cond|
-    in interval half-widths, and the block / token gain in E[L].
+    in interval half-widths; `block_vs_token`: block against token verification, paired on prompts.
 
 Example: for counts "2 1 1" (k = 2, 4 steps) position_rows gives position 1: reached 4, accepted 2;
 position 2: reached 2, accepted 1.
@@ -30,9 +30,11 @@ import numpy as np
 from specdec.core.acceptance import truncated_geometric_pmf
 from specdec.core.stats import wilson_interval
 from specdec.measure.acceptance_runs import parse_counts
+from specdec.measure.protocol import paired_interval, verdict
 
 __all__ = ["token_rows", "shown_draft", "position_rows", "geometric_rows", "predicted_rows", "alpha_rows",
-           "gof_by_temperature", "gof_scope", "greedy_vs_text", "prediction_check"]
+           "gof_by_temperature", "gof_scope", "greedy_vs_text", "prediction_check", "block_vs_token",
+           "block_vs_token_values"]
 
 
 def token_rows(summary, temperature=None, plain: bool = True):
@@ -173,15 +175,38 @@ def greedy_vs_text(summary, distinct_col: str = "distinct_4gram") -> dict:
 
 def prediction_check(summary) -> dict:
     """max_z_cond: the largest |mean(L - L_cond)| over token-verification rows, in half-widths of
-    its interval (a zero-width interval, e.g. greedy where L = L_cond, counts as 1e-12);
-    block_gain: the mean over block rows of measured E[L] / that of the token row with the same
-    draft, temperature and top_p (NaN without block rows)."""
+    its interval (a zero-width interval, e.g. greedy where L = L_cond, counts as 1e-12)."""
     tok = token_rows(summary, plain=False)
     tok = tok[np.isfinite(tok["el_minus_pred_hi"])]
     half = np.maximum((tok["el_minus_pred_hi"] - tok["el_minus_pred_lo"]) / 2, 1e-12)
     z = (tok["el_minus_pred"].abs() / half).to_numpy(float)
+    return {"max_z_cond": float(z.max()) if z.size else float("nan")}
+
+
+def block_vs_token_values(rows) -> dict:
+    """How many block-vs-token comparisons had more, fewer or undecided tokens per step, and the
+    range of the median gains."""
+    rows = rows.to_dict("records") if hasattr(rows, "to_dict") else list(rows)
+    g = [r["gain"] for r in rows]
+    return {"bt_n": len(rows), "bt_more": sum(r["words"] == "more tokens per step" for r in rows),
+            "bt_fewer": sum(r["words"] == "fewer tokens per step" for r in rows),
+            "bt_min": float(min(g)) if g else float("nan"), "bt_max": float(max(g)) if g else float("nan")}
+
+
+def block_vs_token(summary, level: float = 0.95) -> list[dict]:
+    """Block against token verification, paired on the prompts: per (draft, temperature, top_p) the
+    median over prompts of block's tokens per step / token's on the same prompt, its bootstrap
+    interval (`specdec.measure.protocol.paired_interval`; prompts are the units) and the words it
+    allows ("faster" here: more tokens per step)."""
     on = ["draft", "temperature", "top_p"]
     pairs = summary[summary["method"] == "block"].merge(token_rows(summary, plain=False), on=on, suffixes=("_b", "_t"))
-    gains = (pairs["el_measured_b"] / pairs["el_measured_t"]).to_numpy(float)
-    return {"max_z_cond": float(z.max()) if z.size else float("nan"),
-            "block_gain": float(gains.mean()) if gains.size else float("nan")}
+    out = []
+    for r in pairs.to_dict("records"):
+        b = [float(x) for x in str(r["el_by_prompt_b"]).split()]
+        t = [float(x) for x in str(r["el_by_prompt_t"]).split()]
+        med, lo, hi = paired_interval(b, t, level=level)
+        out.append({"draft": r["draft"], "temperature": r["temperature"], "top_p": r["top_p"], "prompts": len(b),
+                    "gain": med, "lo": lo, "hi": hi,
+                    "words": {"faster": "more tokens per step", "slower": "fewer tokens per step"}.get(
+                        verdict(lo, hi), verdict(lo, hi))})
+    return out

@@ -217,3 +217,25 @@ def test_float32_rounding_of_beta_is_admitted_and_clipped():
     assert predicted_length_independent([[1 + 5e-7]]).tolist() == [2.0]
     with pytest.raises(ValueError, match="probabilities"):
         predicted_length_independent([[1.001]])
+
+
+def test_summarize_steps_resamples_prompts_when_it_knows_them():
+    """Two prompts, one that accepts everything and one that accepts nothing: steps within a prompt
+    are perfectly correlated, so an interval over steps (Wilson) is far too narrow; the bootstrap
+    over prompts says how little two prompts tell.  Without rows the old step-level interval stays."""
+    from specdec.core.acceptance import summarize_steps
+    from specdec.core.stats import cluster_ratio_interval, wilson_interval
+
+    assert cluster_ratio_interval([3, 1], [4, 4]) == (0.5, 0.25, 0.75)
+    assert cluster_ratio_interval([2.0], [4.0])[0] == 0.5  # one cluster: no interval
+    with pytest.raises(ValueError):
+        cluster_ratio_interval([1, 2], [0, 0])
+    k = 2
+    steps = [{"k": k, "rows": np.array([0, 1]), "n": np.array([2, 0]), "beta": np.full((2, k), 0.5),
+              "a": np.full((2, k), 0.5)} for _ in range(50)]
+    s = summarize_steps(steps, k)
+    assert s["interval_unit"] == "prompts" and s["alpha_mle"] == pytest.approx(2 / 3)  # 100 / (100 + 50)
+    w_lo, w_hi = wilson_interval(100, 150, 0.95)
+    assert s["alpha_hi"] - s["alpha_lo"] > 5 * (w_hi - w_lo)  # resampling 2 prompts: from 0 to 1
+    flat = summarize_steps([{key: v for key, v in st.items() if key != "rows"} for st in steps], k)
+    assert flat["interval_unit"] == "steps" and flat["alpha_lo"] == pytest.approx(w_lo)

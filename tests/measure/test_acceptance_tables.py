@@ -12,7 +12,8 @@ from specdec.measure import acceptance_tables as at
 from specdec.report.results import read_table, write_table
 
 
-def _row(draft, T, method, counts, alpha, top_p=1.0, gof_p=0.5, real=0.4, distinct=1.0, el=2.0, d=0.0, half=0.1):
+def _row(draft, T, method, counts, alpha, top_p=1.0, gof_p=0.5, real=0.4, distinct=1.0, el=2.0, d=0.0, half=0.1,
+         by_prompt="2.0 2.0 2.0 2.0"):
     n = [int(c) for c in counts.split()]
     k = len(n) - 1
     return {"draft": draft, "temperature": T, "top_p": top_p, "method": method, "k": k, "prompts": 2,
@@ -21,18 +22,18 @@ def _row(draft, T, method, counts, alpha, top_p=1.0, gof_p=0.5, real=0.4, distin
             "el_pred_independent": el - 0.3, "el_minus_pred": d, "el_minus_pred_lo": d - half,
             "el_minus_pred_hi": d + half, "beta_mean": alpha - 0.05, "gof_G": 1.0, "gof_df": 1, "gof_p": gof_p,
             **{f"beta_pos_{i}": 0.1 * i for i in range(1, k + 1)}, "beta_real_text": real,
-            "distinct_4gram": distinct, "counts": counts}
+            "distinct_4gram": distinct, "counts": counts, "el_by_prompt": by_prompt}
 
 
 @pytest.fixture
 def summary():
     rows = [_row("ngram", 0.0, "token", "3 1 0", 0.2, gof_p=1e-5, real=0.5, distinct=0.6, d=0.0, half=0.0),
-            _row("ngram", 1.0, "token", "2 1 1", 0.5, gof_p=0.3, el=2.0, d=0.05, half=0.1),
-            _row("ngram", 1.0, "block", "1 1 2", 0.6, el=2.5),
+            _row("ngram", 1.0, "token", "2 1 1", 0.5, gof_p=0.3, el=2.0, d=0.05, half=0.1, by_prompt="1.8 2.2 2.0 2.1"),
+            _row("ngram", 1.0, "block", "1 1 2", 0.6, el=2.5, by_prompt="2.3 2.7 2.4 2.6"),
             _row("ngram", 1.0, "token", "2 2 0", 0.4, top_p=0.9, gof_p=0.02, d=-0.3, half=0.2),
             _row("draft-small", 0.0, "token", "1 2 1", 0.45, gof_p=0.5, real=0.6, distinct=0.5),
-            _row("draft-small", 1.0, "token", "0 2 2", 0.7, gof_p=np.nan, el=3.0),
-            _row("draft-small", 1.0, "block", "0 1 3", 0.8, el=3.3),
+            _row("draft-small", 1.0, "token", "0 2 2", 0.7, gof_p=np.nan, el=3.0, by_prompt="3.0 3.0 3.0 3.0"),
+            _row("draft-small", 1.0, "block", "0 1 3", 0.8, el=3.3, by_prompt="2.7 3.3 3.0 3.6"),
             _row("draft-small", 1.0, "token", "1 1 2", 0.6, top_p=0.9)]
     return pd.DataFrame(rows)
 
@@ -110,7 +111,20 @@ def test_greedy_vs_text_says_whether_the_ranges_overlap(summary):
 def test_prediction_check_by_hand(summary):
     c = at.prediction_check(summary)
     assert c["max_z_cond"] == pytest.approx(1.5)  # |-0.3| / 0.2 on the nucleus row; greedy 0 / 1e-12 = 0
-    assert c["block_gain"] == pytest.approx((2.5 / 2.0 + 3.3 / 3.0) / 2)
+    assert set(c) == {"max_z_cond"}
+
+
+def test_block_vs_token_is_paired_on_prompts(summary):
+    """ngram: per-prompt ratios 2.3/1.8, 2.7/2.2, 2.4/2.0, 2.6/2.1, all above 1 -> more tokens per step;
+    draft-small: 0.9, 1.1, 1.0, 1.2 straddle 1 -> undecided (its mean gain 1.1 alone would not say so)."""
+    rows = {r["draft"]: r for r in at.block_vs_token(summary)}
+    assert set(rows) == {"ngram", "draft-small"}
+    ng, ds = rows["ngram"], rows["draft-small"]
+    assert ng["words"] == "more tokens per step" and ng["lo"] > 1 and ng["prompts"] == 4
+    assert ng["gain"] == pytest.approx(float(np.median([2.3 / 1.8, 2.7 / 2.2, 2.4 / 2.0, 2.6 / 2.1])))
+    assert ds["words"] == "no difference detected at this precision" and ds["lo"] <= 1 <= ds["hi"]
+    v = at.block_vs_token_values(at.block_vs_token(summary))
+    assert (v["bt_n"], v["bt_more"], v["bt_fewer"]) == (2, 1, 0)
 
 
 def test_derived_tables_survive_the_results_round_trip(summary, tmp_path):
