@@ -263,4 +263,5 @@ def _generate(target, input_ids, *, drafter, k, method, max_new_tokens, temperat
                             "emitted": sum(e)})
     stats.total_seconds = now(device) - t_start
     stats.peak_memory_bytes, stats.memory_kind = peak_memory(device)
+    stats.kv_slots = int(dec.tmask.shape[1])  # the target cache's length per row at the end, holes included
     return dec.result(stats, cancelled)

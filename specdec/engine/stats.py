@@ -17,6 +17,8 @@ leave out the first step, whose target forward also feeds the prompt.
                       speculative step arrive together, so their latency after the first is 0
     peak_memory_bytes process RSS peak on CPU (monotone over a process: an upper bound only),
                       cuda max_memory_allocated on GPU
+    kv_slots          slots per row of the target's KV cache at the end: prompt + tokens fed, plus in a
+                      ragged batch the masked holes of rejected drafts (`specdec.engine.decode`)
 
 Example: generate(target, ids, max_new_tokens=32, temperature=0).summary()["tokens_per_s"]
 """
@@ -55,6 +57,7 @@ class DecodeStats:
     prefill_seconds: float = 0.0
     total_seconds: float = 0.0
     peak_memory_bytes: int = 0
+    kv_slots: int = 0  # slots per row of the target's KV cache at the end (prompt, tokens and masked holes)
     memory_kind: str = "process_rss_peak"  # or "cuda_max_memory_allocated"
 
     def step_rows(self) -> list[dict]:
@@ -120,7 +123,8 @@ class DecodeStats:
         out = {"steps": len(self.steps), "tokens": n_tok, **tot, **steady, "prefill_s": self.prefill_seconds,
                "total_s": self.total_seconds, "overhead_share": overhead / tot["t_step"] if self.steps else 0.0,
                "mean_accepted": sum(acc) / len(acc) if acc else 0.0, "first_step_tokens": first,
-               "peak_memory_bytes": self.peak_memory_bytes, "memory_kind": self.memory_kind}
+               "peak_memory_bytes": self.peak_memory_bytes, "memory_kind": self.memory_kind,
+               "kv_slots": self.kv_slots}
         out.update(latency_summary(token_rows, min(ttft) if ttft else None, self.total_seconds, n_tok, first))
         return out
 

@@ -21,45 +21,75 @@ import torch
 from specdec.core.stats import spread
 from specdec.engine.kv import context_length, engine_model, now
 
-__all__ = ["cost_curve"]
+__all__ = ["cost_curve", "one_token_forward"]
 
 
-@torch.inference_mode()
-def cost_curve(model, n_values, *, context: int, batch: int = 1, repeats: int = 10, warmup: int = 2,
-               generator: torch.Generator) -> list[dict]:
-    """T(n): seconds of one forward appending n tokens to a cached context of `context` tokens.
-
-    A random context (ids from `generator`) is prefilled once into a DynamicCache; each timed call
-    appends n tokens and the cache is cropped back.  n values are interleaved within each repeat
-    (round-robin), so slow drift of the machine spreads over all of them.  One row per n with the
-    spread of the repeats (seconds) and ratio = median T(n) / median T(1) when n = 1 was measured.
-    """
+def _prefilled(model, batch: int, context: int, extra: int, generator: torch.Generator):
+    """(model, ids (B, context + extra), cache holding the first `context` ids) for timed appends."""
     from transformers import DynamicCache
 
-    ns = [int(n) for n in n_values]
-    if not ns or min(ns) < 1 or context < 1 or batch < 1 or repeats < 1 or warmup < 0:
-        raise ValueError(f"need n >= 1, context >= 1, batch >= 1, repeats >= 1, warmup >= 0; got {n_values}, "
-                         f"{context}, {batch}, {repeats}, {warmup}")
     model = engine_model(model)
     device = next(model.parameters()).device
     V = int(model.config.vocab_size)
     n_ctx = context_length(model)
-    if n_ctx is not None and context + max(ns) > n_ctx:
-        raise ValueError(f"context {context} + n {max(ns)} exceeds the model's {n_ctx} positions")
-    ids = torch.randint(0, V, (batch, context + max(ns)), generator=generator,
+    if n_ctx is not None and context + extra > n_ctx:
+        raise ValueError(f"context {context} + n {extra} exceeds the model's {n_ctx} positions")
+    ids = torch.randint(0, V, (batch, context + extra), generator=generator,
                         device=generator.device).to(device)  # (B, T0 + n_max)
     cache = DynamicCache()
     model(input_ids=ids[:, :context], cache=cache, use_cache=True, logits_to_keep=1)
+    return model, ids, cache
+
+
+@torch.inference_mode()
+def one_token_forward(model, *, context: int, batch: int, generator: torch.Generator):
+    """A callable that runs one untimed forward of ``model`` appending 1 token to its own cached
+    context (then cropped back): what a decoding loop does between two target forwards when a draft
+    runs in between (`cost_curve(..., between=...)`)."""
+    model, ids, cache = _prefilled(model, batch, context, 1, generator)
+    pos = torch.full((batch, 1), context, device=ids.device)
+
+    @torch.inference_mode()
+    def run() -> None:
+        model(input_ids=ids[:, context:context + 1], position_ids=pos, cache=cache, use_cache=True)
+        cache.crop(-1)
+    return run
+
+
+@torch.inference_mode()
+def cost_curve(model, n_values, *, context: int, batch: int = 1, repeats: int = 10, warmup: int = 2,
+               generator: torch.Generator, between=None, blocked: bool = False) -> list[dict]:
+    """T(n): seconds of one forward appending n tokens to a cached context of `context` tokens.
+
+    A random context (ids from `generator`) is prefilled once into a DynamicCache; each timed call
+    appends n tokens and the cache is cropped back.  ``between`` (a callable, untimed) runs before
+    every timed call: e.g. another model's forward (`one_token_forward`), so the timed forward
+    starts as it does inside a speculative loop, with the other model's data in the caches.  n
+    values are interleaved within each repeat (round-robin), so slow drift spreads over all of them;
+    ``blocked``: each n runs its warm-up and repeats back to back instead, as a decoding loop repeats
+    one shape (on a 2-core CPU switching shapes every call made T(1) about 10% slower).  One row
+    per n with the spread of the repeats (seconds) and ratio = median T(n) / median T(1)
+    when n = 1 was measured.
+    """
+    ns = [int(n) for n in n_values]
+    if not ns or min(ns) < 1 or context < 1 or batch < 1 or repeats < 1 or warmup < 0:
+        raise ValueError(f"need n >= 1, context >= 1, batch >= 1, repeats >= 1, warmup >= 0; got {n_values}, "
+                         f"{context}, {batch}, {repeats}, {warmup}")
+    model, ids, cache = _prefilled(model, batch, context, max(ns), generator)
+    device = ids.device
     times: dict[int, list[float]] = {n: [] for n in ns}
-    for r in range(warmup + repeats):
-        for n in ns:
-            pos = torch.arange(context, context + n, device=device)[None].expand(batch, n)
-            t0 = now(device)
-            model(input_ids=ids[:, context:context + n], position_ids=pos, cache=cache, use_cache=True)
-            t1 = now(device)
-            cache.crop(-n)
-            if r >= warmup:
-                times[n].append(t1 - t0)
+    order = [(r, n) for n in ns for r in range(warmup + repeats)] if blocked else \
+        [(r, n) for r in range(warmup + repeats) for n in ns]
+    for r, n in order:
+        pos = torch.arange(context, context + n, device=device)[None].expand(batch, n)
+        if between is not None:
+            between()
+        t0 = now(device)
+        model(input_ids=ids[:, context:context + n], position_ids=pos, cache=cache, use_cache=True)
+        t1 = now(device)
+        cache.crop(-n)
+        if r >= warmup:
+            times[n].append(t1 - t0)
     rows = []
     for n in ns:
         s = spread(times[n])

@@ -41,7 +41,7 @@ RUN_COLUMNS = ("tokens", "steps", "wall_s", "total_s", "prefill_s", "ttft_s", "t
                "lat_p50_s", "lat_p95_s", "lat_p99_s", "t_draft", "t_draft_forward", "t_target", "t_accept",
                "t_rollback", "t_other", "t_step", "t_engine", "overhead_share", "t_target_steady",
                "t_draft_forward_steady", "t_step_steady", "first_step_tokens", "mean_accepted", "alpha_mle",
-               "alpha_steps", "k_chosen", "peak_memory_bytes")
+               "alpha_steps", "k_chosen", "step_profile", "kv_slots", "peak_memory_bytes")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from specdec.measure.cost_curve import cost_curve
+from specdec.measure.cost_curve import cost_curve, one_token_forward
 
 def test_cost_curve_rows_and_checks(tiny_pair):
     target, _ = tiny_pair
@@ -14,3 +14,16 @@ def test_cost_curve_rows_and_checks(tiny_pair):
         cost_curve(target, [9], context=125, generator=torch.Generator())
     with pytest.raises(ValueError):
         cost_curve(target, [0], context=8, generator=torch.Generator())
+
+
+def test_between_runs_before_every_timed_forward(tiny_pair):
+    """`between` is called once before each timed call (warm-up included) and is not timed into
+    T(n); `one_token_forward` can run any number of times (its cache is cropped back each time)."""
+    target, draft = tiny_pair
+    touch = one_token_forward(draft, context=8, batch=2, generator=torch.Generator().manual_seed(0))
+    calls = []
+    rows = cost_curve(target, [1, 3], context=8, batch=2, repeats=3, warmup=1,
+                      generator=torch.Generator().manual_seed(1), between=lambda: (calls.append(1), touch()))
+    assert len(calls) == (1 + 3) * 2 and [r["repeats"] for r in rows] == [3, 3]
+    for _ in range(3):
+        touch()
