@@ -1,174 +1,208 @@
-"""Chapter 06's summaries of its timed runs: per configuration, against the baseline, and against the
-cost model's prediction with the measured curve; the figures' tables and the numbers the prose quotes.
+"""Chapter 06's summaries of its timed runs, by the protocol of `specdec.measure.protocol`: paired
+speedups with intervals and the words they allow, the field's convention beside them, and the cost
+model's prediction against every configuration (the numbers the prose quotes from these tables:
+`specdec.measure.decoding_values`).
 
-Per (output length L, batch B, configuration), over its repeats (`specdec.core.stats.spread`):
-    tokens_per_s   steady-state rate (tokens after each row's first / time after the first token)
-    speedup        median tokens_per_s / the baseline's median at the same (L, B)
-    alpha_mle      median over runs of the maximum-likelihood constant alpha (fixed k only)
-    predicted_ext  S_ext = E[L](alpha, k) / (T(k+1)/T(1) + k c)   (`specdec.core.cost.speedup`)
-    predicted_toy  the idealized S = E[L](alpha, k) / (1 + k c);  1 for the baseline, NaN for dynamic
-    <part>_share   median of (time in that part / wall time of the run)
+Per (temperature, output length L, batch B, configuration), over prompt groups x repeats:
+    speedup_*       end-to-end: the baseline's wall time per token over the configuration's, paired
+                    on (group, repeat); median, 95% interval, half-width, verdict; and the
+                    simultaneous (Bonferroni) interval over every speculative configuration
+    steady_speedup  the same ratio after each run's first step (the prompt's forward): what the cost
+                    model predicts (`specdec.measure.prediction`)
+    tokens_per_step mean tokens per verification step after the first, all rows together (at batch
+                    1: Spec-Bench's "mean accepted tokens", bonus included)
+    sb_mean, sb_sd  Spec-Bench's convention: per repeat the mean speedup over prompt groups, then
+                    the mean and standard deviation over repeats
+    alpha_mle, k_chosen, ttft_ms, latency percentiles, peak memory, the load record (lowest CPU
+    share, mean load average, re-runs)
 
-Example: summarize_runs(runs, {1: {1: 0.01, 2: 0.012}}, {1: 0.2}) -> one row per (L, B, config),
-         the baseline's speedup 1.0.
+Example: summary_table(runs) -> one row per (temperature, output_len, batch, config), baseline first.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from specdec.core.cost import speedup
-from specdec.core.stats import spread
+from specdec.measure.protocol import LEVEL, paired_interval, paired_speedups, spec_bench, summarize, verdict
 
-__all__ = ["SHARE_PARTS", "BREAKDOWN_PARTS", "summarize_runs", "summarize_hf", "speedup_vs_k", "time_breakdown",
-           "headline", "curve_values", "breakdown_values", "engine_values"]
+__all__ = ["CELL", "PAIR", "SUMMARY_INTERVALS", "PREDICTION_INTERVALS", "paired", "summary_table",
+           "prediction_summary", "draft_summary", "dynamic_vs_fixed", "hf_summary", "time_breakdown", "records", "groups"]
 
-SHARE_PARTS = ("t_draft_forward", "t_draft", "t_target", "t_accept", "t_rollback", "t_other", "t_step", "prefill_s")
-BREAKDOWN_PARTS = (("prefill_s", "prefill"), ("t_draft_forward", "draft forwards"),
-                   ("t_draft_other", "draft bookkeeping"), ("t_target", "target forward"),
-                   ("t_accept", "process + verify"), ("t_rollback", "rollback"), ("t_other", "other"))
-OUTSIDE_FORWARDS = ("draft bookkeeping", "process + verify", "rollback", "other")  # work outside any model forward
-NAN_SPREAD = {"median": float("nan"), "q1": float("nan"), "q3": float("nan"), "min": float("nan"),
-              "max": float("nan"), "n": 0}
+CELL = ("temperature", "output_len", "batch")
+SUMMARY_INTERVALS = [["speedup", "speedup_lo", "speedup_hi"], ["speedup", "speedup_lo_sim", "speedup_hi_sim"],
+                     ["steady_speedup", "steady_lo", "steady_hi"]]  # [estimate, low, high] of the summary table
+PREDICTION_INTERVALS = [["measured", "measured_lo", "measured_hi"], ["predicted", "predicted_lo", "predicted_hi"],
+                        ["ratio", "ratio_lo", "ratio_hi"]]
+PAIR = CELL + ("group", "repeat")
+BREAKDOWN_PARTS = (("t_draft_forward", "draft forwards"), ("t_draft_other", "draft bookkeeping"),
+                   ("t_target", "target forward"), ("t_accept", "process + verify"), ("t_rollback", "rollback"),
+                   ("t_other", "other"))
 
 
-def _records(table) -> list[dict]:
+def records(table) -> list[dict]:
+    """A table (DataFrame or rows) as a list of dicts."""
     return table.to_dict("records") if hasattr(table, "to_dict") else list(table)
 
 
-def _spread(values) -> dict:
-    v = [x for x in values if x is not None and np.isfinite(x)]
-    return spread(v) if v else dict(NAN_SPREAD)
-
-
-def _groups(rows, keys) -> dict:
-    """rows grouped by the tuple of `keys`, groups and members in order of first appearance."""
+def groups(rows, keys) -> dict:
+    """rows grouped by the tuple of ``keys``, groups and members in order of first appearance."""
     out: dict = {}
     for r in rows:
         out.setdefault(tuple(r[k] for k in keys), []).append(r)
     return out
 
 
-def summarize_runs(runs, curves: dict, cs: dict) -> list[dict]:
-    """One row per (output_len, batch, config) of a runs table (module docstring); curves and cs
-    per batch as `specdec.measure.decoding_runs.curves_by_batch` returns them."""
+def _config_order(name: str) -> tuple:
+    """baseline, then k=1, k=2, ..., then anything else (dynamic) by name."""
+    if name == "baseline":
+        return (0, 0, "")
+    if name.startswith("k=") and name[2:].isdigit():
+        return (1, int(name[2:]), "")
+    return (2, 0, name)
+
+
+def paired(runs, keys: tuple = PAIR) -> list[dict]:
+    """Every run with its end-to-end ``speedup`` and ``steady_speedup`` against the baseline run of
+    the same keys (`specdec.measure.protocol.paired_speedups`)."""
+    rows = paired_speedups(records(runs), baseline="baseline", keys=keys, impl="config")
+    steady = {tuple(r[k] for k in keys): r["tokens_per_s"] for r in rows if r["config"] == "baseline"}
+    return [{**r, "steady_speedup": r["tokens_per_s"] / steady[tuple(r[k] for k in keys)]} for r in rows]
+
+
+def summary_table(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
+    """One row per (temperature, L, B, configuration) (module docstring)."""
+    rows = paired(runs)
+    spec = [r for r in rows if r["config"] != "baseline"]
+    m = len(groups(spec, CELL + ("config",)))
+    stats = {tuple(s[k] for k in CELL + ("config",)): s for s in
+             summarize(rows, by=CELL + ("config",), level=level, seed=seed, family_size=max(m, 1))}
+    sb = {tuple(s[k] for k in CELL + ("config",)): s for s in
+          spec_bench([{**r, "run": r["repeat"]} for r in rows], by=CELL + ("config",), run="repeat")}
     out = []
-    for (L, B), sel in _groups(_records(runs), ("output_len", "batch")).items():
-        base_rows = [r for r in sel if r["config"] == "baseline"]
-        base = _spread(r["tokens_per_s"] for r in base_rows)["median"]
-        base_e2e = _spread(r["tokens"] / r["total_s"] for r in base_rows)["median"]
-        for (name,), rr in _groups(sel, ("config",)).items():
-            k = int(rr[0]["k"])
-            tps = _spread(r["tokens_per_s"] for r in rr)
-            med = lambda key: _spread(r[key] for r in rr)["median"]  # noqa: E731
-            alpha = float(np.nanmedian([r["alpha_mle"] for r in rr])) if k > 0 else float("nan")
-            row = {"output_len": L, "batch": B, "config": name, "k": k, "runs": tps["n"],
-                   "tokens_per_s": tps["median"], "tokens_per_s_q1": tps["q1"], "tokens_per_s_q3": tps["q3"],
-                   "tokens_per_s_min": tps["min"], "tokens_per_s_max": tps["max"],
-                   "speedup": tps["median"] / base,
-                   "speedup_end_to_end": _spread(r["tokens"] / r["total_s"] for r in rr)["median"] / base_e2e,
-                   "ttft_ms": 1e3 * med("ttft_s"), "lat_p50_ms": 1e3 * med("lat_p50_s"),
-                   "lat_p95_ms": 1e3 * med("lat_p95_s"), "lat_p99_ms": 1e3 * med("lat_p99_s"),
-                   "peak_rss_mib": _spread(r["peak_memory_bytes"] for r in rr)["max"] / 2**20, "alpha_mle": alpha,
-                   "k_chosen": float(np.median([r["k_chosen"] for r in rr]))}
-            for part in SHARE_PARTS:
-                row[part + "_share"] = _spread(r[part] / r["total_s"] for r in rr)["median"]
-            if k > 0 and np.isfinite(alpha):
-                row["predicted_toy"] = speedup(alpha, k, cs[B])
-                row["predicted_ext"] = speedup(alpha, k, cs[B], verify_cost=curves[B][k + 1] / curves[B][1])
-            else:
-                row["predicted_toy"] = row["predicted_ext"] = 1.0 if k == 0 else float("nan")
-            row["measured_over_predicted"] = row["speedup"] / row["predicted_ext"]
-            out.append(row)
+    cell_index = {c: i for i, c in enumerate(groups(rows, CELL))}  # cells in the order they ran
+    order = lambda kv: (cell_index[kv[0][:3]], _config_order(kv[0][3]))  # noqa: E731
+    for key, rr in sorted(groups(rows, CELL + ("config",)).items(), key=order):
+        med = lambda col: float(np.nanmedian([float(r[col]) for r in rr]))  # noqa: E731
+        st = paired_interval([r["steady_speedup"] / r["tokens_per_s"] for r in rr], [1 / r["tokens_per_s"] for r in rr],
+                             level=level, seed=seed)
+        steps = [(r["tokens"] - r["first_step_tokens"]) / max(r["steps"] - 1, 1) for r in rr]
+        s = stats[key]
+        out.append({**dict(zip(CELL + ("config",), key)), "k": rr[0]["k"], "runs": len(rr),
+                    "speedup": s["speedup_median"], "speedup_lo": s["speedup_lo"], "speedup_hi": s["speedup_hi"],
+                    "half_width": s["half_width"], "verdict": s["verdict"], "speedup_lo_sim": s["speedup_lo_sim"],
+                    "speedup_hi_sim": s["speedup_hi_sim"], "verdict_sim": s["verdict_sim"],
+                    "steady_speedup": st[0], "steady_lo": st[1], "steady_hi": st[2],
+                    "sb_mean": sb[key]["speedup_mean"], "sb_sd": sb[key]["speedup_sd"],
+                    "tokens_per_s": med("tokens_per_s"), "tokens_per_step": float(np.mean(steps)),
+                    "alpha_mle": med("alpha_mle") if rr[0]["k"] > 0 else float("nan"), "k_chosen": med("k_chosen"),
+                    "ttft_ms": 1e3 * med("ttft_s"), "lat_p50_ms": 1e3 * med("lat_p50_s"),
+                    "lat_p95_ms": 1e3 * med("lat_p95_s"), "lat_p99_ms": 1e3 * med("lat_p99_s"),
+                    "peak_rss_mib": max(float(r["peak_memory_bytes"]) for r in rr) / 2**20,
+                    "cpu_share_min": min(float(r["cpu_share"]) for r in rr), "load_mean": med("load_1m"),
+                    "reruns": int(sum(int(r["reruns"]) for r in rr))})
     return out
 
 
-def summarize_hf(hf_runs) -> list[dict]:
-    """Per (output_len, config) of Hugging Face's runs: median, min and max end-to-end tokens/s."""
+def prediction_summary(pred_rows, *, level: float = LEVEL, seed: int = 0, tolerance: float = 0.10) -> list[dict]:
+    """Per (temperature, L, B, configuration) of `specdec.measure.prediction.paired_predictions`
+    rows: measured and predicted steady speedups (medians with intervals over the pairs), their
+    ratio's median and interval, whether it is within ``tolerance`` of 1, the ratio with the
+    isolated curve alone (uncalibrated) and the calibration, and for a miss its measured reason:
+    the verification forwards inside the loop against the calibrated curve, or the spread of the
+    pairs (the ratio's interval reaches into the tolerance band)."""
     out = []
-    for (L, name), rr in _groups(_records(hf_runs), ("output_len", "config")).items():
-        s = _spread(r["tokens_per_s"] for r in rr)
-        out.append({"output_len": L, "config": name, "tokens_per_s_end_to_end": s["median"], "min": s["min"],
-                    "max": s["max"], "runs": s["n"]})
+    for key, rr in groups(records(pred_rows), CELL + ("config",)).items():
+        meas, pred = [r["measured"] for r in rr], [r["predicted"] for r in rr]
+        one = np.ones(len(rr))
+        m, mlo, mhi = paired_interval(meas, one, level=level, seed=seed)
+        p, plo, phi = paired_interval(pred, one, level=level, seed=seed)
+        q, qlo, qhi = paired_interval(meas, pred, level=level, seed=seed)
+        fwd = float(np.median([r["target_inloop_over_isolated"] for r in rr]))
+        ctx = float(np.median([r["context_ratio"] for r in rr]))
+        within = abs(q - 1) <= tolerance
+        if within:
+            reason = ""
+        elif abs(fwd - 1) > tolerance / 2:
+            reason = f"in the loop its verification forwards took {fwd:.2f}x what the calibrated curve prices them at"
+            if rr[0]["batch"] > 1:
+                reason += (f" (a ragged batch: its cache held masked holes, mean context {ctx:.2f}x the baseline's, "
+                           "and every forward carries the attention mask the curve's forwards do not)")
+        elif qlo <= 1 + tolerance and qhi >= 1 - tolerance:
+            reason = f"the pairs spread: the ratio's interval {qlo:.2f}-{qhi:.2f} reaches the {tolerance:.0%} band"
+        else:
+            reason = "not explained by the forward times or the spread"
+        out.append({**dict(zip(CELL + ("config",), key)), "k": rr[0]["k"], "pairs": len(rr), "measured": m,
+                    "measured_lo": mlo, "measured_hi": mhi, "predicted": p, "predicted_lo": plo,
+                    "predicted_hi": phi, "ratio": q, "ratio_lo": qlo, "ratio_hi": qhi, "within": bool(within),
+                    "ratio_isolated": float(np.median([r["measured"] / r["predicted_isolated"] for r in rr])),
+                    "calibration": float(np.median([r["calibration"] for r in rr])), "forward_vs_curve": fwd,
+                    "context_ratio": ctx,
+                    "tokens_per_step": float(np.mean([r["tokens_per_step"] for r in rr])),
+                    "overhead_share": float(np.median([r["overhead_share"] for r in rr])), "reason": reason})
     return out
 
 
-def speedup_vs_k(summary) -> list[dict]:
-    """The speedup figure's table: per (L, B) each fixed k's speedup with its interquartile range
-    (tokens/s quartiles over the baseline's median), both predictions and alpha; then the dynamic
-    rule at its median chosen k (no range, no prediction)."""
-    nan = float("nan")
+def draft_summary(draft_rows, rule_rows, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
+    """Per draft of the comparison: the end-to-end speedup with interval and words, tokens per step,
+    alpha, and the rule's prediction where the draft was a candidate (`specdec.measure.draft_choice`)."""
+    rule = {r["draft"]: r for r in records(rule_rows)}
+    rows = paired(draft_rows)
     out = []
-    for (L, B), sel in _groups(_records(summary), ("output_len", "batch")).items():
-        base = next(r["tokens_per_s"] for r in sel if r["config"] == "baseline")
-        out += [dict(output_len=L, batch=B, config=r["config"], k=r["k"], speedup=r["speedup"],
-                     q1=r["tokens_per_s_q1"] / base, q3=r["tokens_per_s_q3"] / base, predicted_ext=r["predicted_ext"],
-                     predicted_toy=r["predicted_toy"], alpha_mle=r["alpha_mle"])
-                for r in sel if r["config"].startswith("k=")]
-        out += [dict(output_len=L, batch=B, config="dynamic", k=r["k_chosen"], speedup=r["speedup"], q1=nan, q3=nan,
-                     predicted_ext=nan, predicted_toy=nan, alpha_mle=nan) for r in sel if r["config"] == "dynamic"]
+    for (name,), rr in groups([r for r in rows if r["config"] != "baseline"], ("config",)).items():
+        med, lo, hi = paired_interval([r["base_s_per_token"] for r in rr], [r["wall_s"] / r["tokens"] for r in rr],
+                                      level=level, seed=seed)
+        steps = [(r["tokens"] - r["first_step_tokens"]) / max(r["steps"] - 1, 1) for r in rr]
+        ru = rule.get(name, {})
+        out.append({"draft": name, "k": rr[0]["k"], "runs": len(rr), "speedup": med, "speedup_lo": lo,
+                    "speedup_hi": hi, "verdict": verdict(lo, hi), "tokens_per_step": float(np.mean(steps)),
+                    "alpha_mle": float(np.nanmedian([r["alpha_mle"] for r in rr])),
+                    "beta": ru.get("beta", float("nan")), "c": ru.get("c", float("nan")),
+                    "rule_predicted": ru.get("predicted", float("nan")), "chosen": bool(ru.get("chosen", False))})
     return out
 
 
-def time_breakdown(summary, output_len: int, batch: int) -> list[dict]:
-    """Median share of the wall time per part (BREAKDOWN_PARTS) for each configuration at one
-    (output length, batch); draft bookkeeping = draft share - draft forwards share."""
-    rr = [r for r in _records(summary) if r["output_len"] == output_len and r["batch"] == batch]
+def dynamic_vs_fixed(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
+    """Per (temperature, L, B): the dynamic rule against the best fixed k of that cell (by median
+    speedup), paired on (group, repeat): the fixed run's time per token over the dynamic run's."""
+    rows = records(runs)
+    summ = {tuple(r[k] for k in CELL + ("config",)): r for r in summary_table(rows, level=level, seed=seed)}
     out = []
-    for key, label in BREAKDOWN_PARTS:
-        for r in rr:
-            v = r["t_draft_share"] - r["t_draft_forward_share"] if key == "t_draft_other" else r[key + "_share"]
-            out.append(dict(output_len=output_len, batch=batch, config=r["config"], part=label,
-                            share_of_total=float(v)))
+    for cell, rr in groups(rows, CELL).items():
+        fixed = [v for key, v in summ.items() if key[:3] == cell and key[3].startswith("k=")]
+        if not fixed or not any(r["config"] == "dynamic" for r in rr):
+            continue
+        best = max(fixed, key=lambda r: r["speedup"])["config"]
+        by = {(r["config"], r["group"], r["repeat"]): r["wall_s"] / r["tokens"] for r in rr}
+        units = [(g, rep) for (c, g, rep) in by if c == "dynamic"]
+        med, lo, hi = paired_interval([by[(best, *u)] for u in units], [by[("dynamic", *u)] for u in units],
+                                      level=level, seed=seed)
+        out.append({**dict(zip(CELL, cell)), "best_fixed": best, "dynamic_over_best": med, "lo": lo, "hi": hi,
+                    "verdict": verdict(lo, hi)})
     return out
 
 
-def headline(summary, k_ref: int, batch: int) -> dict:
-    """The numbers the prose quotes: the fastest speculative configuration, how many were slower
-    than plain decoding, measured / predicted over the fixed-k rows, and alpha at k_ref, batch."""
-    rows = _records(summary)
-    spec = [r for r in rows if r["k"] != 0]
-    best = max(spec, key=lambda r: r["speedup"])
-    ratio = np.array([r["measured_over_predicted"] for r in spec if r["config"].startswith("k=")])
-    alpha = [r["alpha_mle"] for r in rows if r["config"] == f"k={k_ref}" and r["batch"] == batch]
-    return {"best_speedup": float(best["speedup"]),
-            "best_config": f"{best['config']}, batch {best['batch']}, {best['output_len']} tokens",
-            "n_slower": sum(r["speedup"] < 1 for r in spec), "n_spec": len(spec),
-            "ratio_median": float(np.nanmedian(ratio)), "ratio_min": float(np.nanmin(ratio)),
-            "ratio_max": float(np.nanmax(ratio)), "alpha_kref": float(np.nanmedian(alpha))}
+def hf_summary(hf_rows, *, level: float = LEVEL, seed: int = 0) -> dict:
+    """Hugging Face's assisted generation against its own plain generate, paired: median ratio,
+    interval, words, and both end-to-end rates."""
+    rr = records(hf_rows)
+    base = {(r["group"], r["repeat"]): r for r in rr if r["k"] == 0}
+    asst = [r for r in rr if r["k"] > 0]
+    med, lo, hi = paired_interval([base[(r["group"], r["repeat"])]["wall_s"] / base[(r["group"], r["repeat"])]["tokens"]
+                                   for r in asst], [r["wall_s"] / r["tokens"] for r in asst], level=level, seed=seed)
+    rate = lambda sel: float(np.median([r["tokens"] / r["wall_s"] for r in sel]))  # noqa: E731
+    return {"hf_ratio": med, "hf_ratio_lo": lo, "hf_ratio_hi": hi, "hf_words": verdict(lo, hi),
+            "hf_plain_tps": rate(base.values()), "hf_assisted_tps": rate(asst), "hf_pairs": len(asst)}
 
 
-def curve_values(cost_curve, batch: int, n: int) -> dict:
-    """T(1) in ms, T(n)/T(1) and c at one batch size, from a cost_curves table."""
-    rows = [r for r in _records(cost_curve) if r["batch"] == batch]
-    t = {r["n"]: r["median_s"] for r in rows if r["model"] == "target"}
-    d1 = next(r["median_s"] for r in rows if r["model"] != "target")
-    return {"t1_ms": 1e3 * t[1], "tk_n": n, "tk_ratio": t[n] / t[1], "c_b1": d1 / t[1]}
-
-
-def breakdown_values(breakdown, config: str) -> dict:
-    """The target-forward share and the share outside any model forward of one configuration."""
-    share = {r["part"]: r["share_of_total"] for r in _records(breakdown) if r["config"] == config}
-    return {"target_share_kref": float(share["target forward"]),
-            "overhead_share_kref": float(sum(share[p] for p in OUTSIDE_FORWARDS))}
-
-
-def engine_values(comp) -> dict:
-    """The numbers chapter 06 quotes from `make bench`'s comparisons table (`specdec.measure.bench`):
-    per (temperature, batch) the baseline ratio with its interval and words; the largest median
-    overhead share; the range of engine efficiency and of the ratio to HF assisted generation, and
-    how many (T, k) meet their targets by the median and by the whole interval."""
-    out = {}
-    for r in comp[comp["comparison"] == "baseline"].to_dict("records"):
-        tag = f"base_t{int(r['temperature'])}_b{r['batch']}"
-        out.update({tag: r["median"], f"{tag}_lo": r["lo"], f"{tag}_hi": r["hi"], f"{tag}_words": r["verdict"]})
-    for name in ("overhead", "efficiency", "vs_hf"):
-        g = comp[comp["comparison"] == name]
-        out.update({f"{name}_min": float(g["median"].min()), f"{name}_max": float(g["median"].max()),
-                    f"{name}_n": len(g), f"{name}_met_median": int(g["target_met_by_median"].sum()),
-                    f"{name}_met_interval": int(g["target_met_by_interval"].sum()),
-                    f"{name}_target": str(g["target"].iloc[0]) if len(g) else ""})
-    vs = comp[comp["comparison"] == "vs_hf"]
-    out["vs_hf_faster"] = int((vs["verdict"] == "faster").sum())
-    out["vs_hf_slower"] = int((vs["verdict"] == "slower").sum())
+def time_breakdown(runs, temperature: float, output_len: int, batch: int) -> list[dict]:
+    """Median share of each run's wall time per part, for each configuration at one cell."""
+    out = []
+    rr = [r for r in records(runs) if (r["temperature"], r["output_len"], r["batch"]) == (temperature, output_len,
+                                                                                           batch)]
+    for (name,), sel in groups(rr, ("config",)).items():
+        for key, label in BREAKDOWN_PARTS:
+            v = [((r["t_draft"] - r["t_draft_forward"]) if key == "t_draft_other" else r[key]) / r["wall_s"]
+                 for r in sel]
+            out.append(dict(temperature=temperature, output_len=output_len, batch=batch, config=name, part=label,
+                            share_of_total=float(np.median(v))))
     return out

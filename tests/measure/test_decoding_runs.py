@@ -1,163 +1,312 @@
-"""Chapter 06's measurement and summaries (specdec.measure.decoding_runs / decoding_summary) on the
-tiny random-weight pair: the rows' shape and labels, seeding that does not depend on run order, a
-hand-worked summary, and the figures drawn from the tables.  Timings are never asserted."""
+"""Chapter 06's measurement and summaries (specdec.measure.decoding_runs / decoding_summary /
+prediction / draft_choice) on the tiny random-weight pair: the rows' shape, labels and pairing,
+seeding that does not depend on run order, hand-worked predictions and summaries, the draft rule,
+and the figures drawn from the tables.  Timings are never asserted."""
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 
-from specdec.core.cost import speedup
+from specdec.engine.history import PromptLookupDrafter
 from specdec.measure import decoding_runs as dr
 from specdec.measure import decoding_summary as ds
+from specdec.measure import decoding_values as dv
+from specdec.measure import prediction as pr
+from specdec.measure.draft_choice import chosen, draft_rule
 from specdec.report import plotting
 
-KS, LENS, BATCHES = [1, 2], [12], [1, 2]
+KS, LENS, BATCHES, PROMPT = [1, 2], [10], [1, 2], 8
 
 
 @pytest.fixture(scope="module")
 def measured(tiny_pair):
     target, draft = tiny_pair
-    prompts = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(3))  # (B_max, T) random ids
-    curve = dr.cost_curves(target, draft, "draft", BATCHES, [1, 2, 3], context=8, repeats=2,
-                           generator=torch.Generator().manual_seed(0))
-    curves, cs = dr.curves_by_batch(curve)
-    runs = dr.decoding_runs(target, draft, prompts, LENS, BATCHES, KS, curves, cs, temperature=1.0, warmup_steps=2,
-                            k_start=2, repeats=2, warmup=1, seed=5)
-    return dict(curve=curve, curves=curves, cs=cs, runs=runs, prompts=prompts)
+    prompts = torch.randint(0, 64, (4, PROMPT), generator=torch.Generator().manual_seed(3))  # (4, T) random ids
+    ctxs = sorted({dr.mid_context(PROMPT, L) for L in LENS})
+    curve = dr.cost_curves(target, {"draft": draft}, BATCHES, [1, 2, 3], ctxs, repeats=2,
+                           generator=torch.Generator().manual_seed(0), interleaved=True)
+    cells = dr.decoding_cells(prompts, [1.0, 0.0], LENS, BATCHES, [1], groups=2, prompt_len=PROMPT, curve=curve,
+                              draft="draft")
+    runs = dr.decoding_runs(target, draft, cells, KS, draft_name="draft", warmup_steps=2, k_start=2, repeats=2,
+                            warmup=1, seed=5, min_share=0.0)
+    return dict(curve=curve, cells=cells, runs=runs, prompts=prompts)
 
 
-def test_cost_curves_per_batch(measured):
-    curve, curves, cs = measured["curve"], measured["curves"], measured["cs"]
-    assert [(r["model"], r["n"], r["batch"]) for r in curve] == [
-        (m, n, B) for B in BATCHES for m, n in [("target", 1), ("target", 2), ("target", 3), ("draft", 1)]]
-    for B in BATCHES:
-        draft_t1 = next(r["median_s"] for r in curve if r["model"] == "draft" and r["batch"] == B)
-        assert set(curves[B]) == {1, 2, 3} and cs[B] == pytest.approx(draft_t1 / curves[B][1])
+def test_cost_curves_per_batch_and_context(measured):
+    curve = measured["curve"]
+    ctx = dr.mid_context(PROMPT, LENS[0])
+    assert [(r["model"], r["n"], r["batch"], r["context"]) for r in curve] == [
+        (m, n, B, ctx) for B in BATCHES for m, n in [
+            ("target", 1), ("target", 2), ("target", 3), ("draft", 1), ("draft", 2), ("target after draft", 1),
+            ("target after draft", 2), ("target after draft", 3), ("draft after target", 1), ("draft after target", 2)]]
+    v = dv.interleave_values(curve, 1, ctx, 3, "draft")
+    assert v["loop_ratio"] > 0 and v["loop_draft_ratio"] > 0
+    t, c = dr.curve_at(curve, 2, ctx, "draft")
+    d1 = next(r["median_s"] for r in curve if r["model"] == "draft" and r["batch"] == 2 and r["n"] == 1)
+    assert set(t) == {1, 2, 3} and c == pytest.approx(d1 / t[1])
 
 
-def test_decoding_runs_rows(measured):
-    runs = measured["runs"]
+def test_cells_and_rows(measured):
+    cells, runs = measured["cells"], measured["runs"]
+    # sampled: 1 length x 2 batches x 2 groups; greedy: batch 1 only x 2 groups
+    assert [(c.labels["temperature"], c.labels["batch"], c.labels["group"]) for c in cells] == [
+        (1.0, 1, 0), (1.0, 1, 1), (1.0, 2, 0), (1.0, 2, 1), (0.0, 1, 0), (0.0, 1, 1)]
+    assert torch.equal(cells[3].inputs["ids"], measured["prompts"][2:4])  # group 1 of batch 2: prompts 2, 3
     configs = ["baseline", "k=1", "k=2", "dynamic"]
-    assert len(runs) == len(LENS) * len(BATCHES) * len(configs) * 2  # cells x configs x timed rounds
-    assert all(tuple(r) == dr.TABLE_COLUMNS for r in runs)
-    assert [r["config"] for r in runs[:4]] == configs  # interleaved: every configuration once per round
+    assert len(runs) == len(cells) * len(configs) * 2
+    assert all(tuple(r) == dr.RUN_COLUMNS for r in runs)
+    first_round = runs[:len(configs)]
+    assert sorted(r["config"] for r in first_round) == sorted(configs)  # every configuration once per (round, cell)
+    assert [r["position"] for r in first_round] == [0, 1, 2, 3]
+    assert any([r["config"] for r in runs[i:i + 4]] != configs for i in range(0, len(runs), 4))  # shuffled
     assert all(r["tokens"] == r["output_len"] * r["batch"] for r in runs)  # no stop token: exactly L per row
     for r in runs:
-        k = {"baseline": 0, "dynamic": -1}.get(r["config"], r["k"])
-        assert r["k"] == k
+        assert r["draft"] == ("" if r["config"] == "baseline" else "draft") and r["reruns"] == 0
         if r["config"].startswith("k="):
             assert r["k_chosen"] == r["k"] and 0 <= r["alpha_mle"] <= 1 and r["alpha_steps"] > 0
         elif r["config"] == "baseline":
-            assert r["k_chosen"] == 0 and math.isnan(r["alpha_mle"]) and r["alpha_steps"] == 0
-        else:
-            assert 0 <= r["k_chosen"] <= max(KS)  # the rule's choice (or the pilot's k, also <= max(KS))
+            assert r["k_chosen"] == 0 and math.isnan(r["alpha_mle"]) and r["step_profile"].startswith("0,")
+            assert r["kv_slots"] == PROMPT + r["output_len"] - 1  # the prompt and every token but the last fed
+            assert dr.run_context(r, PROMPT) == PROMPT + (r["output_len"] - 1) / 2
 
 
-def test_runs_are_seeded_by_round_not_by_order(tiny_pair, measured):
-    """A configuration's tokens depend on its seed (seed + round), not on what ran before it."""
+def test_runs_are_seeded_by_round_and_cell_not_by_order(tiny_pair, measured):
+    """A configuration's tokens depend on its seed (round, cell), not on what ran before it."""
     target, draft = tiny_pair
-    alone = dr.decoding_runs(target, draft, measured["prompts"], LENS, [2], [2], measured["curves"], measured["cs"],
-                             temperature=1.0, warmup_steps=2, k_start=2, repeats=2, warmup=1, seed=5)
-    key = lambda r: (r["config"], r["batch"], r["repeat"])  # noqa: E731
+    cells = measured["cells"][:2]
+    alone = dr.decoding_runs(target, draft, cells, [2], draft_name="draft", warmup_steps=2, k_start=2, repeats=2,
+                             warmup=0, seed=5, min_share=0.0)
+    key = lambda r: (r["config"], r["temperature"], r["batch"], r["group"], r["repeat"])  # noqa: E731
     full = {key(r): r for r in measured["runs"]}
     for r in alone:
-        if r["config"] in ("baseline", "k=2"):
-            assert (r["steps"], r["alpha_steps"]) == (full[key(r)]["steps"], full[key(r)]["alpha_steps"])
-            assert r["alpha_mle"] == full[key(r)]["alpha_mle"] or r["config"] == "baseline"
+        if r["config"] == "k=2":
+            f = full[key(r)]
+            assert (r["steps"], r["alpha_steps"], r["step_profile"]) == (f["steps"], f["alpha_steps"], f["step_profile"])
 
 
-def test_hf_runs_rows(tiny_pair, measured):
+def test_draft_and_hf_runs(tiny_pair, measured):
     target, draft = tiny_pair
-    rows = dr.hf_runs(target, draft, measured["prompts"], [6], 2, temperature=1.0, repeats=1, warmup=0, seed=0)
-    assert [r["config"] for r in rows] == ["HF generate", "HF assisted k=2"]
-    assert all(tuple(r) == dr.HF_COLUMNS and r["tokens"] == 6 and r["batch"] == 1 for r in rows)
-    s = ds.summarize_hf(rows)
-    assert [r["config"] for r in s] == ["HF generate", "HF assisted k=2"] and all(r["runs"] == 1 for r in s)
+    drafts = {"draft": draft, "prompt-lookup": PromptLookupDrafter(64)}
+    rows = dr.draft_runs(target, drafts, measured["prompts"], k=2, output_len=6, groups=2, temperature=1.0, repeats=1,
+                         seed=0, min_share=0.0)
+    assert sorted({r["config"] for r in rows}) == ["baseline", "draft", "prompt-lookup"] and len(rows) == 6
+    s = ds.draft_summary(rows, draft_rule({"draft": 0.5}, {"draft": 0.2}, {1: 1.0, 2: 1.1, 3: 1.2}, k_max=2))
+    assert [r["draft"] for r in s] == sorted(["draft", "prompt-lookup"], key=[r["config"] for r in rows].index)
+    assert all(r["runs"] == 2 and r["speedup_lo"] <= r["speedup"] <= r["speedup_hi"] for r in s)
+    assert [r["chosen"] for r in s if r["draft"] == "draft"] == [True]
+    hf = dr.hf_runs(target, draft, measured["prompts"], k=2, output_len=6, groups=2, temperature=1.0, repeats=1,
+                    seed=0, min_share=0.0)
+    assert sorted(r["config"] for r in hf) == ["HF assisted k=2", "HF assisted k=2", "HF generate", "HF generate"]
+    h = ds.hf_summary(hf)
+    assert h["hf_pairs"] == 2 and h["hf_ratio_lo"] <= h["hf_ratio"] <= h["hf_ratio_hi"]
 
 
-def test_summaries_and_figures_of_a_real_run(measured):
-    summary = ds.summarize_runs(measured["runs"], measured["curves"], measured["cs"])
-    assert [r["config"] for r in summary] == ["baseline", "k=1", "k=2", "dynamic"] * len(BATCHES)
+def test_summaries_predictions_and_figures_of_a_real_run(measured):
+    runs = measured["runs"]
+    summary = ds.summary_table(runs)
+    assert len(summary) == 3 * 4  # (T, L, B) cells x configurations
     for r in summary:
-        assert r["runs"] == 2
+        assert r["runs"] == 4  # 2 groups x 2 repeats
         if r["config"] == "baseline":
-            assert r["speedup"] == 1.0 and r["predicted_ext"] == 1.0 and r["measured_over_predicted"] == 1.0
-        elif r["config"] == "dynamic":
-            assert math.isnan(r["predicted_ext"]) and math.isnan(r["alpha_mle"])
+            assert r["speedup"] == 1.0 and r["steady_speedup"] == 1.0
         else:
-            c, curve = measured["cs"][r["batch"]], measured["curves"][r["batch"]]
-            assert r["predicted_ext"] == speedup(r["alpha_mle"], r["k"], c, verify_cost=curve[r["k"] + 1] / curve[1])
-    vs_k = ds.speedup_vs_k(summary)
-    assert [r["config"] for r in vs_k] == ["k=1", "k=2", "dynamic"] * len(BATCHES)
-    assert all(r["q1"] <= r["q3"] for r in vs_k if r["config"] != "dynamic")
-    breakdown = ds.time_breakdown(summary, LENS[0], BATCHES[0])
-    assert len(breakdown) == len(ds.BREAKDOWN_PARTS) * 4
-    for config in ("baseline", "k=2"):
-        total = sum(r["share_of_total"] for r in breakdown if r["config"] == config)
-        assert 0.5 < total < 1.05  # medians of shares: prefill + step parts, about all of the wall time
-    v = ds.breakdown_values(breakdown, "k=2")
+            eps = 1e-12  # the bootstrap's percentiles of the same samples differ in the last bit
+            assert r["speedup_lo_sim"] - eps <= r["speedup_lo"] <= r["speedup"] <= r["speedup_hi"] <= r["speedup_hi_sim"] + eps
+            assert r["verdict"] in ("faster", "slower", "no difference detected at this precision")
+    T = pr.lookup(measured["curve"])
+    preds = pr.paired_predictions(runs, T, "draft", keys=ds.PAIR,
+                                  context_of=lambda r: dr.run_context(r, PROMPT))
+    assert len(preds) == len(runs) * 3 // 4 and all(p["predicted"] > 0 for p in preds)
+    ps = ds.prediction_summary(preds)
+    assert len(ps) == 3 * 3 and all((p["reason"] == "") == p["within"] for p in ps)
+    h = dv.headline(summary, ps, temperature=1.0, output_len=LENS[0], batch=1, k_ref=2)
+    assert h["n_spec"] == 9 and h["n_faster"] + h["n_slower"] + h["n_undecided"] == 9 and h["n_pred"] == 9
+    dyn = ds.dynamic_vs_fixed(runs)
+    assert len(dyn) == 3 and all(d["best_fixed"] in ("k=1", "k=2") and d["lo"] <= d["dynamic_over_best"] <= d["hi"]
+                                 for d in dyn)
+    bd = ds.time_breakdown(runs, 1.0, LENS[0], 1)
+    assert len(bd) == 4 * len(ds.BREAKDOWN_PARTS)
+    v = dv.breakdown_values(bd, "k=2")
     assert 0 < v["target_share_kref"] < 1 and 0 <= v["overhead_share_kref"] < 1
-    h = ds.headline(summary, 2, BATCHES[0])
-    assert h["n_spec"] == 3 * len(BATCHES) and 0 <= h["n_slower"] <= h["n_spec"] and h["best_speedup"] > 0
-    cv = ds.curve_values(measured["curve"], BATCHES[0], 3)
-    assert cv["c_b1"] == pytest.approx(measured["cs"][BATCHES[0]]) and cv["tk_n"] == 3
-
-    import pandas as pd
+    ctx = dr.mid_context(PROMPT, LENS[0])
+    cv = dv.curve_values(measured["curve"], 1, ctx, 3, "draft")
+    assert cv["tk_n"] == 3 and cv["c_b1"] > 0
+    after = [{**r, "when": "after", "median_s": 1.1 * r["median_s"]} for r in measured["curve"]]
+    assert dv.curve_drift(measured["curve"], after)["drift_max"] == pytest.approx(0.1)
+    assert math.isnan(dv.curve_drift(measured["curve"])["drift_median"])  # nothing after: no drift measured
 
     from specdec.report.plotting import visible_series
 
-    figs = [plotting.cost_curve(pd.DataFrame(measured["curve"])), plotting.speedup_vs_k(pd.DataFrame(vs_k)),
-            plotting.time_breakdown(pd.DataFrame(breakdown))]
+    real_curve = [{"target": "gpt2-small", "n": n, "batch": 1, "median_s": t, "c": 0.05}
+                  for n, t in ((1, 1.0), (2, 1.5), (3, 1.8))] + [
+        {"target": "gpt2-small", "n": 1, "batch": 4, "median_s": 9.0, "c": 0.05}]  # batch 4: not on the figure
+    real_vs_alpha = [{"target": "gpt2-small", "batch": b, "k": 1, "alpha_set": 0.7, "speedup_median": 1.1,
+                      "speedup_lo": 1.0, "speedup_hi": 1.2} for b in (1, 4)]
+    inputs = pr.regime_inputs(measured["curve"], real_curve, "draft", batch=1, context=ctx)
+    assert list(inputs) == ["embedded + draft", "gpt2-small shape + draft-3m"]
+    loop = next(r["median_s"] for r in measured["curve"] if r["model"] == "target after draft" and r["n"] == 2
+                and r["batch"] == 1)
+    assert inputs["embedded + draft"][0][2] == loop and inputs["gpt2-small shape + draft-3m"] == (
+        {1: 1.0, 2: 1.5, 3: 1.8}, 0.05)
+    regimes = pd.DataFrame(pr.regime_rows(inputs, [0.0, 0.5, 1.0], 2))
+    points = pd.DataFrame(pr.regime_points(summary, real_vs_alpha, "draft", batch=1))
+    assert len(points) == 2 * 2 + 1  # (T = 1, greedy) x (k=1, k=2) at batch 1, and the real-size point
+    figs = [plotting.cost_curve(pd.DataFrame(measured["curve"])), plotting.regimes(regimes, points),
+            plotting.speedup_vs_k(pd.DataFrame(summary), pd.DataFrame(ps)),
+            plotting.predicted_vs_measured(pd.DataFrame(ps)), plotting.time_breakdown(pd.DataFrame(bd))]
     for fig in figs:
         assert visible_series(fig) and all(seen for _, _, seen in visible_series(fig))
 
 
-def _run(config, k, tps, tokens=10, total=1.0, alpha=float("nan")):
-    row = {c: 0.1 for c in dr.TABLE_COLUMNS}
-    row.update(output_len=10, batch=1, config=config, k=k, tokens=tokens, total_s=total, tokens_per_s=tps,
-               alpha_mle=alpha, k_chosen=max(k, 0), peak_memory_bytes=2**20)
-    return row
+def _run(config, k, *, steps, profile, tokens, t_target, t_draft=0.0, t_step, tps, first=1):
+    return dict(temperature=1.0, output_len=tokens, batch=1, group=0, repeat=0, config=config, k=k, steps=steps,
+                step_profile=profile, tokens=tokens, first_step_tokens=first, t_target_steady=t_target,
+                t_draft_forward_steady=t_draft, t_step_steady=t_step, tokens_per_s=tps)
+
+
+def test_prediction_hand_worked():
+    """T(1) = 10 ms, T(3) = 15 ms, T_d(1) = 2 ms, T_d(2) = 3 ms, measured back to back.  Baseline: 9
+    steps after the first, 1 ms overhead each -> 99 ms for 9 tokens.  k=2: 3 steps after the first
+    (one after a fully accepted step), 2 ms overhead each: 3 x (15 + 4 + 2) + 1 = 64 ms for 6
+    tokens.  Predicted steady speedup (99/9) / (64/6) = 1.03125.  Interleaved, with the target's
+    T(3) 18 ms after a draft and the first draft forward 2.5 / 3.5 ms after a target forward:
+    3 x (18 + 2.5 + 2 + 2) + 1 = 74.5 ms."""
+    curve = [{"model": "target", "n": 1, "batch": 1, "context": 8, "median_s": 0.010},
+             {"model": "target", "n": 3, "batch": 1, "context": 8, "median_s": 0.015},
+             {"model": "d", "n": 1, "batch": 1, "context": 8, "median_s": 0.002},
+             {"model": "d", "n": 2, "batch": 1, "context": 8, "median_s": 0.003}]
+    T = pr.lookup(curve + [{"model": "target after d", "n": 3, "batch": 1, "context": 8, "median_s": 0.018},
+                           {"model": "d after target", "n": 1, "batch": 1, "context": 8, "median_s": 0.0025},
+                           {"model": "d after target", "n": 2, "batch": 1, "context": 8, "median_s": 0.0035}])
+    base = _run("baseline", 0, steps=10, profile="0,1,0:9", tokens=10, t_target=0.090, t_step=0.099, tps=9 / 0.099)
+    spec = _run("k=2", 2, steps=4, profile="2,1,0:2;2,1,1:1", tokens=7, t_target=0.045, t_draft=0.013,
+                t_step=0.064, tps=6 / 0.064)
+    assert pr.predicted_steady_s(base, T, "d", context=8) == pytest.approx(0.099)
+    assert pr.predicted_steady_s(spec, T, "d", context=8, interleaved=False) == pytest.approx(0.064)
+    assert pr.predicted_steady_s(spec, T, "d", context=8) == pytest.approx(0.0745)
+    (p,) = pr.paired_predictions([base, spec], T, "d", keys=("group", "repeat"), context_of=lambda r: 8,
+                                 interleaved=False)
+    assert p["predicted"] == pytest.approx((0.099 / 9) / (0.064 / 6)) and p["measured_over_predicted"] == pytest.approx(1)
+    assert p["target_inloop_over_isolated"] == pytest.approx(1.0) and p["tokens_per_step"] == 2.0
+    assert p["calibration"] == pytest.approx(1.0) and p["predicted_isolated"] == pytest.approx(p["predicted"])
+    # calibration: the baseline's forwards took 12 ms in the loop where the curve says 10 -> s = 1.2;
+    # the speculative run is predicted at 3 x (1.2 x 15 + 4 + 2) + 1 = 73 ms, the baseline is its own 117 ms
+    slow = {**base, "t_target_steady": 0.108, "t_step_steady": 0.117, "tokens_per_s": 9 / 0.117}
+    (p,) = pr.paired_predictions([slow, spec], T, "d", keys=("group", "repeat"), context_of=lambda r: 8,
+                                 interleaved=False)
+    assert p["calibration"] == pytest.approx(1.2) and p["predicted"] == pytest.approx((0.117 / 9) / (0.073 / 6))
+    assert p["predicted_isolated"] == pytest.approx((0.099 / 9) / (0.064 / 6))
+    assert p["target_inloop_over_isolated"] == pytest.approx(0.045 / (1.2 * 0.045))
+    with pytest.raises(KeyError, match="batch 3 outside"):
+        T("target", 1, 3, 8)
+    with pytest.raises(ValueError, match="not paired"):
+        pr.paired_predictions([spec], T, "d", keys=("group", "repeat"), context_of=lambda r: 8)
+
+
+def test_lookup_interpolates_in_batch_and_context():
+    curve = [{"model": "target", "n": 1, "batch": b, "context": 4, "median_s": s} for b, s in ((1, 1.0), (8, 8.0))]
+    assert pr.lookup(curve)("target", 1, 4, 4) == pytest.approx(4.0)
+    assert pr.lookup(curve)("target", 1, 1, 100) == 1.0  # one measured context: constant in context
+    curve = [{"model": "target", "n": 1, "batch": 1, "context": c, "median_s": s} for c, s in ((100, 1.0), (200, 1.5))]
+    T = pr.lookup(curve)
+    assert T("target", 1, 1, 150) == pytest.approx(1.25) and T("target", 1, 1, 300) == pytest.approx(2.0)  # extended
+    assert T("target", 1, 1, 50) == pytest.approx(0.75)
+    with pytest.raises(KeyError, match="no cost-curve point"):
+        T("target", 2, 1, 100)
+
+
+def test_step_profile_counts_the_catch_up_steps():
+    class S:
+        steps = [{"k": 2, "active": 1}, {"k": 2, "active": 1}, {"k": 2, "active": 1}, {"k": 2, "active": 1}]
+        accepted = [([0], [2]), ([0], [0]), ([0], [2]), ([0], [1])]
+    # steps 1..3 are counted; steps 0 and 2 accepted all drafts, so steps 1 and 3 catch up
+    assert pr.step_profile(S) == "2,1,0:1;2,1,1:2"
+
+
+def test_draft_rule_picks_the_best_predicted_and_refuses_a_partial_candidate_list():
+    curve = {1: 1.0, 2: 1.9, 3: 2.5}
+    rows = draft_rule({"small": 0.48, "distilled": 0.59}, {"small": 0.13, "distilled": 0.13}, curve, k_max=2)
+    assert chosen(rows) == "distilled" and sum(r["chosen"] for r in rows) == 1
+    # hand-worked: beta 0.9, c 0.05, k=1: 1.9 / 1.95 < 1 ... k=2: 2.71 / 2.6 = 1.0423 -> k 2
+    (r,) = draft_rule({"x": 0.9}, {"x": 0.05}, curve, k_max=2)
+    assert r["k_best"] == 2 and r["predicted"] == pytest.approx(2.71 / 2.6)
+    (r,) = draft_rule({"x": 0.1}, {"x": 0.05}, curve, k_max=2)
+    assert r["k_best"] == 0 and r["predicted"] == 1.0  # speculation does not pay
+    with pytest.raises(ValueError, match="missing"):
+        draft_rule({"x": 0.5}, {"y": 0.1}, curve, k_max=2)
 
 
 def test_summary_hand_worked():
-    """Baseline rates 10 and 12 (median 11); k=1 at 22 twice with alpha 0.5: speedup 2, and with
-    c = 0.25, T(2)/T(1) = 1.5 the predictions are 1.5 / 1.25 and 1.5 / 1.75."""
-    runs = [_run("baseline", 0, 10.0), _run("baseline", 0, 12.0), _run("k=1", 1, 22.0, alpha=0.5),
-            _run("k=1", 1, 22.0, alpha=0.5)]
-    base, spec = ds.summarize_runs(runs, {1: {1: 1.0, 2: 1.5}}, {1: 0.25})
-    assert base["tokens_per_s"] == 11.0 and base["speedup"] == 1.0 and base["runs"] == 2
-    assert spec["speedup"] == 2.0 and spec["alpha_mle"] == 0.5
-    assert spec["predicted_toy"] == pytest.approx(1.5 / 1.25) and spec["predicted_ext"] == pytest.approx(1.5 / 1.75)
-    assert spec["measured_over_predicted"] == pytest.approx(2.0 * 1.75 / 1.5)
-    assert spec["peak_rss_mib"] == 1.0 and spec["t_target_share"] == pytest.approx(0.1)
-    h = ds.headline([base, spec], 1, 1)
-    assert h["best_config"] == "k=1, batch 1, 10 tokens" and h["n_slower"] == 0 and h["alpha_kref"] == 0.5
+    """Two pairs: baseline 1.0 and 1.2 s per token (10 tokens), k=1 at 0.5 and 0.5: speedups 2.0 and
+    2.4, median 2.2; steady speedups from the rates; Spec-Bench over one repeat has no sd."""
+    rows = []
+    for g, b in ((0, 10.0), (1, 12.0)):
+        base = dict(temperature=1.0, output_len=10, batch=1, group=g, repeat=0, config="baseline", k=0, tokens=10,
+                    wall_s=b, first_step_tokens=1, steps=10, tokens_per_s=10 / b, alpha_mle=float("nan"), k_chosen=0,
+                    ttft_s=0.1, lat_p50_s=0.1, lat_p95_s=0.1, lat_p99_s=0.1, peak_memory_bytes=2**20, cpu_share=1.0,
+                    load_1m=0.5, reruns=0)
+        rows += [base, {**base, "config": "k=1", "k": 1, "wall_s": 5.0, "steps": 4, "tokens_per_s": 2 * 10 / 5.0,
+                        "alpha_mle": 0.5, "k_chosen": 1, "reruns": 1}]
+    base, spec = ds.summary_table(rows)
+    assert base["speedup"] == 1.0 and spec["speedup"] == pytest.approx(2.2) and spec["runs"] == 2
+    assert spec["steady_speedup"] == pytest.approx(4.4)  # rates 4 / 1.0 and 4 / (10 / 12): median 4.4
+    assert spec["tokens_per_step"] == 3.0 and math.isnan(spec["sb_sd"]) and spec["sb_mean"] == pytest.approx(2.2)
+    assert spec["reruns"] == 2 and spec["peak_rss_mib"] == 1.0
 
 
-def test_curves_by_batch_hand_worked():
-    rows = [{"model": "target", "n": 1, "batch": 1, "median_s": 0.01},
-            {"model": "target", "n": 2, "batch": 1, "median_s": 0.012},
-            {"model": "draft-small", "n": 1, "batch": 1, "median_s": 0.002}]
-    curves, cs = dr.curves_by_batch(rows)
-    assert curves == {1: {1: 0.01, 2: 0.012}} and cs == {1: pytest.approx(0.2)}
+def test_break_even_and_regimes_hand_worked():
+    """Unit verification cost: at k = 1 the break-even alpha equals c (Leviathan et al.'s corollary:
+    some k pays exactly when alpha > c, and k = 1 is the first to); a curve where a second token costs
+    a whole forward (T(2) = 2 T(1)) never pays at k = 1, since E[L] <= 2 < 2 + c."""
+    flat = {1: 1.0, 2: 1.0, 3: 1.0}
+    assert pr.break_even(flat, 0.1, 2) == pytest.approx(0.1, abs=1e-5)
+    assert pr.best_speedup(0.05, flat, 0.1, 2) == (0, 1.0)
+    k, s = pr.best_speedup(0.8, flat, 0.1, 2)
+    assert k == 2 and s == pytest.approx((1 + 0.8 + 0.64) / 1.2)
+    steep = {1: 1.0, 2: 2.0}
+    assert pr.break_even(steep, 0.1, 1) == float("inf")
+    rows = pr.regime_rows({"flat": (flat, 0.1), "steep": (steep, 0.1)}, [0.5, 1.0], 2)
+    assert [(r["pair"], r["k_best"]) for r in rows] == [("flat", 2), ("flat", 2), ("steep", 0), ("steep", 0)]
+    assert rows[2]["t2_ratio"] == 2.0 and rows[0]["break_even"] == pytest.approx(0.1, abs=1e-5)
 
 
-class _Subjects:
-    kind, notes, sha256 = "stand-in", ["a note"], {"target/model.safetensors": "ab"}
-    drafts = {"ngram": object(), "draft-small": object(), "draft-medium": object()}
+def test_long_drafts_counts_what_the_bench_measured_beyond_the_cut():
+    rows = [{"impl": "ours_spec", "k": k, "speedup_median": m, "verdict": v}
+            for k, m, v in ((4, 1.2, "faster"), (5, 0.9, "slower"), (8, 1.05, "faster"))] + [
+        {"impl": "ours_ar", "k": 0, "speedup_median": 1.0, "verdict": "faster"}]
+    v = dv.long_drafts(rows, 5)
+    assert (v["long_n"], v["long_faster"], v["long_max"], v["long_k_to"]) == (2, 1, 1.05, 8)
 
-    def prompts(self, n, prompt_len, seed=0):
-        return torch.zeros(n, prompt_len, dtype=torch.long)
+
+def test_pairs_needed_follows_the_spread(measured):
+    v = dv.pairs_needed(measured["runs"])
+    assert v["pairs_had"] == 4 and 2 <= v["pairs_needed_median"] <= v["pairs_needed_max"]
 
 
-def test_embedded_pair_chooses_the_draft_and_notes_what_it_ignores():
-    pair = dr.EmbeddedPair(draft_wanted="draft-medium")
-    pair.__dict__["subjects"] = _Subjects()  # no model loading in this test
-    assert pair.draft_name == "draft-medium" and pair.describe()["notes"] == ["a note"]
-    other = dr.EmbeddedPair(draft_wanted="nope", target_wanted="gpt2", n_prompts=3, prompt_len=5)
-    other.__dict__["subjects"] = _Subjects()
-    d = other.describe()
-    assert other.draft_name == "draft-small" and len(d["notes"]) == 3 and d["models_sha256"] == {
-        "target/model.safetensors": "ab"}
-    assert other.prompts.shape == (3, 5) and len(d["prompt_sha256"]) == 16
+def test_presentation_helpers_hand_worked():
+    """The chapter's one-line helpers: the draft decision (rule or forced), the misses list, the
+    dynamic-rule counts, the best draft, the break-even words and the shown summary columns."""
+    from specdec.measure.draft_choice import decide
+
+    rule = draft_rule({"a": 0.6, "b": 0.5}, {"a": 0.1, "b": 0.1}, {1: 1.0, 2: 1.2, 3: 1.4}, k_max=2)
+    assert decide(rule) == ("a", {"rule_draft": "a", "draft_name": "a", "forced": "(the rule's choice)"})
+    assert decide(rule, "b")[1]["forced"] == "(forced by DRAFT; the rule chose a)"
+    assert decide(rule, "nope")[0] == "a"  # not a candidate: the rule's choice stands
+    pred = [{"config": "k=2", "batch": 8, "output_len": 256, "temperature": 1.0, "ratio": 0.85, "ratio_lo": 0.8,
+             "ratio_hi": 0.9, "reason": "why", "within": False},
+            {"config": "k=1", "batch": 1, "output_len": 32, "temperature": 0.0, "ratio": 1.0, "ratio_lo": 0.9,
+             "ratio_hi": 1.1, "reason": "", "within": True}]
+    assert dv.misses_markdown(pred) == "* k=2, batch 8, 256 tokens, T = 1: measured/predicted 0.85 (0.80-0.90); why."
+    assert dv.misses_markdown(pred[1:]).startswith("*Every configuration")
+    assert dv.dynamic_values([{"verdict": "faster"}, {"verdict": "slower"}, {"verdict": "slower"}]) == {
+        "dyn_n": 3, "dyn_faster": 1, "dyn_slower": 2}
+    b = dv.best_draft_values([{"draft": "x", "speedup": 1.1, "speedup_lo": 1.0, "speedup_hi": 1.2, "verdict": "v"},
+                              {"draft": "y", "speedup": 0.9, "speedup_lo": 0.8, "speedup_hi": 1.0, "verdict": "w"}])
+    assert b["best_draft"] == "x" and b["best_draft_words"] == "v"
+    assert pr.break_even_words([{"pair": "p", "break_even": 0.3712}, {"pair": "p", "break_even": 0.3712},
+                                {"pair": "q", "break_even": float("inf")}]) == "p 0.37, q none"
+    s = pd.DataFrame([{c: 1 for c in dv.SHOWN} | {"config": "baseline", "verdict": "x"},
+                      {c: 1 for c in dv.SHOWN} | {"config": "k=1", "verdict": "faster"}])
+    assert list(dv.shown(s)["verdict"]) == ["(the baseline)", "faster"] and list(dv.shown(s)) == dv.SHOWN

@@ -1,6 +1,7 @@
 """Chapter 06's controlled-acceptance runs (specdec.measure.real_size_runs) on tiny shapes: one row
-per (target, alpha, k, round), each speedup against its own round's baseline, the predictions
-from the measured curve, and the figure's table.  Timings are never asserted."""
+per (target, batch, alpha, k, round), each speedup against its own round's baseline, the
+predictions from the measured curve of its batch size, curve-only shapes, and the figure's table
+with intervals.  Timings are never asserted."""
 
 import math
 
@@ -18,29 +19,33 @@ TINY_D = dict(n_layer=1, n_embd=16, n_head=2, vocab_size=64, n_positions=128)
 
 @pytest.fixture(scope="module")
 def out():
-    return rs.controlled_runs(["gpt2-small", "gpt2-medium"], "draft-3m", [0.5, 1.0], [1, 2], new_tokens=6, context=8,
-                              n_values=[1, 2, 3], curve_repeats=2, repeats=2, temperature=1.0,
-                              generator=torch.Generator().manual_seed(1), target_sizes=TINY_T, draft_sizes=TINY_D)
+    return rs.controlled_runs(["gpt2-small"], "draft-3m", [0.5, 1.0], [1, 2], new_tokens=6, context=8,
+                              n_values=[1, 2, 3], curve_repeats=2, repeats=2, temperature=1.0, batches=[1, 2],
+                              curve_only=["gpt2-medium"], generator=torch.Generator().manual_seed(1),
+                              target_sizes=TINY_T, draft_sizes=TINY_D)
 
 
 def test_rows_pairs_and_predictions(out):
     ctrl, curve = out["controlled"], out["cost_curve"]
-    assert len(ctrl) == 2 * 2 * 2 * 2 and len(curve) == 2 * 3  # targets x alphas x ks x rounds; targets x n
-    assert [(r["alpha_set"], r["k"], r["repeat"]) for r in ctrl[:4]] == [(0.5, 1, 0), (0.5, 2, 0), (1.0, 1, 0),
-                                                                         (1.0, 2, 0)]
+    # decoded: 1 target x 2 batches x 2 alphas x 2 ks x 2 rounds; curves: small at 2 batches, medium at 1
+    assert len(ctrl) == 2 * 2 * 2 * 2 and len(curve) == 3 * 3
+    assert sorted({(r["target"], r["batch"]) for r in curve}) == [("gpt2-medium", 1), ("gpt2-small", 1),
+                                                                  ("gpt2-small", 2)]
+    assert {r["target"] for r in ctrl} == {"gpt2-small"}
     expected = param_count(build_model(real_size_config("gpt2-small", **TINY_T), generator=torch.Generator()))
     assert all(r["params"] == expected for r in curve if r["target"] == "gpt2-small")
     assert out["draft_params"] == param_count(build_model(real_size_config("draft-3m", **TINY_D),
                                                           generator=torch.Generator()))
     for r in ctrl:
-        t = {c["n"]: c["median_s"] for c in curve if c["target"] == r["target"]}
+        t = {c["n"]: c["median_s"] for c in curve if c["target"] == r["target"] and c["batch"] == r["batch"]}
         assert r["speedup"] == pytest.approx(r["tokens_per_s"] / r["baseline_tokens_per_s"])
         assert r["verify_cost"] == pytest.approx(t[r["k"] + 1] / t[1])
         assert r["predicted_ext"] == pytest.approx(speedup(r["alpha_set"], r["k"], r["c"],
                                                            verify_cost=r["verify_cost"]))
         assert r["predicted_toy"] == pytest.approx(speedup(r["alpha_set"], r["k"], r["c"]))
-    assert all(r["baseline_tokens_per_s"] == ctrl[0]["baseline_tokens_per_s"] for r in ctrl
-               if r["target"] == "gpt2-small" and r["repeat"] == 0)  # one baseline per (target, round)
+    for B in (1, 2):  # one baseline per (batch, round)
+        same = {r["baseline_tokens_per_s"] for r in ctrl if r["batch"] == B and r["repeat"] == 0}
+        assert len(same) == 1
 
 
 def test_figure_table_headline_and_figure(out):
@@ -49,14 +54,19 @@ def test_figure_table_headline_and_figure(out):
     from specdec.report.plotting import visible_series
 
     table = rs.speedup_vs_alpha(out["controlled"])
-    assert len(table) == 2 * 2 * 2
-    r = next(r for r in table if r["target"] == "gpt2-medium" and r["k"] == 2 and r["alpha_set"] == 1.0)
-    rr = sorted(x["speedup"] for x in out["controlled"] if x["target"] == "gpt2-medium" and x["k"] == 2
-                and x["alpha_set"] == 1.0)
-    assert r["speedup_median"] == pytest.approx(sum(rr) / 2)
+    assert len(table) == 2 * 2 * 2  # batches x ks x alphas
+    assert [(r["batch"], r["k"], r["alpha_set"]) for r in table[:4]] == [(1, 1, 0.5), (1, 1, 1.0), (1, 2, 0.5),
+                                                                         (1, 2, 1.0)]
+    r = next(r for r in table if r["batch"] == 2 and r["k"] == 2 and r["alpha_set"] == 1.0)
+    rr = sorted(x["speedup"] for x in out["controlled"] if x["batch"] == 2 and x["k"] == 2 and x["alpha_set"] == 1.0)
+    assert r["speedup_median"] == pytest.approx(sum(rr) / 2) and r["runs"] == 2
+    assert r["speedup_lo"] <= r["speedup_median"] <= r["speedup_hi"]
     h = rs.headline(pd.DataFrame(out["cost_curve"]), pd.DataFrame(out["controlled"]), out["draft_params"], 3)
-    assert h["real_name"] == "gpt2-medium" and h["real_shapes"].startswith("gpt2-small: ")
-    assert h["real_best"] > 0 and math.isfinite(h["real_ratio_med"])
+    assert h["real_name"] == "gpt2-small" and h["real_shapes"].startswith("gpt2-small: ")
+    assert "gpt2-medium" in h["real_shapes"] and h["real_points"] == 8
+    assert h["real_faster"] + h["real_slower"] <= 8 and h["real_best_lo"] <= h["real_best"] <= h["real_best_hi"]
+    assert math.isfinite(h["real_ratio_med"]) and math.isfinite(h["real_toy_med"]) and 0 <= h["real_within"] <= 8
+    assert h["real_half_width"] >= 0
     fig = plotting.real_size_speedup_vs_alpha(pd.DataFrame(table))
     assert all(seen for _, _, seen in visible_series(fig))
 

@@ -1,0 +1,160 @@
+"""The numbers chapter 06's prose quotes, read from its tables (`specdec.measure.decoding_summary`
+computes the tables; this module only picks, counts and words what they hold).
+
+Example: headline(summary, prediction, temperature=1.0, output_len=256, batch=1, k_ref=2)["n_faster"]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specdec.measure.decoding_summary import CELL, groups, paired, records
+from specdec.measure.protocol import repeats_for_half_width
+
+__all__ = ["SHOWN", "headline", "curve_values", "interleave_values", "curve_drift", "breakdown_values",
+           "pairs_needed", "long_drafts", "shown", "misses_markdown", "dynamic_values", "best_draft_values",
+           "engine_values"]
+
+SHOWN = ["temperature", "output_len", "batch", "config", "runs", "speedup", "speedup_lo", "speedup_hi", "half_width",
+         "verdict", "tokens_per_step", "alpha_mle", "tokens_per_s", "ttft_ms", "lat_p95_ms", "reruns"]
+OUTSIDE_FORWARDS = ("draft bookkeeping", "process + verify", "rollback", "other")  # work outside any model forward
+
+
+def breakdown_values(breakdown, config: str) -> dict:
+    """The target-forward share and the share outside any model forward of one configuration."""
+    share = {r["part"]: r["share_of_total"] for r in records(breakdown) if r["config"] == config}
+    return {"target_share_kref": float(share["target forward"]),
+            "overhead_share_kref": float(sum(share[p] for p in OUTSIDE_FORWARDS))}
+
+
+def headline(summary, pred_summary, *, temperature: float, output_len: int, batch: int, k_ref: int,
+             tolerance: float = 0.10) -> dict:
+    """The numbers the prose quotes: counts of words, the best configuration with its interval, the
+    reference configuration, the cost model's hit rate, and the load record."""
+    rows = [r for r in records(summary) if r["config"] != "baseline"]
+    best = max(rows, key=lambda r: r["speedup"])
+    ref = next(r for r in rows if (r["temperature"], r["output_len"], r["batch"], r["config"]) ==
+               (temperature, output_len, batch, f"k={k_ref}"))
+    pr = records(pred_summary)
+    desc = lambda r: (f"{r['config']}, batch {r['batch']}, {r['output_len']} tokens, "  # noqa: E731
+                      f"{'greedy' if r['temperature'] == 0 else 'T = ' + format(r['temperature'], 'g')}")
+    return {"n_spec": len(rows), "n_faster": sum(r["verdict"] == "faster" for r in rows),
+            "n_slower": sum(r["verdict"] == "slower" for r in rows),
+            "n_undecided": sum(r["verdict"] not in ("faster", "slower") for r in rows),
+            "n_faster_sim": sum(r["verdict_sim"] == "faster" for r in rows),
+            "n_slower_sim": sum(r["verdict_sim"] == "slower" for r in rows),
+            "best_config": desc(best), "best_speedup": best["speedup"], "best_lo": best["speedup_lo"],
+            "best_hi": best["speedup_hi"], "best_words": best["verdict"], "ref_speedup": ref["speedup"],
+            "ref_lo": ref["speedup_lo"], "ref_hi": ref["speedup_hi"], "ref_words": ref["verdict"],
+            "ref_alpha": ref["alpha_mle"], "ref_tokens_per_step": ref["tokens_per_step"],
+            "half_width_median": float(np.nanmedian([r["half_width"] for r in rows])),
+            "half_width_max": float(np.nanmax([r["half_width"] for r in rows])),
+            "n_within_3pct": sum(r["half_width"] <= 0.03 for r in rows),
+            "n_pred": len(pr), "n_pred_within": sum(bool(r["within"]) for r in pr),
+            "ratio_min": float(min(r["ratio"] for r in pr)), "ratio_max": float(max(r["ratio"] for r in pr)),
+            "n_pred_within_isolated": sum(abs(r["ratio_isolated"] - 1) <= tolerance for r in pr),
+            "calibration_min": float(min(r["calibration"] for r in pr)),
+            "calibration_max": float(max(r["calibration"] for r in pr)),
+            "cpu_share_min": float(min(r["cpu_share_min"] for r in records(summary))),
+            "reruns": int(sum(r["reruns"] for r in records(summary)))}
+
+
+def curve_values(curve, batch: int, context: int, n: int, draft: str) -> dict:
+    """T(1) in ms, T(n)/T(1) and c at one batch size and context (the 'before' measurement)."""
+    rows = [r for r in records(curve) if r["batch"] == batch and r["context"] == context and r["when"] == "before"]
+    t = {r["n"]: r["median_s"] for r in rows if r["model"] == "target"}
+    d1 = next(r["median_s"] for r in rows if r["model"] == draft and r["n"] == 1)
+    return {"t1_ms": 1e3 * t[1], "tk_n": n, "tk_ratio": t[n] / t[1], "c_b1": d1 / t[1],
+            "t2_ratio": t[2] / t[1] if 2 in t else float("nan")}
+
+
+def interleave_values(curve, batch: int, context: int, n: int, draft: str) -> dict:
+    """At one batch and context: the target's T(n) right after a draft forward over T(n) back to back,
+    and the draft's T_d(1) right after a target forward over T_d(1) back to back (a cost_curves
+    table measured with interleaved=True)."""
+    rows = [r for r in records(curve) if r["batch"] == batch and r["context"] == context]
+    t = {(r["model"], r["n"]): r["median_s"] for r in rows}
+    return {"loop_ratio": t[(f"target after {draft}", n)] / t[("target", n)],
+            "loop_draft_ratio": t[(f"{draft} after target", 1)] / t[(draft, 1)]}
+
+
+def curve_drift(*curves) -> dict:
+    """How far the target's T(n) moved between the measurements before and after the decoding runs
+    (cost_curves tables, ``when`` = before / after): median and largest |after / before - 1| over
+    every (n, batch, context) measured both times."""
+    rows = [r for c in curves for r in records(c) if r["model"] == "target"]
+    before = {(r["n"], r["batch"], r["context"]): r["median_s"] for r in rows if r["when"] == "before"}
+    d = [abs(r["median_s"] / before[(r["n"], r["batch"], r["context"])] - 1) for r in rows if r["when"] == "after"
+         and (r["n"], r["batch"], r["context"]) in before]
+    return {"drift_median": float(np.median(d)) if d else float("nan"), "drift_max": float(max(d, default=np.nan))}
+
+
+def pairs_needed(runs) -> dict:
+    """How many (group, round) pairs each speculative configuration would need for a 3% half-width
+    (`specdec.measure.protocol.repeats_for_half_width` on the relative standard deviation of its
+    paired speedups): the median and largest over configurations, and the pairs each had."""
+    rows = [r for r in paired(runs) if r["config"] != "baseline"]
+    need, had = [], []
+    for rr in groups(rows, CELL + ("config",)).values():
+        v = np.array([r["speedup"] for r in rr])
+        need.append(repeats_for_half_width(float(v.std(ddof=1) / np.median(v))) if v.size > 1 else 0)
+        had.append(v.size)
+    return {"pairs_needed_median": int(np.median(need)), "pairs_needed_max": int(max(need)), "pairs_had": int(min(had))}
+
+
+def shown(summary):
+    """The summary's columns a page shows, the baseline's verdict written as what it is."""
+    return summary.assign(verdict=summary["verdict"].where(summary["config"] != "baseline", "(the baseline)"))[SHOWN]
+
+
+def misses_markdown(pred) -> str:
+    """One Markdown bullet per configuration the prediction missed, with its ratio and reason."""
+    rows = [r for r in records(pred) if not r["within"]]
+    return "\n".join(f"* {r['config']}, batch {r['batch']}, {r['output_len']} tokens, "
+                     f"{'greedy' if r['temperature'] == 0 else 'T = ' + format(r['temperature'], 'g')}: measured/"
+                     f"predicted {r['ratio']:.2f} ({r['ratio_lo']:.2f}-{r['ratio_hi']:.2f}); {r['reason']}."
+                     for r in rows) or "*Every configuration is within the tolerance.*"
+
+
+def dynamic_values(dyn) -> dict:
+    """How many cells the dynamic rule was faster / slower than the best fixed k (table dynamic_vs_fixed)."""
+    rows = records(dyn)
+    return {"dyn_n": len(rows), "dyn_faster": sum(r["verdict"] == "faster" for r in rows),
+            "dyn_slower": sum(r["verdict"] == "slower" for r in rows)}
+
+
+def best_draft_values(by_draft) -> dict:
+    """The draft comparison's highest median with its interval and words."""
+    b = max(records(by_draft), key=lambda r: r["speedup"])
+    return {"best_draft": b["draft"], "best_draft_speedup": b["speedup"], "best_draft_lo": b["speedup_lo"],
+            "best_draft_hi": b["speedup_hi"], "best_draft_words": b["verdict"]}
+
+
+def long_drafts(bench_summary, k_from: int) -> dict:
+    """What `make bench` measured for our speculative decoding at k >= k_from (the draft lengths this
+    chapter cuts): how many (temperature, k) settings, how many faster, and the largest median."""
+    rows = [r for r in records(bench_summary) if r["impl"] == "ours_spec" and r["k"] >= k_from]
+    return {"long_n": len(rows), "long_faster": sum(r["verdict"] == "faster" for r in rows),
+            "long_max": float(max((r["speedup_median"] for r in rows), default=float("nan"))),
+            "long_k_from": k_from, "long_k_to": int(max((r["k"] for r in rows), default=k_from))}
+
+
+def engine_values(comp) -> dict:
+    """The numbers chapter 06 quotes from `make bench`'s comparisons table (`specdec.measure.bench`):
+    per (temperature, batch) the baseline ratio with its interval and words; the largest median
+    overhead share; the range of engine efficiency and of the ratio to HF assisted generation, and
+    how many (T, k) meet their targets by the median and by the whole interval."""
+    out = {}
+    for r in comp[comp["comparison"] == "baseline"].to_dict("records"):
+        tag = f"base_t{int(r['temperature'])}_b{r['batch']}"
+        out.update({tag: r["median"], f"{tag}_lo": r["lo"], f"{tag}_hi": r["hi"], f"{tag}_words": r["verdict"]})
+    for name in ("overhead", "efficiency", "vs_hf"):
+        g = comp[comp["comparison"] == name]
+        out.update({f"{name}_min": float(g["median"].min()), f"{name}_max": float(g["median"].max()),
+                    f"{name}_n": len(g), f"{name}_met_median": int(g["target_met_by_median"].sum()),
+                    f"{name}_met_interval": int(g["target_met_by_interval"].sum()),
+                    f"{name}_target": str(g["target"].iloc[0]) if len(g) else ""})
+    vs = comp[comp["comparison"] == "vs_hf"]
+    out["vs_hf_faster"] = int((vs["verdict"] == "faster").sum())
+    out["vs_hf_slower"] = int((vs["verdict"] == "slower").sum())
+    return out

@@ -1,0 +1,60 @@
+"""Which draft a measured chapter uses, decided by a rule stated before any decoding run.
+
+The rule: for each model draft d, its acceptance beta_d measured teacher-forced on held-out text
+(chapter 04, at the chapter's temperature) and its cost c_d = T_d(1) / T(1) measured here give the
+extended cost model's best speed ratio over k = 0..k_max,
+
+    S_d = max_k E[L](beta_d, k) / (T(k+1)/T(1) + k c_d)        (`specdec.core.cost.optimal_k`),
+
+and the draft with the largest S_d is the chapter's draft (ties: the cheaper draft).  Only model
+drafts are candidates: the prediction needs a forward's cost curve, which a history drafter
+(n-gram, prompt lookup) does not have; they are measured beside the candidates, not chosen.
+
+Example:
+    rows = draft_rule({"draft-small": 0.48, "draft-distilled": 0.59}, {"draft-small": 0.13,
+                      "draft-distilled": 0.13}, {1: 1.0, 2: 1.9, 3: 2.5}, k_max=2)
+    chosen(rows) -> "draft-distilled"
+"""
+
+from __future__ import annotations
+
+from specdec.core.cost import optimal_k, speedup
+
+__all__ = ["draft_rule", "chosen", "decide"]
+
+
+def draft_rule(betas: dict, costs: dict, curve: dict, *, k_max: int) -> list[dict]:
+    """One row per model draft with a beta and a cost: beta, c, the best k and its predicted speed
+    ratio S (module docstring), and ``chosen`` on exactly one row (the largest S; ties to the
+    smaller c).  A draft missing from either dict is an error: the rule would be silently narrower."""
+    names = sorted(set(betas) | set(costs))
+    missing = [n for n in names if n not in betas or n not in costs]
+    if missing or not names:
+        raise ValueError(f"every candidate needs a beta and a cost; missing for {missing or 'all'}")
+    rows = []
+    for n in names:
+        k = int(optimal_k(betas[n], costs[n], k_max, curve=curve))
+        s = float(speedup(betas[n], k, costs[n], verify_cost=curve[k + 1] / curve[1])) if k else 1.0
+        rows.append({"draft": n, "beta": float(betas[n]), "c": float(costs[n]), "k_best": k, "predicted": s})
+    best = max(rows, key=lambda r: (r["predicted"], -r["c"]))
+    for r in rows:
+        r["chosen"] = r is best
+    return rows
+
+
+def chosen(rows) -> str:
+    """The name of the draft the rule chose."""
+    rows = rows.to_dict("records") if hasattr(rows, "to_dict") else list(rows)
+    (name,) = [r["draft"] for r in rows if bool(r["chosen"])]
+    return name
+
+
+def decide(rows, forced: str = "") -> tuple[str, dict]:
+    """(the draft a chapter decodes with, the words for it): the rule's choice, unless ``forced``
+    names a candidate, which is then used and said.  Example: decide(rows) -> ("draft-distilled",
+    {"rule_draft": "draft-distilled", "draft_name": "draft-distilled", "forced": "(the rule's choice)"})."""
+    rule = chosen(rows)
+    names = {r["draft"] for r in (rows.to_dict("records") if hasattr(rows, "to_dict") else rows)}
+    draft = forced if forced in names else rule
+    words = "(the rule's choice)" if draft == rule else f"(forced by DRAFT; the rule chose {rule})"
+    return draft, {"rule_draft": rule, "draft_name": draft, "forced": words}
