@@ -124,10 +124,15 @@ def dynamic_values(dyn) -> dict:
 
 
 def best_draft_values(by_draft) -> dict:
-    """The draft comparison's highest median with its interval and words."""
-    b = max(records(by_draft), key=lambda r: r["speedup"])
+    """The draft comparison's highest median with its interval and words, and the rule's choice:
+    its predicted ratio and its measured speedup with interval and words."""
+    rows = records(by_draft)
+    b = max(rows, key=lambda r: r["speedup"])
+    c = next(r for r in rows if bool(r["chosen"]))
     return {"best_draft": b["draft"], "best_draft_speedup": b["speedup"], "best_draft_lo": b["speedup_lo"],
-            "best_draft_hi": b["speedup_hi"], "best_draft_words": b["verdict"]}
+            "best_draft_hi": b["speedup_hi"], "best_draft_words": b["verdict"], "chosen_predicted": c["rule_predicted"],
+            "chosen_speedup": c["speedup"], "chosen_lo": c["speedup_lo"], "chosen_hi": c["speedup_hi"],
+            "chosen_words": c["verdict"]}
 
 
 def long_drafts(bench_summary, k_from: int) -> dict:

@@ -1,7 +1,8 @@
 """The cost model against every measured configuration: each run's steady-state time predicted from
 terms measured in the same chapter run, then the predicted speedup set beside the measured one.
 
-The terms (all measured, none fitted to the run being predicted):
+The terms (all measured; the engine's overhead o is the predicted run's own, every other term comes
+from the isolated curves and, for the calibration, from the paired baseline run):
     T(n; A, ctx)   the target's forward appending n tokens at batch A to a cached context
                    ctx (`specdec.measure.cost_curve`), measured before and after the decoding runs
                    at ctx = prompt + half the output length (the mean context of a run); batch
@@ -45,7 +46,8 @@ __all__ = ["step_profile", "lookup", "predicted_steady_s", "paired_predictions",
 
 def step_profile(stats) -> str:
     """The steps after the first as 'k,A,catch:count;...' (k drafted, A active rows, catch 1 when
-    the previous step accepted every draft of every row that drafted), from a run's `DecodeStats`.
+    some row of the previous step accepted all its drafts, so the draft's next forward feeds two
+    tokens), from a run's `DecodeStats`.
     Example: two steps after the first, k=2 on 1 row, the first fully accepted -> '2,1,0:1;2,1,1:1'."""
     counts: dict = {}
     prev_full = False

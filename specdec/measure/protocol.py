@@ -20,7 +20,10 @@ Stated before any result (`make bench` and the measured chapters use it as writt
      and says how many there were.
   7. Precision: the repeats are sized so that the interval's half-width is at most 3% of the
      median where the time budget allows (`repeats_for_half_width`); the achieved half-width is
-     reported beside every interval.
+     reported beside every interval.  Small samples: with n pairs a percentile bootstrap interval
+     of the median stays inside the data's range, whose exact coverage as an interval for the
+     median is 1 - 2 / 2^n (96.9% at n = 6); with fewer than about 8 pairs the 95% interval covers
+     somewhat less than 95%, and a simultaneous level above 1 - 2 / 2^n is out of reach.
   8. The field's convention beside ours (Spec-Bench): per run the mean speedup over prompts, then
      the mean and standard deviation of that over the runs (`spec_bench`).
 

@@ -302,9 +302,12 @@ def test_presentation_helpers_hand_worked():
     assert dv.misses_markdown(pred[1:]).startswith("*Every configuration")
     assert dv.dynamic_values([{"verdict": "faster"}, {"verdict": "slower"}, {"verdict": "slower"}]) == {
         "dyn_n": 3, "dyn_faster": 1, "dyn_slower": 2}
-    b = dv.best_draft_values([{"draft": "x", "speedup": 1.1, "speedup_lo": 1.0, "speedup_hi": 1.2, "verdict": "v"},
-                              {"draft": "y", "speedup": 0.9, "speedup_lo": 0.8, "speedup_hi": 1.0, "verdict": "w"}])
+    b = dv.best_draft_values([{"draft": "x", "speedup": 1.1, "speedup_lo": 1.0, "speedup_hi": 1.2, "verdict": "v",
+                               "chosen": False, "rule_predicted": float("nan")},
+                              {"draft": "y", "speedup": 0.9, "speedup_lo": 0.8, "speedup_hi": 1.0, "verdict": "w",
+                               "chosen": True, "rule_predicted": 1.2}])
     assert b["best_draft"] == "x" and b["best_draft_words"] == "v"
+    assert (b["chosen_predicted"], b["chosen_speedup"], b["chosen_words"]) == (1.2, 0.9, "w")
     assert pr.break_even_words([{"pair": "p", "break_even": 0.3712}, {"pair": "p", "break_even": 0.3712},
                                 {"pair": "q", "break_even": float("inf")}]) == "p 0.37, q none"
     s = pd.DataFrame([{c: 1 for c in dv.SHOWN} | {"config": "baseline", "verdict": "x"},
