@@ -31,6 +31,7 @@ from specdec.core.acceptance import truncated_geometric_pmf
 from specdec.core.stats import wilson_interval
 from specdec.measure.acceptance_runs import parse_counts
 from specdec.measure.protocol import paired_interval, verdict
+from specdec.report.results import records
 
 __all__ = ["token_rows", "shown_draft", "position_rows", "geometric_rows", "predicted_rows", "alpha_rows",
            "gof_by_temperature", "gof_scope", "greedy_vs_text", "prediction_check", "block_vs_token",
@@ -186,7 +187,7 @@ def prediction_check(summary) -> dict:
 def block_vs_token_values(rows) -> dict:
     """How many block-vs-token comparisons had more, fewer or undecided tokens per step, and the
     range of the median gains."""
-    rows = rows.to_dict("records") if hasattr(rows, "to_dict") else list(rows)
+    rows = records(rows)
     g = [r["gain"] for r in rows]
     return {"bt_n": len(rows), "bt_more": sum(r["words"] == "more tokens per step" for r in rows),
             "bt_fewer": sum(r["words"] == "fewer tokens per step" for r in rows),

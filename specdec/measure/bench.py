@@ -41,7 +41,7 @@ from specdec.engine.decode import generate
 from specdec.engine.kv import now
 from specdec.family.tokens import prompt_checksum
 from specdec.measure.cost_curve import cost_curve
-from specdec.measure.harness import Cell, Config, sweep
+from specdec.measure.harness import Cell, Config, protocol_sweep, sweep
 from specdec.measure.hf import hf_assisted
 from specdec.measure.protocol import paired_interval, paired_speedups, summarize, verdict
 from specdec.measure.subjects import load_subjects
@@ -169,9 +169,8 @@ def main(argv=None) -> None:
         plan = [([Cell({"temperature": T, "batch": 1, "prompt": i}, p) for i, p in enumerate(prompts[:n_prompts])],
                  True), ([Cell({"temperature": T, "batch": batch, "prompt": -1}, prompts[:batch])], False)]
         for cells, spec in plan:
-            runs += sweep(configs(target, draft, ks, T, n_new, spec), cells, repeats=repeats, shuffle=True,
-                          shuffle_seed=a.seed, seed=lambda rep, i: a.seed + 1000 * rep + i, min_share=0.9,
-                          max_reruns=2, log=log)
+            runs += protocol_sweep(configs(target, draft, ks, T, n_new, spec), cells, repeats=repeats, seed=a.seed,
+                                   min_share=0.9, max_reruns=2, log=log)
     runs = paired_speedups(runs, baseline="ours_ar", keys=("temperature", "batch", "prompt", "repeat"))
     params = {"draft": a.draft, "models": subj.kind, "ks": ks, "temperatures": [0.0, 1.0], "prompts": n_prompts,
               "batch": batch, "prompt_len": a.prompt_len, "new_tokens": n_new, "repeats": repeats,

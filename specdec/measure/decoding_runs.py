@@ -1,7 +1,7 @@
 """Chapter 06's timed runs of the embedded family: cost curves, the draft comparison, and plain,
 fixed-k and dynamic-k decoding over temperatures x output lengths x batch sizes x prompt groups.
 
-Protocol (`specdec.measure.protocol`, through the one harness `specdec.measure.harness.sweep`):
+Protocol (`specdec.measure.protocol`, through the one harness: `specdec.measure.harness.protocol_sweep`):
   1. Cost curves: T(n) of the target and T_d(1), T_d(2) of each model draft, per batch size, at
      every context a run's prediction needs (prompt + half the output), measured once before the
      decoding runs and once after them (`cost_curves(..., when=...)`), so drift shows.
@@ -38,9 +38,10 @@ from specdec.engine.history import PromptLookupDrafter
 from specdec.engine.schedule import AdaptiveK
 from specdec.family.tokens import prompt_checksum
 from specdec.measure.cost_curve import cost_curve, one_token_forward
-from specdec.measure.harness import Cell, Config, sweep
+from specdec.measure.harness import Cell, Config, protocol_sweep
 from specdec.measure.prediction import step_profile
 from specdec.measure.subjects import load_subjects
+from specdec.report.results import records
 
 __all__ = ["RUN_COLUMNS", "EmbeddedPair", "cost_curves", "curve_at", "decoding_cells", "decoding_configs",
            "decoding_runs", "draft_runs", "hf_runs", "mid_context", "run_context"]
@@ -139,7 +140,7 @@ def cost_curves(target, drafts: dict, batches, n_values, contexts, *, repeats: i
 def curve_at(curve, batch: int, context: int, draft: str) -> tuple[dict, float]:
     """({n: T(n)} of the target, c = T_d(1) / T(1)) at one batch and context (means over the
     measurements of the point), for the dynamic-k rule."""
-    rows = curve.to_dict("records") if hasattr(curve, "to_dict") else list(curve)
+    rows = records(curve)
     sel = [r for r in rows if int(r["batch"]) == batch and int(r["context"]) == context]
     pts: dict = {}
     for r in sel:
@@ -191,6 +192,13 @@ def decoding_configs(target, draft, ks, *, warmup_steps: int, k_start: int, dyna
             + ([Config("dynamic", _run(target, draft, -1, **kw), k=-1)] if dynamic else []))
 
 
+def _prompt_cells(prompts, groups: int, output_len: int, t: float, **inputs) -> list[Cell]:
+    """Batch-1 cells labelled with temperature t, one per prompt g < groups: ids (1, T) and output_len
+    new tokens, plus ``inputs``."""
+    return [Cell({"temperature": float(t), "output_len": output_len, "batch": 1, "group": g},
+                 dict(ids=prompts[g:g + 1], max_new_tokens=output_len, **inputs)) for g in range(groups)]
+
+
 def _rows(rows, draft_of) -> list[dict]:
     return [{c: (draft_of(r) if c == "draft" else r.get(c, float("nan"))) for c in RUN_COLUMNS} for r in rows]
 
@@ -202,12 +210,10 @@ def decoding_runs(target, draft, cells: list[Cell], ks, *, draft_name: str = "",
     docstring), after ``warmup`` untimed rounds on short cells (one per distinct temperature and
     batch, ``warmup_tokens`` tokens); one row of RUN_COLUMNS per timed run, in the order they ran."""
     configs = decoding_configs(target, draft, ks, warmup_steps=warmup_steps, k_start=k_start)
-    if warmup:
-        short = {(c.labels["temperature"], c.labels["batch"]): c for c in cells if c.labels["group"] == 0}
-        warm = [Cell(c.labels, {**c.inputs, "max_new_tokens": warmup_tokens}) for c in short.values()]
-        sweep(configs, warm, repeats=warmup, seed=lambda rnd, i: seed + 10**6 + 1000 * rnd + i)
-    rows = sweep(configs, cells, repeats=repeats, seed=lambda rnd, i: seed + 1000 * rnd + i, shuffle=True,
-                 shuffle_seed=seed, min_share=min_share, max_reruns=max_reruns, log=log)
+    short = {(c.labels["temperature"], c.labels["batch"]): c for c in cells if c.labels["group"] == 0}
+    warm = [Cell(c.labels, {**c.inputs, "max_new_tokens": warmup_tokens}) for c in short.values()] if warmup else []
+    rows = protocol_sweep(configs, cells, repeats=repeats, seed=seed, min_share=min_share, max_reruns=max_reruns,
+                          warm=warm, warm_rounds=warmup, log=log)
     return _rows(rows, lambda r: "" if r["config"] == "baseline" else draft_name)
 
 
@@ -215,17 +221,14 @@ def draft_runs(target, drafts: dict, prompts, *, k: int, output_len: int, groups
                repeats: int, seed: int, min_share: float = 0.9, max_reruns: int = 2, log=None) -> list[dict]:
     """The draft comparison: at batch 1, per prompt (``groups`` of them) and repeat, the baseline and
     each draft at draft length k, interleaved and shuffled; rows as `decoding_runs` (config = draft)."""
-    cells = [Cell({"temperature": float(temperature), "output_len": output_len, "batch": 1, "group": g},
-                  dict(ids=prompts[g:g + 1], max_new_tokens=output_len, temperature=float(temperature), c=0.0,
-                       curve={1: 1.0}))
-             for g in range(groups)]
+    cells = _prompt_cells(prompts, groups, output_len, temperature, temperature=float(temperature), c=0.0,
+                          curve={1: 1.0})
     kw = dict(k_max=k, warmup_steps=0, k_start=k)
     configs = [Config("baseline", _run(target, None, 0, **kw), k=0)] + [
         Config(name, _run(target, d, k, **kw), k=k) for name, d in drafts.items()]
     warm = [Cell(cells[0].labels, {**cells[0].inputs, "max_new_tokens": 8})]
-    sweep(configs, warm, repeats=1, seed=lambda rnd, i: seed + 10**6 + i)
-    rows = sweep(configs, cells, repeats=repeats, seed=lambda rnd, i: seed + 1000 * rnd + i, shuffle=True,
-                 shuffle_seed=seed, min_share=min_share, max_reruns=max_reruns, log=log)
+    rows = protocol_sweep(configs, cells, repeats=repeats, seed=seed, min_share=min_share, max_reruns=max_reruns,
+                          warm=warm, log=log)
     return _rows(rows, lambda r: "" if r["config"] == "baseline" else r["config"])
 
 
@@ -238,10 +241,8 @@ def hf_runs(target, draft, prompts, *, k: int, output_len: int, groups: int, tem
     def run(kk):
         return lambda x, s: hf_assisted(target, draft, x["ids"], k=kk, max_new_tokens=x["max_new_tokens"],
                                         temperature=temperature, seed=s)[1]
-    cells = [Cell({"temperature": float(temperature), "output_len": output_len, "batch": 1, "group": g},
-                  dict(ids=prompts[g:g + 1], max_new_tokens=output_len)) for g in range(groups)]
+    cells = _prompt_cells(prompts, groups, output_len, temperature)
     configs = [Config("HF generate", run(0), k=0), Config(f"HF assisted k={k}", run(k), k=k)]
-    sweep(configs, cells[:1], repeats=1, seed=lambda rnd, i: seed + 10**6 + i)
-    rows = sweep(configs, cells, repeats=repeats, seed=lambda rnd, i: seed + 1000 * rnd + i, shuffle=True,
-                 shuffle_seed=seed, min_share=min_share, max_reruns=max_reruns)
+    rows = protocol_sweep(configs, cells, repeats=repeats, seed=seed, min_share=min_share, max_reruns=max_reruns,
+                          warm=cells[:1])
     return _rows(rows, lambda r: "")

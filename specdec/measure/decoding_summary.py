@@ -24,9 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 from specdec.measure.protocol import LEVEL, paired_interval, paired_speedups, spec_bench, summarize, verdict
+from specdec.report.results import records
 
 __all__ = ["CELL", "PAIR", "SUMMARY_INTERVALS", "PREDICTION_INTERVALS", "paired", "summary_table",
-           "prediction_summary", "draft_summary", "dynamic_vs_fixed", "hf_summary", "time_breakdown", "records", "groups"]
+           "prediction_summary", "draft_summary", "dynamic_vs_fixed", "hf_summary", "time_breakdown", "groups"]
 
 CELL = ("temperature", "output_len", "batch")
 SUMMARY_INTERVALS = [["speedup", "speedup_lo", "speedup_hi"], ["speedup", "speedup_lo_sim", "speedup_hi_sim"],
@@ -37,11 +38,6 @@ PAIR = CELL + ("group", "repeat")
 BREAKDOWN_PARTS = (("t_draft_forward", "draft forwards"), ("t_draft_other", "draft bookkeeping"),
                    ("t_target", "target forward"), ("t_accept", "process + verify"), ("t_rollback", "rollback"),
                    ("t_other", "other"))
-
-
-def records(table) -> list[dict]:
-    """A table (DataFrame or rows) as a list of dicts."""
-    return table.to_dict("records") if hasattr(table, "to_dict") else list(table)
 
 
 def groups(rows, keys) -> dict:
@@ -165,13 +161,14 @@ def dynamic_vs_fixed(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]
     """Per (temperature, L, B): the dynamic rule against the best fixed k of that cell (by median
     speedup), paired on (group, repeat): the fixed run's time per token over the dynamic run's."""
     rows = records(runs)
-    summ = {tuple(r[k] for k in CELL + ("config",)): r for r in summary_table(rows, level=level, seed=seed)}
     out = []
-    for cell, rr in groups(rows, CELL).items():
-        fixed = [v for key, v in summ.items() if key[:3] == cell and key[3].startswith("k=")]
+    for cell, rr in groups(paired(rows), CELL).items():
+        fixed = {name: float(np.median([r["speedup"] for r in g]))
+                 for (name,), g in sorted(groups(rr, ("config",)).items(), key=lambda kv: _config_order(kv[0][0]))
+                 if name.startswith("k=")}
         if not fixed or not any(r["config"] == "dynamic" for r in rr):
             continue
-        best = max(fixed, key=lambda r: r["speedup"])["config"]
+        best = max(fixed, key=fixed.get)  # the median speedup of summary_table, without its intervals
         by = {(r["config"], r["group"], r["repeat"]): r["wall_s"] / r["tokens"] for r in rr}
         units = [(g, rep) for (c, g, rep) in by if c == "dynamic"]
         med, lo, hi = paired_interval([by[(best, *u)] for u in units], [by[("dynamic", *u)] for u in units],
@@ -185,13 +182,15 @@ def hf_summary(hf_rows, *, level: float = LEVEL, seed: int = 0) -> dict:
     """Hugging Face's assisted generation against its own plain generate, paired: median ratio,
     interval, words, and both end-to-end rates."""
     rr = records(hf_rows)
-    base = {(r["group"], r["repeat"]): r for r in rr if r["k"] == 0}
-    asst = [r for r in rr if r["k"] > 0]
-    med, lo, hi = paired_interval([base[(r["group"], r["repeat"])]["wall_s"] / base[(r["group"], r["repeat"])]["tokens"]
-                                   for r in asst], [r["wall_s"] / r["tokens"] for r in asst], level=level, seed=seed)
+    plain = next(r["config"] for r in rr if r["k"] == 0)
+    rows = paired_speedups(rr, baseline=plain, keys=("group", "repeat"), impl="config")
+    asst = [r for r in rows if r["k"] > 0]
+    med, lo, hi = paired_interval([r["base_s_per_token"] for r in asst], [r["wall_s"] / r["tokens"] for r in asst],
+                                  level=level, seed=seed)
     rate = lambda sel: float(np.median([r["tokens"] / r["wall_s"] for r in sel]))  # noqa: E731
     return {"hf_ratio": med, "hf_ratio_lo": lo, "hf_ratio_hi": hi, "hf_words": verdict(lo, hi),
-            "hf_plain_tps": rate(base.values()), "hf_assisted_tps": rate(asst), "hf_pairs": len(asst)}
+            "hf_plain_tps": rate([r for r in rr if r["k"] == 0]), "hf_assisted_tps": rate(asst),
+            "hf_pairs": len(asst)}
 
 
 def time_breakdown(runs, temperature: float, output_len: int, batch: int) -> list[dict]:

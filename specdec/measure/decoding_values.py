@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specdec.measure.decoding_summary import CELL, groups, paired, records
+from specdec.measure.decoding_summary import CELL, groups, paired
 from specdec.measure.protocol import repeats_for_half_width
+from specdec.report.results import records
 
 __all__ = ["SHOWN", "headline", "curve_values", "interleave_values", "curve_drift", "breakdown_values",
            "pairs_needed", "long_drafts", "shown", "misses_markdown", "dynamic_values", "best_draft_values",

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 from specdec.core.cost import optimal_k, speedup
+from specdec.report.results import records
 
 __all__ = ["draft_rule", "chosen", "decide"]
 
@@ -44,8 +45,7 @@ def draft_rule(betas: dict, costs: dict, curve: dict, *, k_max: int) -> list[dic
 
 def chosen(rows) -> str:
     """The name of the draft the rule chose."""
-    rows = rows.to_dict("records") if hasattr(rows, "to_dict") else list(rows)
-    (name,) = [r["draft"] for r in rows if bool(r["chosen"])]
+    (name,) = [r["draft"] for r in records(rows) if bool(r["chosen"])]
     return name
 
 
@@ -54,7 +54,7 @@ def decide(rows, forced: str = "") -> tuple[str, dict]:
     names a candidate, which is then used and said.  Example: decide(rows) -> ("draft-distilled",
     {"rule_draft": "draft-distilled", "draft_name": "draft-distilled", "forced": "(the rule's choice)"})."""
     rule = chosen(rows)
-    names = {r["draft"] for r in (rows.to_dict("records") if hasattr(rows, "to_dict") else rows)}
+    names = {r["draft"] for r in records(rows)}
     draft = forced if forced in names else rule
     words = "(the rule's choice)" if draft == rule else f"(forced by DRAFT; the rule chose {rule})"
     return draft, {"rule_draft": rule, "draft_name": draft, "forced": words}

@@ -35,7 +35,7 @@ import torch
 
 from specdec.engine.kv import now
 
-__all__ = ["RUN_COLUMNS", "Config", "Cell", "run_row", "sweep"]
+__all__ = ["RUN_COLUMNS", "Config", "Cell", "run_row", "sweep", "protocol_sweep"]
 
 RUN_COLUMNS = ("tokens", "steps", "wall_s", "total_s", "prefill_s", "ttft_s", "tokens_per_s", "tokens_per_s_total",
                "lat_p50_s", "lat_p95_s", "lat_p99_s", "t_draft", "t_draft_forward", "t_target", "t_accept",
@@ -128,3 +128,16 @@ def sweep(configs: list[Config], cells: list[Cell], *, repeats: int, warmup: int
             if log is not None:
                 log(f"round {rnd} cell {i}: done" if rnd >= 0 else f"warm-up round {rnd + warmup}, cell {i}: done")
     return rows
+
+
+def protocol_sweep(configs: list[Config], cells: list[Cell], *, repeats: int, seed: int, min_share: float = 0.9,
+                   max_reruns: int = 2, warm: list[Cell] = (), warm_rounds: int = 1,
+                   log: Callable[[str], None] | None = None) -> list[dict]:
+    """`sweep` as the measurement protocol runs it (`specdec.measure.protocol`): ``warm_rounds``
+    untimed rounds on the ``warm`` cells (run ``seed + 10**6 + 1000 round + cell``), then ``repeats``
+    timed rounds on ``cells``, the configurations shuffled per (round, cell) by ``Random(seed)``,
+    every configuration of a (round, cell) seeded ``seed + 1000 round + cell``, contended runs re-run."""
+    if warm:
+        sweep(configs, list(warm), repeats=warm_rounds, seed=lambda rnd, i: seed + 10**6 + 1000 * rnd + i)
+    return sweep(configs, cells, repeats=repeats, seed=lambda rnd, i: seed + 1000 * rnd + i, shuffle=True,
+                 shuffle_seed=seed, min_share=min_share, max_reruns=max_reruns, log=log)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from specdec.core.cost import speedup
+from specdec.report.results import records
 
 __all__ = ["step_profile", "lookup", "predicted_steady_s", "paired_predictions", "best_speedup", "break_even",
            "regime_rows", "regime_inputs", "regime_points", "break_even_words"]
@@ -74,7 +75,7 @@ def lookup(curve_rows):
     batch sizes, linear in context between measured contexts and extended along the end segments
     beyond them (one measured context: constant).  A missing (model, n) or a batch outside the
     measured range is an error."""
-    rows = curve_rows.to_dict("records") if hasattr(curve_rows, "to_dict") else list(curve_rows)
+    rows = records(curve_rows)
     pts: dict = {}
     for r in rows:
         pts.setdefault((r["model"], int(r["n"])), {}).setdefault(int(r["batch"]), {}).setdefault(
@@ -149,7 +150,7 @@ def paired_predictions(runs, T, draft: str, *, keys: tuple, context_of, baseline
     ``context_of(row)`` gives the mean context of a run (e.g. `specdec.measure.decoding_runs.run_context`:
     a ragged batch's cache holds holes, so its forwards attend over more than the rows' tokens);
     ``context_ratio`` is the speculative run's over its baseline's."""
-    rows = runs.to_dict("records") if hasattr(runs, "to_dict") else list(runs)
+    rows = records(runs)
     base = {tuple(r[k] for k in keys): r for r in rows if r["config"] == baseline}
     steady = lambda x: (x["tokens"] - x["first_step_tokens"])  # noqa: E731
     out = []
@@ -215,21 +216,17 @@ def regime_rows(pairs: dict, alphas, k_max: int) -> list[dict]:
     return out
 
 
-def _rows(table) -> list[dict]:
-    return table.to_dict("records") if hasattr(table, "to_dict") else list(table)
-
-
 def regime_inputs(curve_loop, real_curve, draft: str, *, batch: int, context: int) -> dict:
     """The synthesis figure's pairs: name -> ({n: seconds}, c).  The embedded pair as the loop runs
     it (T(1) back to back for plain decoding, T(n >= 2) right after a draft forward, c from the
     draft's first forward after a verification); each real-size shape from its cost-curve table."""
-    rows = [r for r in _rows(curve_loop) if r["batch"] == batch and r["context"] == context]
+    rows = [r for r in records(curve_loop) if r["batch"] == batch and r["context"] == context]
     t = {r["n"]: r["median_s"] for r in rows if r["model"] == "target"}
     after = {r["n"]: r["median_s"] for r in rows if r["model"] == f"target after {draft}"}
     d1 = next(r["median_s"] for r in rows if r["model"] == f"{draft} after target" and r["n"] == 1)
     out = {f"embedded + {draft}": ({1: t[1], **{n: v for n, v in after.items() if n >= 2}}, d1 / t[1])}
     real: dict = {}
-    for r in _rows(real_curve):
+    for r in records(real_curve):
         if r.get("batch", 1) == batch:
             real.setdefault(r["target"], []).append(r)
     for name, g in real.items():
@@ -243,16 +240,16 @@ def regime_points(summary, real_vs_alpha, draft: str, *, batch: int) -> list[dic
     points at that batch size (set alpha, median speedup and interval)."""
     out = [{"pair": f"embedded + {draft}", "config": f"{r['config']}, L {r['output_len']}, T {r['temperature']:g}",
             "alpha": r["alpha_mle"], "speedup": r["steady_speedup"], "lo": r["steady_lo"], "hi": r["steady_hi"]}
-           for r in _rows(summary) if r["batch"] == batch and str(r["config"]).startswith("k=")]
+           for r in records(summary) if r["batch"] == batch and str(r["config"]).startswith("k=")]
     out += [{"pair": f"{r['target']} shape + draft-3m", "config": f"k={r['k']}", "alpha": r["alpha_set"],
              "speedup": r["speedup_median"], "lo": r["speedup_lo"], "hi": r["speedup_hi"]}
-            for r in _rows(real_vs_alpha) if r["batch"] == batch]
+            for r in records(real_vs_alpha) if r["batch"] == batch]
     return out
 
 
 def break_even_words(regimes) -> str:
     """'pair 0.37, other none, ...': each pair's break-even alpha from a regime_rows table."""
     seen: dict = {}
-    for r in _rows(regimes):
+    for r in records(regimes):
         seen.setdefault(r["pair"], r["break_even"])
     return ", ".join(f"{p} {'none' if v == float('inf') else format(v, '.2f')}" for p, v in seen.items())

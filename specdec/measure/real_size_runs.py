@@ -33,6 +33,7 @@ from specdec.measure.controlled import ControlledAcceptance
 from specdec.measure.cost_curve import cost_curve
 from specdec.measure.harness import Cell, Config, sweep
 from specdec.measure.protocol import paired_interval, verdict
+from specdec.report.results import records
 
 __all__ = ["controlled_runs", "speedup_vs_alpha", "size_label", "headline"]
 
@@ -102,7 +103,7 @@ def speedup_vs_alpha(controlled, level: float = 0.95) -> list[dict]:
     """The surface's table: per (target, batch, k, alpha) the median measured speedup over rounds with
     its paired bootstrap interval (`specdec.measure.protocol.paired_interval`: each round's baseline
     against the same round's run), its verdict, and the two predictions."""
-    rows = controlled.to_dict("records") if hasattr(controlled, "to_dict") else list(controlled)
+    rows = records(controlled)
     groups: dict = {}
     for r in rows:
         groups.setdefault((r["target"], r.get("batch", 1), r["k"], r["alpha_set"]), []).append(r)
@@ -127,8 +128,7 @@ def headline(cost_curve, controlled, draft_params: int, n: int, tolerance: float
     surface's points and how many were faster / slower, the best median with its interval, and the
     median measured / predicted speedup (extended, and idealized) over the points with the share
     within ``tolerance``; and every shape's size."""
-    curve = cost_curve.to_dict("records") if hasattr(cost_curve, "to_dict") else list(cost_curve)
-    ctrl = controlled.to_dict("records") if hasattr(controlled, "to_dict") else list(controlled)
+    curve, ctrl = records(cost_curve), records(controlled)
     sizes = {r["target"]: r["params"] for r in curve}
     name = [r["target"] for r in ctrl][-1]
     last = [r for r in curve if r["target"] == name and r.get("batch", 1) == 1]

@@ -34,7 +34,7 @@ from pathlib import Path
 from specdec.report.paths import ROOT, resolve
 
 __all__ = ["FORMAT_VERSION", "KINDS", "atomic_path", "atomic_write", "hardware", "provenance", "write_table",
-           "read_table", "read_meta", "save_figure"]
+           "read_table", "read_meta", "save_figure", "records"]
 
 FORMAT_VERSION = 2  # 2: column types and the result kind in the sidecar
 READABLE_VERSIONS = (1, 2)  # 1: untyped (pandas infers the types), still read for comparisons
@@ -133,7 +133,7 @@ def provenance(params: dict | None = None, seed: int | None = None, models: dict
     }
 
 
-def _records(rows) -> list[dict]:
+def records(rows) -> list[dict]:
     """A list of dicts, from a list of dicts or a pandas DataFrame (numpy scalars made Python)."""
     if hasattr(rows, "to_dict") and hasattr(rows, "columns"):
         return [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()} for r in rows.to_dict("records")]
@@ -168,7 +168,7 @@ def write_table(rows, path, prov: dict, kind: str = "exact", **meta) -> Path:
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     path = resolve(path).with_suffix(".csv")
-    rows = _records(rows)
+    rows = records(rows)
     if not rows:
         raise ValueError(f"no rows to write to {path}")
     columns = list(rows[0])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from specdec.report.plotting.style import new
+from specdec.report.results import records
 
 __all__ = ["loss_curves", "beta_by_draft", "acceptance_by_position", "accepted_length_vs_geometric", "predicted_vs_measured_length",
            "alpha_vs_temperature"]
@@ -17,7 +18,7 @@ __all__ = ["loss_curves", "beta_by_draft", "acceptance_by_position", "accepted_l
 def loss_curves(rows):
     """Validation loss against training tokens, one line per model (rows: model, tokens, val_loss;
     the model card's loss_curves table)."""
-    rows = rows.to_dict("records") if hasattr(rows, "to_dict") else list(rows)
+    rows = records(rows)
     fig, ax = new(6, 3.5)
     for name in dict.fromkeys(r["model"] for r in rows):
         rs = [r for r in rows if r["model"] == name]
