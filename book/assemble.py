@@ -4,7 +4,8 @@
 
 The table of contents must list every notebooks/NN_*.ipynb of the repository and each listed
 notebook must have an executed copy (from `make reproduce` / `make notebooks`), else this stops
-with a message saying which.  MathJax 2.7 comes from the jupyter-server-mathjax package (a PyPI
+with a message saying which.  The committed CSV tables under data/ are copied beside the
+notebooks, so that each figure caption can link the data file behind it.  MathJax 2.7 comes from the jupyter-server-mathjax package (a PyPI
 package pinned in environment.yml) and is copied into the built site (html_extra_path), so the
 built pages load no script from outside the book.
 """
@@ -22,7 +23,7 @@ BOOK = ROOT / "book"
 
 
 def toc_notebooks(toc: Path) -> list[str]:
-    return re.findall(r"^\s*-?\s*file:\s*notebooks/(\S+)\s*$", toc.read_text(), flags=re.M)
+    return re.findall(r"^\s*(?:-\s*)?(?:file|root):\s*notebooks/(\S+)\s*$", toc.read_text(), flags=re.M)
 
 
 def mathjax_dir() -> Path:
@@ -56,6 +57,11 @@ def assemble(notebooks: Path, out: Path) -> None:
         shutil.copytree(item, dest) if item.is_dir() else shutil.copy2(item, dest)
     # Not under _static: jupyter-book would add every .js file there to every page.
     shutil.copytree(mathjax_dir(), out / "_mathjax" / "mathjax")
+    # The data behind each figure, linked from its caption ({download}`../data/results/...csv`).
+    for table in sorted((ROOT / "data").glob("*/*/*.csv")) + sorted((ROOT / "data").glob("published/*.csv")):
+        dest = out / table.relative_to(ROOT)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(table, dest)
     (out / "notebooks").mkdir()
     for name in listed:
         shutil.copy2(notebooks / f"{name}.ipynb", out / "notebooks" / f"{name}.ipynb")

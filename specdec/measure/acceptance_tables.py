@@ -17,7 +17,8 @@ rendering from committed results and one recomputing them say the same.
   * `gof_by_temperature`, `gof_scope`: G-test rejections of the geometric law per temperature and
     where they occur; `greedy_vs_text`: acceptance during greedy generation against greedy agreement
     on real text, and whether their ranges overlap; `prediction_check`: the worst |measured - L_cond|
-    in interval half-widths; `block_vs_token`: block against token verification, paired on prompts.
+    in interval half-widths; `block_vs_token`: block against token verification, paired on prompts;
+    `figure_values`: the ranges the figure captions state.
 
 Example: for counts "2 1 1" (k = 2, 4 steps) position_rows gives position 1: reached 4, accepted 2;
 position 2: reached 2, accepted 1.
@@ -35,7 +36,7 @@ from specdec.report.results import records
 
 __all__ = ["token_rows", "shown_draft", "position_rows", "geometric_rows", "predicted_rows", "alpha_rows",
            "gof_by_temperature", "gof_scope", "greedy_vs_text", "prediction_check", "block_vs_token",
-           "block_vs_token_values"]
+           "block_vs_token_values", "figure_values"]
 
 
 def token_rows(summary, temperature=None, plain: bool = True):
@@ -211,3 +212,24 @@ def block_vs_token(summary, level: float = 0.95) -> list[dict]:
                     "words": {"faster": "more tokens per step", "slower": "fewer tokens per step"}.get(
                         verdict(lo, hi), verdict(lo, hi))})
     return out
+
+
+def figure_values(pos, alpha, k: int) -> dict:
+    """The ranges the chapter's figure captions state: across drafts, the accepted fraction at
+    position 1 and at position k (``pos``: `position_rows`), and the fitted alpha of token
+    verification without truncation at the lowest and the highest temperature (``alpha``: `alpha_rows`).
+
+    Example: positions 1 at 0.5 and 0.6, k at 0.4 and 0.7 -> pos1_min 0.5, pos1_max 0.6, posk_min 0.4, posk_max 0.7
+    """
+    def span(values, name):
+        values = np.asarray(values, float)
+        return {f"{name}_min": float(values.min()) if values.size else float("nan"),
+                f"{name}_max": float(values.max()) if values.size else float("nan")}
+
+    plain = alpha[(alpha["method"] == "token") & (alpha["top_p"] == 1.0)]
+    t_lo, t_hi = plain["temperature"].min(), plain["temperature"].max()
+    return {**span(pos.loc[pos["position"] == 1, "conditional_rate"], "pos1"),
+            **span(pos.loc[pos["position"] == k, "conditional_rate"], "posk"),
+            **span(plain.loc[plain["temperature"] == t_lo, "alpha_mle"], "alpha_t_lo"),
+            **span(plain.loc[plain["temperature"] == t_hi, "alpha_mle"], "alpha_t_hi"),
+            "alpha_t_lo": float(t_lo), "alpha_t_hi": float(t_hi)}

@@ -38,7 +38,7 @@ def headline(summary, pred_summary, *, temperature: float, output_len: int, batc
                (temperature, output_len, batch, f"k={k_ref}"))
     pr = records(pred_summary)
     desc = lambda r: (f"{r['config']}, batch {r['batch']}, {r['output_len']} tokens, "  # noqa: E731
-                      f"{'greedy' if r['temperature'] == 0 else 'T = ' + format(r['temperature'], 'g')}")
+                      f"{'greedy' if r['temperature'] == 0 else 'temperature ' + format(r['temperature'], 'g')}")
     return {"n_spec": len(rows), "n_faster": sum(r["verdict"] == "faster" for r in rows),
             "n_slower": sum(r["verdict"] == "slower" for r in rows),
             "n_undecided": sum(r["verdict"] not in ("faster", "slower") for r in rows),
@@ -112,7 +112,7 @@ def misses_markdown(pred) -> str:
     """One Markdown bullet per configuration the prediction missed, with its ratio and reason."""
     rows = [r for r in records(pred) if not r["within"]]
     return "\n".join(f"* {r['config']}, batch {r['batch']}, {r['output_len']} tokens, "
-                     f"{'greedy' if r['temperature'] == 0 else 'T = ' + format(r['temperature'], 'g')}: measured/"
+                     f"{'greedy' if r['temperature'] == 0 else 'temperature ' + format(r['temperature'], 'g')}: measured/"
                      f"predicted {r['ratio']:.2f} ({r['ratio_lo']:.2f}-{r['ratio_hi']:.2f}); {r['reason']}."
                      for r in rows) or "*Every configuration is within the tolerance.*"
 

@@ -20,7 +20,7 @@ from specdec.report.paths import resolve
 from specdec.report.results import read_table
 
 __all__ = ["TABLES", "read_gpu_tables", "is_gpu_run", "status_row", "provenance_rows", "sections",
-           "cost_and_controlled", "batch_throughput", "pair_speeds"]
+           "cost_and_controlled", "batch_throughput", "pair_speeds", "cost_caption", "throughput_caption"]
 
 TABLES = ("run_summary", "cost_curve", "controlled", "batch", "embedded", "hub")  # what gpu_bench writes
 PAIR_SOURCES = ("embedded", "hub")  # trained pairs: real acceptance
@@ -136,3 +136,44 @@ def pair_speeds(tables: dict) -> list[dict]:
                              tokens_per_s=float(np.median(g["tokens_per_s_total"])),
                              alpha_mle=float(np.median(a)) if len(a) else float("nan"), runs=len(g)))
     return rows
+
+
+def cost_caption(rows, label: str) -> str:
+    """The finding of the cost/controlled figure (rows: `cost_and_controlled`): per pair T(2)/T(1),
+    and the best controlled speedup with where it was measured.
+
+    Example: -> "On H200: verifying 2 tokens costs 1.02 times one for llama; best controlled speedup
+    2.31x (llama, k = 4, alpha 0.9; extended prediction 2.40x)."
+    """
+    rows = list(rows.to_dict("records") if hasattr(rows, "to_dict") else rows)
+    ratios = "; ".join(f"verifying 2 tokens costs {r['measured']:.2f} times one for {r['pair']}"
+                       for r in rows if r["panel"] == "cost_curve" and r["x"] == 2.0)
+    ctrl = [r for r in rows if r["panel"] == "controlled"]
+    text = f"On {label}: {ratios or 'no 2-token verification measured'}"
+    if ctrl:
+        b = max(ctrl, key=lambda r: r["measured"])
+        text += (f"; best controlled speedup {b['measured']:.2f}x ({b['pair']}, k = {b['k']}, alpha {b['x']:g}; "
+                 f"extended prediction {b['predicted']:.2f}x)")
+    return text + "."
+
+
+def throughput_caption(rows, label: str) -> str:
+    """The finding of the batch figure (rows: `batch_throughput`): per pair, plain decoding's and the
+    best speculative configuration's tokens/s at the largest batch measured.
+
+    Example: -> "On H200, at batch 64: llama plain 5120 tokens/s, best speculative 6100 (k = 2)."
+    """
+    rows = list(rows.to_dict("records") if hasattr(rows, "to_dict") else rows)
+    if not rows:
+        return f"On {label}: no batch runs."
+    top = max(r["batch"] for r in rows)
+    parts = []
+    for pair in sorted({r["pair"] for r in rows}):
+        at = [r for r in rows if r["pair"] == pair and r["batch"] == top]
+        plain = [r["tokens_per_s"] for r in at if r["k"] == 0]
+        spec = [r for r in at if r["k"] != 0]
+        best = max(spec, key=lambda r: r["tokens_per_s"]) if spec else None
+        parts.append(f"{pair} plain {plain[0]:.0f} tokens/s" if plain else f"{pair} plain not measured")
+        if best:
+            parts[-1] += f", best speculative {best['tokens_per_s']:.0f} (k = {best['k']})"
+    return f"On {label}, at batch {top}: " + "; ".join(parts) + "."

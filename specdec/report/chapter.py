@@ -167,12 +167,25 @@ class Chapter:
             raise KeyError(f"{path} holds no values {name!r} (it has {sorted(stored)})")
         return stored[name]
 
-    def figure(self, fig, name: str) -> None:
-        """Show ``fig`` in the page; when recomputing also save it as ``<results>/<name>.png`` (the
-        data behind it is the chapter's table of the same topic).  A series that draws nothing
-        (e.g. hollow markers without an edge colour) is an error, not a silent gap in a figure."""
+    def figure(self, fig, name: str, caption: str | None = None, data: str | None = None):
+        """Glue ``fig`` under ``fig_<name>`` for a numbered figure in the page; when recomputing also
+        save it as ``<results>/<name>.png``.  The chapter places it with a MyST directive whose
+        caption states the finding and links the data file behind it (a test checks both)::
+
+            ```{glue:figure} fig_<name>
+            :name: fig-<name>
+
+            What the figure shows. {download}`Data (CSV) <../data/results/NN_chapter/<table>.csv>`
+            ```
+
+        A figure drawn only when its data exist (chapter 07) is placed from the code instead:
+        ``caption`` (computed from the data) and ``data`` (the CSV's path from the repository root)
+        return that directive as MyST Markdown to display.
+
+        A series that draws nothing (e.g. hollow markers without an edge colour) is an error, not a
+        silent gap in a figure."""
         import matplotlib.pyplot as plt
-        from IPython.display import display
+        from myst_nb import glue
 
         from specdec.report.plotting.style import visible_series
 
@@ -182,8 +195,16 @@ class Chapter:
             raise ValueError(f"figure {name!r} has series that draw nothing (give them a colour): {hidden}")
         if self.recompute:
             save_figure(fig, self.dir / name)
-        display(fig)
+        glue(f"fig_{name}", fig, display=False)
         plt.close(fig)
+        if caption is None:
+            return None
+        from IPython.display import Markdown
+
+        if not data:
+            raise ValueError(f"figure {name!r}: a caption placed from the code names its data file")
+        return Markdown(f"```{{glue:figure}} fig_{name}\n:name: fig-{name.replace('_', '-')}\n\n{caption}\n"
+                        f"{{download}}`Data (CSV) <../{data}>`\n```\n")
 
     # -- glue and the closing box ------------------------------------------------------------------
     def glue(self, **values) -> None:
@@ -200,9 +221,26 @@ class Chapter:
             glue(k, v, display=False)
 
     def glue_parameters(self) -> None:
-        """Glue every parameter under its own UPPERCASE name (lists as comma-joined text)."""
+        """Glue every parameter under its own UPPERCASE name (lists as comma-joined text), and the
+        machine the shown results were computed on as ``measured_on`` (`machine_text`)."""
         self.glue(**{k: (as_text(v) if isinstance(v, (list, tuple, type(None))) else v)
                      for k, v in self.P.as_dict().items() if not isinstance(v, dict)})
+        self.glue(measured_on=self.machine_text())
+
+    def machine_text(self) -> str:
+        """Hardware and software of the run whose results the page shows, from its provenance.
+
+        Example: "Intel(R) Xeon(R) Processor, 2 cores (x86_64), 1 torch thread; Python 3.11.7,
+        torch 2.13.0+cpu, transformers 5.24.0; commit 018ef6ddb87c"
+        """
+        prov = self.provenance() if self.recompute else self._committed().get("provenance", {})
+        hw, pk = prov.get("hardware", {}), prov.get("packages", {})
+        threads = hw.get("torch_threads")
+        commit = str(prov.get("git_commit", "unknown"))
+        commit = commit[:12] + (" with uncommitted changes" if commit.endswith("+dirty") else "")
+        return (f"{hw.get('cpu') or 'an unnamed CPU'}, {hw.get('cpu_count', '?')} cores ({hw.get('machine', '?')}), "
+                f"{threads} torch thread{'' if threads == 1 else 's'}; Python {prov.get('python', '?')}, "
+                f"torch {pk.get('torch', '?')}, transformers {pk.get('transformers', '?')}; commit {commit}")
 
     def run_record(self) -> dict:
         """What notebooks/run.py recorded about the last recompute of this chapter ({} if none)."""

@@ -134,3 +134,17 @@ def test_derived_tables_survive_the_results_round_trip(summary, tmp_path):
     for f in (lambda s: at.position_rows(s, 1.0), lambda s: at.geometric_rows(s, "ngram"), at.predicted_rows,
               lambda s: at.alpha_rows(s, 0.9)):
         assert f(back) == f(summary)
+
+
+def test_figure_values_state_the_ranges_across_drafts():
+    import pandas as pd
+
+    from specdec.measure.acceptance_tables import figure_values
+
+    pos = pd.DataFrame({"draft": ["a", "a", "b", "b"], "position": [1, 2, 1, 2], "conditional_rate": [0.5, 0.4, 0.6, 0.7]})
+    alpha = pd.DataFrame({"draft": ["a", "b", "a", "b", "a"], "method": ["token"] * 4 + ["block"],
+                          "top_p": [1.0] * 5, "temperature": [0.0, 0.0, 1.0, 1.0, 1.0],
+                          "alpha_mle": [0.3, 0.35, 0.5, 0.6, 0.9]})
+    v = figure_values(pos, alpha, k=2)
+    assert (v["pos1_min"], v["pos1_max"], v["posk_min"], v["posk_max"]) == (0.5, 0.6, 0.4, 0.7)
+    assert (v["alpha_t_lo_min"], v["alpha_t_lo_max"], v["alpha_t_hi_min"], v["alpha_t_hi_max"]) == (0.3, 0.35, 0.5, 0.6)

@@ -298,7 +298,7 @@ def test_presentation_helpers_hand_worked():
              "ratio_hi": 0.9, "reason": "why", "within": False},
             {"config": "k=1", "batch": 1, "output_len": 32, "temperature": 0.0, "ratio": 1.0, "ratio_lo": 0.9,
              "ratio_hi": 1.1, "reason": "", "within": True}]
-    assert dv.misses_markdown(pred) == "* k=2, batch 8, 256 tokens, T = 1: measured/predicted 0.85 (0.80-0.90); why."
+    assert dv.misses_markdown(pred) == "* k=2, batch 8, 256 tokens, temperature 1: measured/predicted 0.85 (0.80-0.90); why."
     assert dv.misses_markdown(pred[1:]).startswith("*Every configuration")
     assert dv.dynamic_values([{"verdict": "faster"}, {"verdict": "slower"}, {"verdict": "slower"}]) == {
         "dyn_n": 3, "dyn_faster": 1, "dyn_slower": 2}

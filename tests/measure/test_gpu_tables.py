@@ -78,3 +78,18 @@ def test_a_cuda_run_is_named_and_reduced(tmp_path):
     for fig in (plotting.gpu_cost_and_controlled(pd.DataFrame(cc), s["label"]),
                 plotting.gpu_batch_throughput(pd.DataFrame(bt), s["label"])):
         assert visible_series(fig) and all(seen for _, _, seen in visible_series(fig))
+
+
+def test_gpu_captions_state_the_findings():
+    from specdec.measure.gpu_tables import cost_caption, throughput_caption
+
+    rows = [dict(panel="cost_curve", pair="llama", x=2.0, k=None, measured=1.05, predicted=None, c=0.1),
+            dict(panel="cost_curve", pair="llama", x=3.0, k=None, measured=1.1, predicted=None, c=0.1),
+            dict(panel="controlled", pair="llama", x=0.9, k=4, measured=2.31, predicted=2.4, c=None),
+            dict(panel="controlled", pair="llama", x=0.5, k=1, measured=1.2, predicted=1.3, c=None)]
+    assert cost_caption(rows, "H200") == ("On H200: verifying 2 tokens costs 1.05 times one for llama; best controlled "
+                                          "speedup 2.31x (llama, k = 4, alpha 0.9; extended prediction 2.40x).")
+    bt = [dict(pair="llama", k=0, batch=1, tokens_per_s=100.0, alpha_set=0.8),
+          dict(pair="llama", k=0, batch=8, tokens_per_s=600.0, alpha_set=0.8),
+          dict(pair="llama", k=2, batch=8, tokens_per_s=650.0, alpha_set=0.8)]
+    assert throughput_caption(bt, "H200") == "On H200, at batch 8: llama plain 600 tokens/s, best speculative 650 (k = 2)."

@@ -71,3 +71,16 @@ def test_the_reproduce_box_reads_the_run_record(tmp_path):
         "hardware": {"cpu": "Some CPU", "cpu_count": 2}}))
     box = ch.reproduce_box(("N", "KS"))
     assert "--only 07" in box.data and "12 s on Some CPU (2 cores)" in box.data and "`KS = 1, 2`" in box.data
+
+
+def test_the_page_states_the_machine_of_the_run_it_shows(tmp_path, monkeypatch):
+    import specdec.report.chapter as chapter_mod
+
+    fake = {"git_commit": "0123456789abcdef+dirty", "python": "3.11.7", "packages": {"torch": "2.13.0", "transformers": "5.24.0"},
+            "hardware": {"cpu": "Test CPU 9000", "cpu_count": 2, "machine": "x86_64", "torch_threads": 1}}
+    monkeypatch.setattr(chapter_mod, "provenance", lambda *a, **k: dict(fake))
+    Chapter(_ns(tmp_path))  # the recompute records it
+    monkeypatch.setattr(chapter_mod, "provenance", lambda *a, **k: {**fake, "hardware": {"cpu": "Other"}})
+    text = Chapter(_ns(tmp_path, RECOMPUTE=False)).machine_text()  # render: the committed run's, not this machine's
+    assert text == ("Test CPU 9000, 2 cores (x86_64), 1 torch thread; Python 3.11.7, torch 2.13.0, "
+                    "transformers 5.24.0; commit 0123456789ab with uncommitted changes")

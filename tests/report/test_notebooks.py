@@ -91,6 +91,54 @@ def _execute_all(out: Path, params_for) -> dict:
     return failures
 
 
+FIGURE_DIRECTIVE = re.compile(r"```\{glue:figure\} fig_(\w+)\n:name: (fig-[\w-]+)\n(.*?)```", flags=re.S)
+DOWNLOAD = re.compile(r"\{download\}`[^<`]+<([^>]+)>`")
+
+
+def figure_placements(cells) -> tuple[list[str], dict[str, tuple[str, str]]]:
+    """The names a notebook passes to ``ch.figure(fig, "name")`` without a caption and data file of
+    its own, and its ``{glue:figure}`` directives (name -> (label, caption))."""
+    calls = [node for c in cells if c["cell_type"] == "code" for node in ast.walk(ast.parse("".join(c["source"])))
+             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "figure" and len(node.args) == 2
+             and isinstance(node.args[1], ast.Constant)]
+    # a figure drawn only when its data exist is placed by the code, from a computed caption and its data file
+    made = [n.args[1].value for n in calls if not {"caption", "data"} <= {k.arg for k in n.keywords}]
+    placed = {m.group(1): (m.group(2), m.group(3)) for c in cells if c["cell_type"] == "markdown"
+              for m in FIGURE_DIRECTIVE.finditer("".join(c["source"]))}
+    return made, placed
+
+
+def figure_problems(cells, notebooks_dir: Path = ROOT / "notebooks") -> list[str]:
+    """Every figure a chapter makes is placed once as a numbered figure whose caption states
+    something (not only a title) and links an existing data file."""
+    made, placed = figure_placements(cells)
+    problems = [f"{n}: made but not placed with a glue:figure directive" for n in made if n not in placed]
+    problems += [f"{n}: placed but never made" for n in placed if n not in made]
+    for name, (label, caption) in placed.items():
+        links = DOWNLOAD.findall(caption)
+        if not links:
+            problems.append(f"{name}: caption links no data file")
+        problems += [f"{name}: links {t}, which does not exist" for t in links if not (notebooks_dir / t).resolve().is_file()]
+        words = re.sub(r"\{download\}`[^`]*`", "", caption).split()
+        if len(words) < 12:
+            problems.append(f"{name}: a caption of {len(words)} words states no finding")
+    return problems
+
+
+def test_figure_check_catches_an_unplaced_figure_and_a_caption_without_data():
+    code = {"cell_type": "code", "source": 'ch.figure(plotting.a(df), "a")\nch.figure(plotting.b(df), "b")'}
+    md = {"cell_type": "markdown", "source": "```{glue:figure} fig_a\n:name: fig-a\n\nAxes only.\n```"}
+    problems = figure_problems([code, md])
+    assert any("b: made but not placed" in p for p in problems)
+    assert any("a: caption links no data file" in p for p in problems)
+    assert any("states no finding" in p for p in problems)
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_figure_is_numbered_with_a_finding_and_its_data(nb):
+    assert figure_problems(json.loads(nb.read_text())["cells"]) == []
+
+
 @pytest.fixture(scope="session")
 def recomputed(tmp_path_factory):
     """Recompute every notebook once in SMOKE mode into a temp folder."""

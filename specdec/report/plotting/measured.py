@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from specdec.report.formatting import p_value_text
 from specdec.report.plotting.style import new
 from specdec.report.results import records
 
@@ -39,7 +40,7 @@ def beta_by_draft(beta):
     for i, T in enumerate(temps):
         rs = beta[beta["temperature"] == T].set_index("draft").loc[drafts]
         ax.bar(x + i * width, rs["beta"], width, yerr=rs["se"],
-               label="greedy agreement (T=0)" if T == 0 else f"beta, T={T}")
+               label="greedy agreement (τ=0)" if T == 0 else f"beta, τ={T:g}")
     ax.set_xticks(x + width * (len(temps) - 1) / 2, drafts)
     ax.set(ylabel="mean over held-out contexts", ylim=(0, 1), title="Draft-target agreement on held-out text")
     ax.legend(fontsize=8)
@@ -57,7 +58,7 @@ def acceptance_by_position(pos, temperature: float, level: float, k: int):
         ax.plot(g["position"], g["mean_beta"], ls=":", marker="x", color=line.lines[0].get_color(),
                 label=f"{draft}: mean beta")
     ax.set(xlabel="draft position i", ylabel="P(accepted | reached)", ylim=(0, 1.02), xticks=range(1, k + 1),
-           title=f"Per-position acceptance, T = {temperature}, token verification ({level:.0%} Wilson)")
+           title=f"Per-position acceptance, temperature {temperature:g}, token verification ({level:.0%} Wilson)")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return fig
@@ -74,7 +75,7 @@ def accepted_length_vs_geometric(geo, summary):
                     & (summary["top_p"] == 1.0)].iloc[0]
         ax.bar(g["n"] - 0.2, g["measured_freq"], width=0.4, label="measured")
         ax.bar(g["n"] + 0.2, g["geometric_pmf"], width=0.4, label=f"geometric, alpha={g['alpha_mle'].iloc[0]:.2f}")
-        ax.set(title=f"{draft}, T={T}\nG-test p = {s['gof_p']:.2g}, {s['steps']} steps", xlabel="accepted drafts N")
+        ax.set(title=f"{draft}, τ={T:g}\nG-test p = {p_value_text(s['gof_p']) if s['gof_p'] == s['gof_p'] else 'n/a'}, {s['steps']} steps", xlabel="accepted drafts N")
         ax.legend(fontsize=7)
     axes[0][0].set_ylabel("fraction of steps")
     fig.tight_layout()
@@ -118,7 +119,7 @@ def alpha_vs_temperature(alpha, top_p: float, top_p_temperature: float, k: int):
         ax.errorbar(nuc["temperature"] + 0.05 + 0.01 * j, nuc["alpha_mle"],
                     yerr=[nuc["alpha_mle"] - nuc["lo"], nuc["hi"] - nuc["alpha_mle"]], marker="*", ms=10,
                     color=f"C{j}", ls="none")
-    ax.set(xlabel=f"temperature (star: T = {top_p_temperature:g} with top-p {top_p})", ylabel=r"measured $\hat\alpha$", ylim=(0, 1),
+    ax.set(xlabel=f"temperature (star: {top_p_temperature:g} with top-p {top_p})", ylabel=r"measured $\hat\alpha$", ylim=(0, 1),
            title=f"Acceptance during generation, k = {k}")
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
