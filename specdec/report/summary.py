@@ -1,0 +1,190 @@
+"""The report's front page, computed from the chapters' committed tables: headline numbers, the
+"when does it pay" guide, the comparison with published results, and the numbers the limitations
+quote.  Nothing here measures; every function reads the tables the chapters wrote under ``root``
+(`specdec.report.paths.RESULTS_DIR` by default), so the summary updates itself when they change.
+
+  * `exactness`: the largest exact-law error (chapters 01, 02), the frequency tests of the correct
+    algorithms, and the wrong variants caught;
+  * `acceptance_by_draft`: per draft, teacher-forced beta (04) and measured alpha with its interval (05);
+  * `speed`: chapter 06's counts of faster / slower / undecided, best and median speedups, the cost
+    model's hit rate, the real-size surface, and whether GPU numbers exist (07);
+  * `guide_rows`: the decision guide's evidence (alpha against c, T(2)/T(1), batch, output length);
+  * `comparison_rows`: published rows beside this report's own (marked as whose);
+  * `scope`: model scale, machine, lengths, batches, temperatures, prompts and tests, for the limitations.
+
+Example: speed()["n_faster"] -> 7 (of speed()["n_spec"] -> 30) for the committed chapter 06.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from specdec.report.paths import RESULTS_DIR
+from specdec.report.results import read_table, records
+
+__all__ = ["exactness", "acceptance_by_draft", "speed", "guide_rows", "comparison_rows", "scope"]
+
+CH = {"one": "01_acceptance_and_residual", "seq": "02_distribution_tests", "cost": "03_cost_model",
+      "family": "04_model_family", "acc": "05_measured_acceptance", "dec": "06_measured_decoding",
+      "gpu": "07_gpu_decoding"}
+
+
+def _t(root: Path, chapter: str, name: str):
+    return read_table(Path(root) / CH[chapter] / f"{name}.csv")
+
+
+def _values(root: Path, chapter: str) -> dict:
+    return json.loads((Path(root) / CH[chapter] / "values.json").read_text())["values"]
+
+
+def _params(root: Path, chapter: str) -> dict:
+    return json.loads((Path(root) / CH[chapter] / "chapter.json").read_text())["parameters"]
+
+
+def exactness(root: Path = RESULTS_DIR) -> dict:
+    """Largest |law - p| over chapter 01's random pairs and chapter 02's exact grid; the correct
+    algorithms' frequency tests (count, smallest p-value); wrong variants caught out of those tried."""
+    grid = _t(root, "seq", "exact_grid")
+    freq = _t(root, "seq", "frequency_tests")
+    correct = freq[freq["bug"] == "(correct)"]
+    wrong = freq[freq["bug"] != "(correct)"]
+    return {"one_step_err": float(_values(root, "one")["many_pairs"]["err_random"]),
+            "law_err": float(grid["max_abs_error"].max()), "law_configs": int(len(grid)),
+            "n_correct_tests": int(len(correct)), "correct_min_p": float(correct["p_value"].min()),
+            "correct_samples": int(correct["samples"].min()),
+            "n_variants": int(len(wrong)), "n_caught": int((wrong["verdict"] == "caught").sum())}
+
+
+def acceptance_by_draft(root: Path = RESULTS_DIR, temperature: float = 1.0) -> list[dict]:
+    """Per draft at ``temperature``: beta on real text (04) and the alpha measured while decoding
+    with token verification (05), with its interval."""
+    beta = _t(root, "family", "beta")
+    alpha = _t(root, "acc", "alpha_vs_temperature")
+    alpha = alpha[(alpha["method"] == "token") & (alpha["top_p"] == 1.0) & (alpha["temperature"] == temperature)]
+    b = {r["draft"]: r["beta"] for r in records(beta[beta["temperature"] == temperature])}
+    return [{"draft": r["draft"], "beta_real_text": b.get(r["draft"], float("nan")), "alpha": r["alpha_mle"],
+             "alpha_lo": r["lo"], "alpha_hi": r["hi"]} for r in records(alpha)]
+
+
+def speed(root: Path = RESULTS_DIR) -> dict:
+    """Chapter 06's headline: counts by verdict, best and median speedup, the cost model's hit
+    rate, the fastest drafter, the real-size surface; chapter 07's GPU status."""
+    s = _t(root, "dec", "summary")
+    spec = s[s["config"] != "baseline"]
+    best = spec.loc[spec["speedup"].idxmax()]
+    pred = _t(root, "dec", "prediction")
+    real = _t(root, "dec", "real_size_speedup_vs_alpha")
+    rbest = real.loc[real["speedup_median"].idxmax()]
+    drafts = _t(root, "dec", "draft_summary")
+    d = drafts.loc[drafts["speedup"].idxmax()]
+    status = _t(root, "gpu", "status").iloc[0]
+    temp = "greedy" if best["temperature"] == 0 else f"temperature {best['temperature']:g}"
+    return {"n_spec": int(len(spec)), "n_faster": int((spec["verdict"] == "faster").sum()),
+            "n_slower": int((spec["verdict"] == "slower").sum()),
+            "n_undecided": int((~spec["verdict"].isin(["faster", "slower"])).sum()),
+            "best_speedup": float(best["speedup"]), "best_lo": float(best["speedup_lo"]),
+            "best_hi": float(best["speedup_hi"]), "best_verdict": str(best["verdict"]),
+            "best_config": f"{best['config']}, batch {best['batch']}, {best['output_len']} tokens, {temp}",
+            "median_speedup": float(spec["speedup"].median()), "min_speedup": float(spec["speedup"].min()),
+            "half_width_median": float(spec["half_width"].median()),
+            "n_pred": int(len(pred)), "n_pred_within": int(pred["within"].astype(bool).sum()),
+            "ratio_min": float(pred["ratio"].min()), "ratio_max": float(pred["ratio"].max()),
+            "best_drafter": str(d["draft"]), "best_drafter_speedup": float(d["speedup"]),
+            "best_drafter_lo": float(d["speedup_lo"]), "best_drafter_hi": float(d["speedup_hi"]),
+            "real_name": str(rbest["target"]), "real_points": int(len(real)),
+            "real_faster": int((real["verdict"] == "faster").sum()),
+            "real_slower": int((real["verdict"] == "slower").sum()), "real_best": float(rbest["speedup_median"]),
+            "real_best_lo": float(rbest["speedup_lo"]), "real_best_hi": float(rbest["speedup_hi"]),
+            "real_best_at": f"batch {rbest['batch']}, k = {rbest['k']}, alpha {rbest['alpha_set']:g}",
+            "gpu_exists": bool(status["real_gpu"]), "gpu_status": str(status["status"])}
+
+
+def _median_by(spec, col: str, temperature: float = 1.0) -> dict:
+    sub = spec[spec["temperature"] == temperature]
+    return {v: float(g["speedup"].median()) for v, g in sub.groupby(col)}
+
+
+def guide_rows(root: Path = RESULTS_DIR) -> list[dict]:
+    """The decision guide's evidence, one row per rule of thumb, each with this report's numbers."""
+    regimes = _t(root, "dec", "regimes").drop_duplicates("pair")
+    drafts = _t(root, "dec", "draft_summary").dropna(subset=["c"])
+    s = _t(root, "dec", "summary")
+    spec = s[(s["config"] != "baseline") & (s["config"] != "dynamic")]
+    by_b, by_len = _median_by(spec, "batch"), _median_by(spec, "output_len")
+    greedy = float(spec.loc[spec["temperature"] == 0, "speedup"].median())
+    pairs = "; ".join(f"{r['pair']}: T(2)/T(1) {r['t2_ratio']:.2f}, c {r['c']:.3f}, break-even alpha {r['break_even']:.2f}"
+                      for r in records(regimes))
+    ac = "; ".join(f"{r['draft']}: alpha {r['alpha_mle']:.2f} over c {r['c']:.3f}" for r in records(drafts))
+    return [
+        {"question": "Is the draft accepted often enough for its cost?",
+         "rule": "In the idealized model some k pays exactly when alpha > c (at k = 1 the break-even alpha is c).",
+         "this report": ac},
+        {"question": "Does verifying k+1 tokens cost about one token?",
+         "rule": "The further T(k+1)/T(1) is above 1, the higher the break-even alpha and the shorter the best k.",
+         "this report": pairs},
+        {"question": "Which batch size?",
+         "rule": "Measure it: batching changes both the cost curve and the baseline.",
+         "this report": "; ".join(f"batch {b}: median speedup {v:.2f}" for b, v in sorted(by_b.items()))
+                        + " (temperature 1, fixed k)"},
+        {"question": "How long are the outputs?",
+         "rule": "Longer contexts make each forward dearer and acceptance changes along the text.",
+         "this report": "; ".join(f"{n} tokens: median speedup {v:.2f}" for n, v in sorted(by_len.items()))
+                        + " (temperature 1, fixed k)"},
+        {"question": "Greedy or sampled?",
+         "rule": "Acceptance depends on the temperature; measure at the temperature that will be served.",
+         "this report": f"greedy: median speedup {greedy:.2f} over the fixed-k configurations timed"},
+    ]
+
+
+def comparison_rows(published, root: Path = RESULTS_DIR) -> list[dict]:
+    """Published rows (``published``: `specdec.report.published.published_results`) beside this
+    report's own best measured configurations (at batch 1, as the published rows are, and overall;
+    tokens per step per row), with a ``whose`` column."""
+    cols = ["method", "target", "hardware", "task", "temperature", "k", "acceptance", "mean_accepted_tokens", "speedup"]
+    rows = [{"whose": f"theirs ({r['source']})", **{c: r[c] for c in cols}} for r in records(published)]
+    for r in rows:  # this report's speedups carry an interval, so the column is text
+        r["speedup"] = "" if r["speedup"] != r["speedup"] else f"{r['speedup']:.2f}"
+    sp, prm = speed(root), _params(root, "dec")
+    s = _t(root, "dec", "summary")
+    spec = s[(s["config"] != "baseline") & (s["config"] != "dynamic")]
+    d = _t(root, "dec", "draft_summary")
+    used = str(d.loc[d["chosen"].astype(bool), "draft"].iloc[0]) if d["chosen"].astype(bool).any() else "model"
+    target_params = int(_t(root, "family", "perplexity").set_index("model").loc["target", "params"])
+    for label, pool in (("best at batch 1", spec[spec["batch"] == 1]), ("best overall", spec)):
+        best = pool.loc[pool["speedup"].idxmax()]
+        rows.append({"whose": f"this report (chapter 06, {label})", "method": f"speculative sampling, {used} draft",
+                     "target": f"embedded GPT-2 ({target_params / 1e6:.1f}M)", "hardware": f"CPU, {prm['THREADS']} thread",
+                     "task": "held-out Shakespeare prompts", "temperature": float(best["temperature"]), "k": int(best["k"]),
+                     "acceptance": float(best["alpha_mle"]),
+                     "mean_accepted_tokens": float(best["tokens_per_step"]) / int(best["batch"]),  # per row
+                     "speedup": f"{best['speedup']:.2f} ({best['speedup_lo']:.2f}-{best['speedup_hi']:.2f}), "
+                                f"batch {best['batch']}, {best['output_len']} tokens"})
+    rows.append({"whose": "this report (chapter 06)", "method": "controlled acceptance (instrumentation, not decoding)",
+                 "target": f"{sp['real_name']} shape, random weights", "hardware": f"CPU, {prm['THREADS']} thread",
+                 "task": "random context", "temperature": float("nan"), "k": None, "acceptance": None,
+                 "mean_accepted_tokens": None,
+                 "speedup": f"{sp['real_best']:.2f} ({sp['real_best_lo']:.2f}-{sp['real_best_hi']:.2f}) at {sp['real_best_at']}"})
+    return rows
+
+
+def scope(root: Path = RESULTS_DIR) -> dict:
+    """What the measurements cover, for the limitations: model scale, machine, lengths, batches,
+    temperatures, prompts, and how many intervals the measured chapters state."""
+    ppl = _t(root, "family", "perplexity").set_index("model")
+    p6, p5 = _params(root, "dec"), _params(root, "acc")
+    hw = json.loads((Path(root) / CH["dec"] / "chapter.json").read_text())["provenance"].get("hardware", {})
+    s = _t(root, "dec", "summary")
+    n_intervals = int((s["config"] != "baseline").sum() + len(_t(root, "dec", "draft_summary"))
+                      + len(_t(root, "dec", "dynamic_vs_fixed")) + len(_t(root, "dec", "real_size_speedup_vs_alpha"))
+                      + len(_t(root, "acc", "block_vs_token")) + len(_t(root, "dec", "prediction")))
+    return {"target_params_m": float(ppl.loc["target", "params"]) / 1e6, "target_test_ppl": float(ppl.loc["target", "test_ppl"]),
+            "threads": int(p6["THREADS"]), "prompt_len": int(p6["PROMPT_LEN"]),
+            "output_lens": ", ".join(str(x) for x in p6["OUTPUT_LENS"]), "batches": ", ".join(str(x) for x in p6["BATCHES"]),
+            "temperatures": ", ".join("greedy" if t == 0 else f"{t:g}" for t in p6["TEMPERATURES"]),
+            "prompt_groups": int(p6["GROUPS"]), "rounds": int(p6["REPEATS"]), "acc_prompts": int(p5["N_PROMPTS"]),
+            "n_intervals": n_intervals, "real_new": int(p6["REAL_NEW"]), "draft_len": int(p6["DRAFT_LEN"]),
+            "acc_k": int(p5["K"]), "tolerance": float(p6["TOLERANCE"]), "cpu": hw.get("cpu", "unnamed CPU"),
+            "cpu_count": int(hw.get("cpu_count", 0))}

@@ -1,0 +1,50 @@
+"""specdec.report.summary reads the chapters' committed tables: its counts agree with the tables
+counted directly, the comparison keeps theirs apart from ours, and a missing table is an error
+naming it (not a silent gap on the front page)."""
+
+import shutil
+
+import pandas as pd
+import pytest
+
+from specdec.report import summary
+from specdec.report.paths import RESULTS_DIR
+from specdec.report.published import published_results
+
+
+def test_speed_counts_are_the_summary_tables_verdicts():
+    s = pd.read_csv(RESULTS_DIR / "06_measured_decoding" / "summary.csv")
+    spec = s[s["config"] != "baseline"]
+    got = summary.speed()
+    assert got["n_spec"] == len(spec) == got["n_faster"] + got["n_slower"] + got["n_undecided"]
+    assert got["n_faster"] == (spec["verdict"] == "faster").sum()
+    assert got["best_speedup"] == spec["speedup"].max() and got["best_lo"] <= got["best_speedup"] <= got["best_hi"]
+
+
+def test_exactness_counts_the_variants_the_tests_caught():
+    f = pd.read_csv(RESULTS_DIR / "02_distribution_tests" / "frequency_tests.csv")
+    got = summary.exactness()
+    assert got["n_variants"] == (f["bug"] != "(correct)").sum() and got["n_caught"] <= got["n_variants"]
+    assert got["law_err"] < 1e-12 and got["one_step_err"] < 1e-12
+
+
+def test_comparison_marks_whose_numbers_and_ours_carry_intervals():
+    rows = summary.comparison_rows(published_results())
+    theirs = [r for r in rows if r["whose"].startswith("theirs")]
+    ours = [r for r in rows if r["whose"].startswith("this report")]
+    assert len(theirs) == len(published_results()) and len(ours) == 3
+    assert all("(" in r["speedup"] and "-" in r["speedup"] for r in ours)
+    assert all(1.0 <= r["mean_accepted_tokens"] <= r["k"] + 1 for r in ours if r["k"])
+
+
+def test_guide_has_this_reports_evidence_for_every_rule():
+    rows = summary.guide_rows()
+    assert len(rows) == 5 and all(r["this report"] and r["rule"] for r in rows)
+
+
+def test_a_missing_chapter_table_is_an_error_that_names_it(tmp_path):
+    shutil.copytree(RESULTS_DIR / "06_measured_decoding", tmp_path / "06_measured_decoding")
+    shutil.copytree(RESULTS_DIR / "07_gpu_decoding", tmp_path / "07_gpu_decoding")
+    (tmp_path / "06_measured_decoding" / "prediction.csv").unlink()
+    with pytest.raises(FileNotFoundError, match="prediction"):
+        summary.speed(tmp_path)
