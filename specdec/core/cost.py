@@ -7,7 +7,8 @@ whatever k is, and each draft token costs c.  Under them one verification advanc
     E[L] = sum_{i=0}^{k} alpha^i = (1 - alpha^(k+1)) / (1 - alpha)      (alpha < 1)
 
 tokens (the accepted drafts plus the one token the target always contributes), and the ratio of
-speculative to plain decoding speed is S = E[L] / (1 + k c).  This is a model, not a measurement.
+speculative to plain decoding speed is S = E[L] / (1 + k c).  The spread of L around E[L] is
+Var(L) = Var(N) (`accepted_length_variance`).  This is a model, not a measurement.
 
 The extension puts measured costs in: a target forward appending n tokens to a cached context
 costs T(n) seconds and one draft token T_d(1), so with c = T_d(1) / T(1)
@@ -23,6 +24,7 @@ import numpy as np
 
 __all__ = [
     "expected_tokens",
+    "accepted_length_variance",
     "toy_speedup",
     "speedup",
     "expected_tokens_from_positions",
@@ -79,6 +81,35 @@ def expected_tokens(alpha, k):
     safe = np.where(one, 0.5, a)  # avoid 0/0 where alpha == 1; that branch is replaced below
     closed = (1.0 - safe ** (kk + 1)) / (1.0 - safe)
     return _out(np.where(one, kk + 1.0, closed))
+
+
+def accepted_length_variance(alpha, k):
+    """Variance of the tokens advanced per verification, Var(L) = Var(N), N the accepted drafts.
+
+    N is truncated geometric, P(N >= i) = alpha^i for i = 1..k, and L = N + 1.  From
+    E[N^2] = sum_{n} (2n - 1) P(N >= n) (since n^2 = sum_{i=1}^{n} (2i - 1)):
+
+        E[N^2] = sum_{i=1}^{k} (2i - 1) alpha^i,        Var(L) = E[N^2] - E[N]^2,
+
+    which for alpha < 1 sums to the closed form
+
+        Var(L) = (alpha - (2k + 1)(1 - alpha) alpha^(k+1) - alpha^(2k+2)) / (1 - alpha)^2 .
+
+    It is computed by the sum (the closed form loses digits as alpha -> 1); k = 1 gives the
+    Bernoulli variance alpha (1 - alpha), k -> inf the geometric alpha / (1 - alpha)^2, and
+    alpha in {0, 1} or k = 0 give 0 (L is then certain).
+
+    Example: accepted_length_variance(0.8, 4) -> 2.57004544  (E[N^2] = 8.1472, E[N] = 2.3616);
+             accepted_length_variance(0.3, 1) -> 0.21
+    """
+    a, kk = _as_alpha(alpha), _as_k(k)
+    a, kk = np.broadcast_arrays(a, kk)
+    i = np.arange(1, int(kk.max(initial=0)) + 1)            # (I,) positions 1..max k
+    used = i <= kk[..., None]                               # (..., I) position i is a draft of this k
+    powers = np.where(used, a[..., None] ** i, 0.0)         # (..., I) P(N >= i)
+    mean_n = powers.sum(axis=-1)
+    second = ((2 * i - 1) * powers).sum(axis=-1)
+    return _out(np.maximum(second - mean_n**2, 0.0))
 
 
 def speedup(alpha, k, c, verify_cost=1.0):

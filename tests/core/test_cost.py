@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from specdec.core.cost import (
+    accepted_length_variance,
     break_even_alpha,
     draft_cost,
     expected_tokens,
@@ -80,6 +81,60 @@ def test_optimal_k_and_break_even():
     assert toy_speedup(a0 - 1e-3, 4, 0.1) < 1.0 < toy_speedup(a0 + 1e-3, 4, 0.1)
     assert break_even_alpha(4, 1.5) == np.inf      # a draft token dearer than the target never pays
     assert break_even_alpha(0, 0.1) == 0.0
+
+
+def _variance_closed_form(a: float, k: int) -> float:
+    """The summed closed form (alpha - (2k+1)(1-alpha) alpha^(k+1) - alpha^(2k+2)) / (1-alpha)^2."""
+    return (a - (2 * k + 1) * (1 - a) * a ** (k + 1) - a ** (2 * k + 2)) / (1 - a) ** 2
+
+
+def test_variance_worked_example_and_textbook_limits():
+    # alpha=0.8, k=4: E[N^2] = 0.8 + 3(0.64) + 5(0.512) + 7(0.4096) = 8.1472, E[N] = 2.3616
+    assert accepted_length_variance(0.8, 4) == pytest.approx(8.1472 - 2.3616**2, abs=1e-12)
+    for a in (0.0, 0.3, 0.5, 1.0):                                      # k = 1: Bernoulli(alpha)
+        assert accepted_length_variance(a, 1) == pytest.approx(a * (1 - a), abs=1e-15)
+    assert accepted_length_variance(0.6, 400) == pytest.approx(0.6 / 0.4**2, rel=1e-12)  # k -> inf: geometric
+    assert accepted_length_variance(0.7, 0) == 0.0 and accepted_length_variance(1.0, 6) == 0.0
+    assert accepted_length_variance(0.0, 6) == 0.0
+    assert isinstance(accepted_length_variance(0.5, 2), float)
+
+
+def test_variance_matches_the_exact_law_and_the_summed_closed_form():
+    # Independent reference: the variance of L under P(N = n) in exact rational arithmetic.
+    for num in range(0, 11):
+        a = Fraction(num, 10)
+        for k in range(0, 13):
+            pmf = [a**n * (1 - a) for n in range(k)] + [a**k]
+            mean = sum((n + 1) * p for n, p in enumerate(pmf))
+            exact = sum((n + 1 - mean) ** 2 * p for n, p in enumerate(pmf))
+            got = accepted_length_variance(float(a), k)
+            assert got == pytest.approx(float(exact), rel=1e-12, abs=1e-14)
+            if num < 10:
+                assert got == pytest.approx(_variance_closed_form(float(a), k), rel=1e-9, abs=1e-12)
+
+
+def test_variance_is_vectorized_like_expected_tokens():
+    alpha = np.linspace(0, 1, 11)[:, None]
+    k = np.arange(0, 9)[None, :]
+    got = accepted_length_variance(alpha, k)
+    assert got.shape == (11, 9)
+    ref = np.array([[accepted_length_variance(float(a), int(kk)) for kk in range(9)] for a in np.linspace(0, 1, 11)])
+    np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-15)
+    assert accepted_length_variance(np.array([0.5]), np.array([], dtype=int).reshape(0, 1)).shape == (0, 1)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: accepted_length_variance(1.2, 4), "alpha must lie in"),
+        (lambda: accepted_length_variance(float("nan"), 4), "NaN"),
+        (lambda: accepted_length_variance(0.5, -1), "non-negative integer"),
+        (lambda: accepted_length_variance(0.5, 2.5), "non-negative integer"),
+    ],
+)
+def test_variance_errors_name_the_problem(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
 
 
 @pytest.mark.parametrize(
