@@ -29,6 +29,7 @@ from specdec.core.sampling import SamplingConfig
 from specdec.core.stats import counts_of, gof_test
 from specdec.core.toy import TableModel, sample_autoregressive, sample_speculative
 from specdec.core.verify import verify
+from specdec.report.formatting import p_value_text
 
 __all__ = ["boundary_case_rows", "GreedyIdentity", "greedy_identity"]
 
@@ -47,7 +48,7 @@ def _stop_case(target: TableModel, draft: TableModel, rows: int, generator: torc
     stop_mid = float(((samples[:, :3] == stop).any(1)).double().mean())
     fit = gof_test(counts_of(samples.numpy(), V, 4), target_law(t_stop, 4).reshape(-1).numpy())
     return dict(case="stop token inside the draft", must="exact law; nothing after stop but stop",
-                observed=f"exact error {err:.1e}; stopped early in {stop_mid:.3f} of rows; p-value {fit.p_value:.3f}")
+                observed=f"exact error {err:.1e}; stopped early in {stop_mid:.3f} of rows; p-value {p_value_text(fit.p_value)}")
 
 
 def boundary_case_rows(target: TableModel, draft: TableModel, rows: int, generator: torch.Generator) -> list[dict]:
@@ -103,7 +104,7 @@ def greedy_identity(target: TableModel, draft: TableModel, n: int, k: int, rows:
     (``seed + 2``) for both procedures, compared row by row and tested against the target law."""
     greedy = SamplingConfig(0.0)
     out = []
-    for dcfg, dname in [(SamplingConfig(1.0), "sampled draft (T=1)"), (greedy, "greedy draft")]:
+    for dcfg, dname in [(SamplingConfig(1.0), "sampled draft (τ=1)"), (greedy, "greedy draft")]:
         for method in ("token", "block"):
             spec = sample_speculative(target, draft, n, k, rows, torch.Generator().manual_seed(seed), method,
                                       greedy, dcfg)
@@ -114,6 +115,6 @@ def greedy_identity(target: TableModel, draft: TableModel, n: int, k: int, rows:
     spec = sample_speculative(target, draft, n, k, rows, torch.Generator().manual_seed(seed + 2), "token", c)
     ar = sample_autoregressive(target, n, rows, torch.Generator().manual_seed(seed + 2), c)
     fit = gof_test(counts_of(spec.numpy(), target.V, n), target_law(target, n, c).reshape(-1).numpy())
-    out.append(dict(target="sampled (T=1)", draft="sampled (T=1), same seed", method="token", rows=rows,
+    out.append(dict(target="sampled (τ=1)", draft="sampled (τ=1), same seed", method="token", rows=rows,
                     identical_rows=int((spec == ar).all(1).sum())))
     return GreedyIdentity(out, fit.p_value)

@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import torch
 
-from specdec.core.exact import expected_accepted, marginal, spec_law, target_law
+from specdec.core.exact import all_sequences, expected_accepted, marginal, spec_law, target_law
 from specdec.core.sampling import SamplingConfig, process_logits
 from specdec.core.toy import TableModel, random_table_model
 from specdec.core.variants import variant_law
+from specdec.core.verify import accept_prob, block_weights
 
 __all__ = ["SUN_TOY_EXAMPLE", "toy_pair", "sun_toy_pair", "config_label", "exact_grid_rows", "law_scatter_rows",
-           "truncation_placement_rows", "block_vs_token_rows"]
+           "truncation_placement_rows", "keep_at_least", "block_vs_token_rows", "all_kept_check"]
 
 F64 = torch.float64
-SUN_TOY_EXAMPLE = {"k": 2, "token_ninths": 10, "block_ninths": 11}  # Sun et al. 2025: E[accepted] = 10/9, 11/9
+SUN_TOY_EXAMPLE = {"k": 2, "token_ninths": 10, "block_ninths": 11,  # Sun et al. 2025: E[accepted] = 10/9, 11/9
+                   "target": (1 / 3, 2 / 3), "draft": (2 / 3, 1 / 3)}  # ... for this context-free pair
 
 
 def toy_pair(V: int, stop: int, generator: torch.Generator) -> tuple[TableModel, TableModel]:
@@ -39,13 +41,13 @@ def toy_pair(V: int, stop: int, generator: torch.Generator) -> tuple[TableModel,
 
 def sun_toy_pair() -> tuple[TableModel, TableModel]:
     """Sun et al. (2025)'s toy pair, context-free: target [1/3, 2/3], draft [2/3, 1/3]."""
-    return (TableModel(torch.tensor([1 / 3, 2 / 3], dtype=F64).log()),
-            TableModel(torch.tensor([2 / 3, 1 / 3], dtype=F64).log()))
+    return (TableModel(torch.tensor(SUN_TOY_EXAMPLE["target"], dtype=F64).log()),
+            TableModel(torch.tensor(SUN_TOY_EXAMPLE["draft"], dtype=F64).log()))
 
 
 def config_label(c: SamplingConfig) -> str:
-    """A sampling setting as text.  Example: SamplingConfig(1.2, 3, 0.8) -> "T=1.2, top-k 3, top-p 0.8"."""
-    return (f"T={c.temperature:g}" + (f", top-k {c.top_k}" if c.top_k else "")
+    """A sampling setting as text (tau: temperature).  Example: SamplingConfig(1.2, 3, 0.8) -> "τ=1.2, top-k 3, top-p 0.8"."""
+    return (f"τ={c.temperature:g}" + (f", top-k {c.top_k}" if c.top_k else "")
             + (f", top-p {c.top_p:g}" if c.top_p else ""))
 
 
@@ -111,10 +113,28 @@ def truncation_placement_rows(target: TableModel, draft: TableModel, n: int, k: 
     ]
 
 
+def keep_at_least(target: TableModel, draft: TableModel, k: int, cfg: SamplingConfig) -> tuple[float, float]:
+    """Exact probability that all k drafts of the first step are kept, averaged over the drafts:
+    (token, block) = (E_q[prod_{i<=k} a_i], E_q[w_k]), with a and w as `specdec.core.verify` defines
+    them, by enumerating the V^k draft blocks.  By the invariant of block verification (chapter 02:
+    P(N >= i | x_1..x_i), averaged over the drafts after i, is w_i) and the chain rule of token
+    verification, these are also the increments E[N | k] - E[N | k-1] of the expected accepted drafts.
+    Example: Sun et al.'s toy pair, k = 2 -> (4/9, 5/9)."""
+    seqs = all_sequences(target.V, k)  # (D, k)
+    q = torch.stack([draft.probs_for(seqs[:, :t], cfg) for t in range(k)], dim=1).to(F64)  # (D, k, V)
+    p = torch.stack([target.probs_for(seqs[:, :t], cfg) for t in range(k)], dim=1).to(F64)  # (D, k, V)
+    qx = q.gather(-1, seqs.unsqueeze(-1)).squeeze(-1)  # (D, k)
+    px = p.gather(-1, seqs.unsqueeze(-1)).squeeze(-1)  # (D, k)
+    q_block = qx.prod(-1)  # (D,) law of the draft block
+    return (float((q_block * accept_prob(px, qx).prod(-1)).sum()),
+            float((q_block * block_weights(px, qx)[:, k]).sum()))
+
+
 def block_vs_token_rows(target: TableModel, draft: TableModel, ks, cfg: SamplingConfig) -> list[dict]:
     """Exact expected accepted drafts in the first step, token- and block-wise, for every k in ks:
     Sun et al.'s toy pair (no truncation) and the ``target``/``draft`` toy ("trigram toy",
-    setting ``cfg``); gain_percent = 100 (block / token - 1)."""
+    setting ``cfg``); gain_percent = 100 (block / token - 1); token_all_kept, block_all_kept: the
+    probability that all k drafts are kept (`keep_at_least`)."""
     pair_t, pair_d = sun_toy_pair()
     models = {"toy pair": (pair_t, pair_d, SamplingConfig()), "trigram toy": (target, draft, cfg)}
     rows = []
@@ -122,5 +142,17 @@ def block_vs_token_rows(target: TableModel, draft: TableModel, ks, cfg: Sampling
         for name, (tm, dm, c) in models.items():
             tok = expected_accepted(tm, dm, k, "token", c)
             blk = expected_accepted(tm, dm, k, "block", c)
-            rows.append(dict(model=name, k=k, token=tok, block=blk, gain_percent=100 * (blk / tok - 1) if tok else 0.0))
+            tok_all, blk_all = keep_at_least(tm, dm, k, c)
+            rows.append(dict(model=name, k=k, token=tok, block=blk, gain_percent=100 * (blk / tok - 1) if tok else 0.0,
+                             token_all_kept=tok_all, block_all_kept=blk_all))
     return rows
+
+
+def all_kept_check(rows) -> float:
+    """max |E[N | k] - E[N | k-1] - P(all k kept)| over the rows of `block_vs_token_rows` (dicts with
+    model, k, token, block, token_all_kept, block_all_kept), both methods, every k whose k - 1 is
+    also present (E[N | 0] = 0): the proofs' invariant, checked by enumeration.  Float64 rounding if it holds."""
+    by = {(r["model"], r["k"]): r for r in rows}
+    errs = [abs(r[m] - (by[(r["model"], r["k"] - 1)][m] if r["k"] > 1 else 0.0) - r[f"{m}_all_kept"])
+            for r in rows if r["k"] == 1 or (r["model"], r["k"] - 1) in by for m in ("token", "block")]
+    return max(errs)

@@ -57,6 +57,8 @@ def test_boundary_cases_behave_as_they_must(pair):
     assert rows["full acceptance"] == "all 3 accepted: True; bonus = 2: True"
     err = float(rows["stop token inside the draft"].split()[2].rstrip(";"))
     assert err < 1e-12
+    p_text = rows["stop token inside the draft"].split("p-value ")[1]  # formatting.p_value_text: never "0"
+    assert p_text.startswith("< 1e-300") or 0 < float(p_text) <= 1
 
 
 def test_greedy_is_token_identical_and_a_shared_seed_is_not(pair):

@@ -28,7 +28,7 @@ def test_exact_grid_is_float64_rounding(pair):
     configs = [SamplingConfig(), SamplingConfig(0.0), SamplingConfig(1.2, 3, 0.8)]
     rows = sequence_laws.exact_grid_rows(*pair, configs, 2, 3)
     assert len(rows) == len(configs) * 2 * 2 * 3
-    assert {r["config"] for r in rows} == {"T=1", "T=0", "T=1.2, top-k 3, top-p 0.8"}
+    assert {r["config"] for r in rows} == {"τ=1", "τ=0", "τ=1.2, top-k 3, top-p 0.8"}
     assert max(r["max_abs_error"] for r in rows) < 1e-12
 
 
@@ -57,6 +57,23 @@ def test_truncation_order_example_by_hand(pair):
 
 
 def test_config_label():
-    assert sequence_laws.config_label(SamplingConfig(1.2, 3, 0.8)) == "T=1.2, top-k 3, top-p 0.8"
-    assert sequence_laws.config_label(SamplingConfig(0.9, None, 0.7)) == "T=0.9, top-p 0.7"
-    assert sequence_laws.config_label(SamplingConfig(0.0)) == "T=0"
+    assert sequence_laws.config_label(SamplingConfig(1.2, 3, 0.8)) == "τ=1.2, top-k 3, top-p 0.8"
+    assert sequence_laws.config_label(SamplingConfig(0.9, None, 0.7)) == "τ=0.9, top-p 0.7"
+    assert sequence_laws.config_label(SamplingConfig(0.0)) == "τ=0"
+
+
+def test_keep_at_least_by_hand_on_sun_toy_pair():
+    # ratios p/q: a -> 1/2, b -> 2.  Token: E[a1] = 2/3 * 1/2 + 1/3 = 2/3; E[a1 a2] = 4/9 * 1/4 + 2 * 2/9 * 1/2 + 1/9 = 4/9.
+    # Block: w2(aa) = 1/4, w2(ab) = min(1, 1/2 * 2) = 1, w2(ba) = 1/2, w2(bb) = 1 -> E[w2] = 1/9 + 2/9 + 1/9 + 1/9 = 5/9
+    pair = sequence_laws.sun_toy_pair()
+    assert sequence_laws.keep_at_least(*pair, 1, SamplingConfig()) == pytest.approx((2 / 3, 2 / 3))
+    assert sequence_laws.keep_at_least(*pair, 2, SamplingConfig()) == pytest.approx((4 / 9, 5 / 9))
+
+
+def test_all_kept_is_the_increment_of_expected_accepted_drafts(pair):
+    # the proofs' invariant: P(N >= k), averaged over the drafts, is E[N | k] - E[N | k-1], both methods
+    rows = sequence_laws.block_vs_token_rows(*pair, [1, 2, 3, 4], SamplingConfig(1.2, 3, 0.9))
+    assert sequence_laws.all_kept_check(rows) < 1e-12
+    assert all(r["block_all_kept"] >= r["token_all_kept"] - 1e-12 for r in rows)  # w_k >= a_1 ... a_k
+    bad = [dict(r, block_all_kept=r["block_all_kept"] + 0.01) if r["k"] == 3 else r for r in rows]
+    assert sequence_laws.all_kept_check(bad) == pytest.approx(0.01)  # negative control
