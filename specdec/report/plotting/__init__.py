@@ -11,4 +11,5 @@ from specdec.report.plotting.cost import *  # noqa: F401,F403
 from specdec.report.plotting.decoding import *  # noqa: F401,F403
 from specdec.report.plotting.exactness import *  # noqa: F401,F403
 from specdec.report.plotting.measured import *  # noqa: F401,F403
+from specdec.report.plotting.ties import *  # noqa: F401,F403
 from specdec.report.plotting.style import visible_series  # noqa: F401
