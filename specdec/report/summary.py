@@ -46,12 +46,17 @@ def _params(root: Path, chapter: str) -> dict:
 
 def exactness(root: Path = RESULTS_DIR) -> dict:
     """Largest |law - p| over chapter 01's random pairs and chapter 02's exact grid; the correct
-    algorithms' frequency tests (count, smallest p-value); wrong variants caught out of those tried."""
+    algorithms' frequency tests (count, smallest p-value); wrong variants caught out of those tried;
+    greedy argmax flips between one-token and verification forwards (chapter 01), float32 and bfloat16."""
     grid = _t(root, "seq", "exact_grid")
     freq = _t(root, "seq", "frequency_tests")
     correct = freq[freq["bug"] == "(correct)"]
     wrong = freq[freq["bug"] != "(correct)"]
-    return {"one_step_err": float(_values(root, "one")["many_pairs"]["err_random"]),
+    ties = _t(root, "one", "greedy_summary")
+    flips = {dt: (int(g["flips"].sum()), int(g["positions"].sum())) for dt, g in ties.groupby("dtype")}
+    return {"greedy_flips_f32": flips["float32"][0], "greedy_compared_f32": flips["float32"][1],
+            "greedy_flips_bf16": flips["bfloat16"][0], "greedy_compared_bf16": flips["bfloat16"][1],
+            "one_step_err": float(_values(root, "one")["many_pairs"]["err_random"]),
             "law_err": float(grid["max_abs_error"].max()), "law_configs": int(len(grid)),
             "n_correct_tests": int(len(correct)), "correct_min_p": float(correct["p_value"].min()),
             "correct_samples": int(correct["samples"].min()),
