@@ -79,7 +79,9 @@ def atomic_write(path, write, mode: str = "w") -> Path:
 def _git_commit(cwd: Path) -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+        # the results being written are not a change to the code that wrote them
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)data/results", ":(exclude)data/reruns"], cwd=cwd,
                                capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return "unknown"
