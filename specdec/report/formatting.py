@@ -42,11 +42,12 @@ def fraction_text(x: float, max_denominator: int = 1000, tol: float = 1e-9) -> s
 
 
 def with_p_values(df, columns=("p_value",)):
-    """A copy of DataFrame ``df`` for display with each named p-value column as text (p_value_text)."""
+    """A copy of DataFrame ``df`` for display with each named p-value column as text (p_value_text;
+    a missing p-value, NaN, reads "n/a": no test was run)."""
     out = df.copy()
     for col in columns:
         if col in out:
-            out[col] = [p_value_text(v) for v in out[col]]
+            out[col] = ["n/a" if v != v else p_value_text(v) for v in out[col]]
     return out
 
 

@@ -28,9 +28,9 @@ def test_exact_rationals_read_as_fractions():
 
 
 def test_table_p_values_become_text_and_the_input_is_not_changed():
-    df = pd.DataFrame({"p_value": [0.0, 0.25], "x": [1, 2]})
+    df = pd.DataFrame({"p_value": [0.0, 0.25, float("nan")], "x": [1, 2, 3]})
     shown = with_p_values(df)
-    assert list(shown["p_value"]) == ["< 1e-300", "0.25"] and df["p_value"].dtype == float
+    assert list(shown["p_value"]) == ["< 1e-300", "0.25", "n/a"] and df["p_value"].dtype == float
 
 
 def test_markdown_table_keeps_long_cells_and_blanks_missing_values():
