@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from specdec.report.paths import resolve
-from specdec.report.results import read_table
+from specdec.report.results import read_table, records
 
 __all__ = ["TABLES", "read_gpu_tables", "is_gpu_run", "status_row", "provenance_rows", "sections",
            "cost_and_controlled", "batch_throughput", "pair_speeds", "cost_caption", "throughput_caption"]
@@ -145,7 +145,7 @@ def cost_caption(rows, label: str) -> str:
     Example: -> "On H200: verifying 2 tokens costs 1.02 times one for llama; best controlled speedup
     2.31x (llama, k = 4, alpha 0.9; extended prediction 2.40x)."
     """
-    rows = list(rows.to_dict("records") if hasattr(rows, "to_dict") else rows)
+    rows = records(rows)
     ratios = "; ".join(f"verifying 2 tokens costs {r['measured']:.2f} times one for {r['pair']}"
                        for r in rows if r["panel"] == "cost_curve" and r["x"] == 2.0)
     ctrl = [r for r in rows if r["panel"] == "controlled"]
@@ -163,7 +163,7 @@ def throughput_caption(rows, label: str) -> str:
 
     Example: -> "On H200, at batch 64: llama plain 5120 tokens/s, best speculative 6100 (k = 2)."
     """
-    rows = list(rows.to_dict("records") if hasattr(rows, "to_dict") else rows)
+    rows = records(rows)
     if not rows:
         return f"On {label}: no batch runs."
     top = max(r["batch"] for r in rows)

@@ -40,8 +40,13 @@ def _values(root: Path, chapter: str) -> dict:
     return json.loads((Path(root) / CH[chapter] / "values.json").read_text())["values"]
 
 
+def _chapter(root: Path, chapter: str) -> dict:
+    """The chapter's chapter.json: its parameters and the provenance of its run."""
+    return json.loads((Path(root) / CH[chapter] / "chapter.json").read_text())
+
+
 def _params(root: Path, chapter: str) -> dict:
-    return json.loads((Path(root) / CH[chapter] / "chapter.json").read_text())["parameters"]
+    return _chapter(root, chapter)["parameters"]
 
 
 def exactness(root: Path = RESULTS_DIR) -> dict:
@@ -179,8 +184,8 @@ def scope(root: Path = RESULTS_DIR) -> dict:
     """What the measurements cover, for the limitations: model scale, machine, lengths, batches,
     temperatures, prompts, and how many intervals the measured chapters state."""
     ppl = _t(root, "family", "perplexity").set_index("model")
-    p6, p5 = _params(root, "dec"), _params(root, "acc")
-    hw = json.loads((Path(root) / CH["dec"] / "chapter.json").read_text())["provenance"].get("hardware", {})
+    dec = _chapter(root, "dec")
+    p6, p5, hw = dec["parameters"], _params(root, "acc"), dec["provenance"].get("hardware", {})
     s = _t(root, "dec", "summary")
     n_intervals = int((s["config"] != "baseline").sum() + len(_t(root, "dec", "draft_summary"))
                       + len(_t(root, "dec", "dynamic_vs_fixed")) + len(_t(root, "dec", "real_size_speedup_vs_alpha"))

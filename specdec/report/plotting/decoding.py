@@ -31,6 +31,11 @@ def cost_curve(curve):
     return fig
 
 
+def _cell(temperature: float, batch: int) -> str:
+    """A legend label for a (temperature, batch) cell: "greedy, batch 1" or "τ=1, batch 8"."""
+    return f"{'greedy' if temperature == 0 else f'τ={temperature:g}'}, batch {batch}"
+
+
 def speedup_vs_k(summary, predictions):
     """One panel per output length: the measured end-to-end speedup with its 95% interval against
     k, one colour per (temperature, batch), and the cost model's steady-state prediction dashed;
@@ -40,7 +45,7 @@ def speedup_vs_k(summary, predictions):
     for ax, L in zip(axes[0], lens):
         sel = summary[summary["output_len"] == L]
         for j, ((T, B), g) in enumerate(sel.groupby(["temperature", "batch"], sort=False)):
-            lab = f"{'greedy' if T == 0 else f'τ={T:g}'}, batch {B}"
+            lab = _cell(T, B)
             fx = g[g["config"].str.startswith("k=")]
             err = [fx["speedup"] - fx["speedup_lo"], fx["speedup_hi"] - fx["speedup"]]
             ax.errorbar(fx["k"], fx["speedup"], yerr=err, marker="o", capsize=2, color=f"C{j}", label=f"measured, {lab}")
@@ -67,7 +72,7 @@ def predicted_vs_measured(predictions, tolerance: float = 0.10):
         xerr = [g["predicted"] - g["predicted_lo"], g["predicted_hi"] - g["predicted"]]
         ax.errorbar(g["predicted"], g["measured"], xerr=xerr,
                     yerr=[g["measured"] - g["measured_lo"], g["measured_hi"] - g["measured"]], fmt="o", ms=4, capsize=2,
-                    color=f"C{j}", label=f"{'greedy' if T == 0 else f'τ={T:g}'}, batch {B}")
+                    color=f"C{j}", label=_cell(T, B))
     lo = float(min(predictions["predicted_lo"].min(), predictions["measured_lo"].min())) * 0.95
     hi = float(max(predictions["predicted_hi"].max(), predictions["measured_hi"].max())) * 1.05
     x = np.linspace(lo, hi, 2)
