@@ -28,7 +28,8 @@ from specdec.core.sampling import SamplingConfig
 from specdec.core.toy import TableModel
 from specdec.core.verify import accept_prob, block_stop_probs, block_weights, residual
 
-__all__ = ["one_step_law", "target_law", "step_outcomes", "spec_law", "expected_accepted", "marginal",
+__all__ = ["one_step_law", "target_law", "step_outcomes", "spec_law", "expected_accepted", "expected_accepted_rule",
+           "marginal",
            "all_sequences", "chunks_from_table", "STANDARD_RULES"]
 
 F64 = torch.float64
@@ -122,20 +123,42 @@ def step_outcomes(drafts: torch.Tensor, q: torch.Tensor, p: torch.Tensor, method
 STANDARD_RULES = ("token", "block")
 
 
+def _draft_rows(target, draft, prefixes, blocks, k: int, drafts: int, target_cfg, draft_cfg, draft_sample_cfg):
+    """Every (prefix, draft blocks) row: drafts (R, k), q given to verification (R, k, V), p
+    (R, k+1, V) and the probability of drawing the blocks (R,); with drafts > 1 an axis of
+    size ``drafts`` after R (blocks (R, drafts k) holds them side by side, each continuing the prefix)."""
+    L = prefixes.shape[1]
+    parts = []
+    for j in range(drafts):
+        seqs = torch.cat([prefixes, blocks[:, j * k:(j + 1) * k]], dim=1)  # (R, L+k)
+        q_s = _seq_probs(draft, draft_sample_cfg, seqs, L)[:, :k]  # (R, k, V) drafts drawn from
+        q_v = _seq_probs(draft, draft_cfg, seqs, L)[:, :k]  # (R, k, V) q given to verification
+        p = _seq_probs(target, target_cfg, seqs, L)  # (R, k+1, V)
+        d = seqs[:, L:]  # (R, k)
+        parts.append((d, q_v, p, q_s.gather(-1, d.unsqueeze(-1)).squeeze(-1).prod(-1)))
+    if drafts == 1:
+        return parts[0]
+    d, q_v, p = (torch.stack([x[i] for x in parts], dim=1) for i in range(3))
+    return d, q_v, p, torch.stack([x[3] for x in parts], dim=1).prod(-1)
+
+
 def spec_law(target: TableModel, draft: TableModel, n: int, k: int, method="token",
              target_cfg: SamplingConfig = SamplingConfig(), draft_cfg: SamplingConfig | None = None,
-             draft_sample_cfg: SamplingConfig | None = None) -> torch.Tensor:
+             draft_sample_cfg: SamplingConfig | None = None, drafts: int = 1) -> torch.Tensor:
     """Exact law of the first n tokens produced by speculative decoding with k drafts: (V,)*n.
 
     method: "token", "block", or a rule `rule(drafts, q, p) -> chunk groups` (see
     `chunks_from_table`; the wrong variants in `specdec.core.variants` are such rules).
     Drafts are drawn from `draft_sample_cfg` (default `draft_cfg`, default `target_cfg`) and q
     given to the rule is processed with `draft_cfg`; they differ only for negative controls.
+    drafts: independent draft blocks per step (multi-draft verification, `specdec.core.multidraft`);
+    above 1 the rule receives drafts (R, drafts, k), q (R, drafts, k, V), p (R, drafts, k+1, V) and
+    every combination of the drafts' blocks is enumerated (V^(drafts k) per prefix).
     """
     if target.V != draft.V:
         raise ValueError(f"vocabulary mismatch: target V={target.V}, draft V={draft.V}")
-    if n < 1 or k < 0:
-        raise ValueError(f"need n >= 1 and k >= 0, got n={n}, k={k}")
+    if n < 1 or k < 0 or drafts < 1:
+        raise ValueError(f"need n >= 1, k >= 0 and drafts >= 1, got n={n}, k={k}, drafts={drafts}")
     draft_cfg = draft_cfg or target_cfg
     draft_sample_cfg = draft_sample_cfg or draft_cfg
     if isinstance(method, str):
@@ -143,7 +166,7 @@ def spec_law(target: TableModel, draft: TableModel, n: int, k: int, method="toke
     else:
         rule = method
     V = target.V
-    blocks = all_sequences(V, k)  # (D, k)
+    blocks = all_sequences(V, k * drafts)  # (D, drafts k): the drafts' blocks side by side
     D = blocks.shape[0]
     final = torch.zeros(V ** n, dtype=F64)
     mass = [torch.zeros(V ** L, dtype=F64) for L in range(n)]  # prefixes of length L < n
@@ -156,12 +179,8 @@ def spec_law(target: TableModel, draft: TableModel, n: int, k: int, method="toke
         prefixes = torch.stack([(codes // V ** (L - 1 - i)) % V for i in range(L)], dim=1) if L \
             else torch.zeros(S, 0, dtype=torch.long)  # (S, L)
         state = torch.arange(S).repeat_interleave(D)  # (S*D,) state of each row
-        seqs = torch.cat([prefixes[state], blocks.repeat(S, 1)], dim=1)  # (S*D, L+k)
-        q_s = _seq_probs(draft, draft_sample_cfg, seqs, L)[:, :k]  # (S*D, k, V) drafts drawn from
-        q_v = _seq_probs(draft, draft_cfg, seqs, L)[:, :k]  # (S*D, k, V) q given to verification
-        p = _seq_probs(target, target_cfg, seqs, L)  # (S*D, k+1, V)
-        d_all = seqs[:, L:]  # (S*D, k)
-        q_block = q_s.gather(-1, d_all.unsqueeze(-1)).squeeze(-1).prod(-1)  # (S*D,) draft law
+        d_all, q_v, p, q_block = _draft_rows(target, draft, prefixes[state], blocks.repeat(S, 1), k, drafts,
+                                             target_cfg, draft_cfg, draft_sample_cfg)
         keep = (q_block > 0).nonzero().squeeze(1)  # drafts that cannot be drawn are dropped
         row_mass = mass[L][codes][state[keep]] * q_block[keep]  # (R,)
         row_code = codes[state[keep]]  # (R,)
@@ -191,3 +210,17 @@ def expected_accepted(target: TableModel, draft: TableModel, k: int, method: str
     live = q_block > 0
     out = step_outcomes(blocks[live], q[live], p[live], method).sum(-1)  # (D', k+1)
     return float((q_block[live] * (out * torch.arange(k + 1, dtype=F64)).sum(-1)).sum())
+
+
+def expected_accepted_rule(target: TableModel, draft: TableModel, k: int, rule, target_cfg=SamplingConfig(),
+                           draft_cfg=None, draft_sample_cfg=None, drafts: int = 1) -> float:
+    """`expected_accepted` for any `spec_law` rule (chunk groups) and ``drafts`` draft blocks:
+    sum over draft blocks and outcomes of P(blocks) P(outcome) (tokens emitted - 1), first step."""
+    draft_cfg = draft_cfg or target_cfg
+    draft_sample_cfg = draft_sample_cfg or draft_cfg
+    blocks = all_sequences(target.V, k * drafts)
+    d, q, p, q_block = _draft_rows(target, draft, blocks[:, :0], blocks, k, drafts, target_cfg, draft_cfg,
+                                   draft_sample_cfg)
+    live = (q_block > 0).nonzero().squeeze(1)
+    return float(sum((q_block[live][idx] * prob * (toks.shape[1] - 1)).sum()
+                     for idx, toks, prob in rule(d[live], q[live], p[live])))

@@ -64,7 +64,7 @@ def raise_for_flags(flags, what: str = "logits") -> None:
         raise ValueError(f"a row of {what} is all -inf: no token can be sampled")
 
 
-def _check_logits(logits, check: bool = True) -> torch.Tensor:
+def _check_logits(logits, check: bool = True, dtype: torch.dtype | None = None) -> torch.Tensor:
     if not isinstance(logits, torch.Tensor):
         raise ValueError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
     if not logits.is_floating_point():
@@ -73,13 +73,15 @@ def _check_logits(logits, check: bool = True) -> torch.Tensor:
         raise ValueError(f"logits must have a non-empty last (vocabulary) axis, got shape {tuple(logits.shape)}")
     # half precision is upcast: the result is float32 (or float64 for float64 input), never half
     x = logits if logits.dtype == torch.float64 else logits.to(torch.float32)
+    if dtype is not None:  # an explicit working precision (specdec.core.precision studies them)
+        x = logits.to(dtype)
     if check:
         raise_for_flags(logit_flags(x).tolist())  # all three checks in one host sync
     return x
 
 
 def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
-                   top_p: float | None = None, *, check: bool = True) -> torch.Tensor:
+                   top_p: float | None = None, *, check: bool = True, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Probabilities over the last axis after temperature, top-k, top-p, renormalization.
 
     logits: (..., V) float tensor; -inf entries are masked tokens.  Never modified.
@@ -89,12 +91,15 @@ def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | 
     top_p: nucleus, in (0, 1]; 1 keeps all.
     check: raise on NaN, +inf or an all -inf row (one host sync).  The engine passes False and
         checks the same `logit_flags` inside the one sync it makes per step instead.
+    dtype: the working precision of every operation (temperature, truncation, softmax) and of the
+        result; None (the engine's choice) is float32, or float64 for float64 logits.  Half
+        precision rows sum to 1 only within its rounding (`specdec.core.precision`).
     Returns (..., V) float32 (float64 for float64 input), rows summing to 1.
 
     Example: process_logits(torch.tensor([0.0, 0.0, -1e9]), temperature=0) -> tensor([1., 0., 0.])
     """
     _check_knobs(temperature, top_k, top_p)
-    x = _check_logits(logits, check)  # (..., V), float32 or float64
+    x = _check_logits(logits, check, dtype)  # (..., V), float32 or float64 (or dtype)
     V = x.shape[-1]
     if temperature == 0:
         idx = x.argmax(dim=-1, keepdim=True)  # (..., 1), first maximum

@@ -114,13 +114,16 @@ def sample_autoregressive(model: TableModel, n: int, N: int, generator: torch.Ge
 def sample_speculative(target: TableModel, draft: TableModel, n: int, k: int, N: int,
                        generator: torch.Generator, method: str = "token",
                        target_cfg: SamplingConfig = SamplingConfig(), draft_cfg: SamplingConfig | None = None,
-                       draft_sample_cfg: SamplingConfig | None = None, verifier=verify) -> torch.Tensor:
+                       draft_sample_cfg: SamplingConfig | None = None, verifier=verify, drafts: int = 1) -> torch.Tensor:
     """N generations of the first n tokens by speculative decoding with k drafts: (N, n) long.
 
     Each step drafts k tokens autoregressively from `draft_sample_cfg(draft)` (default: the
     verified q, `draft_cfg`, default `target_cfg`), then calls `verifier(drafts, q, p, method=,
     generator=)` -- the real `verify` unless a negative control from `specdec.core.variants` is passed
     -- and appends its tokens.  All N rows advance together; rows already at n are done.
+    drafts > 1: that many independent draft blocks per step (drawn one block after another), given
+    to the verifier as (R, drafts, k), (R, drafts, k, V), (R, drafts, k+1, V)
+    (`specdec.core.multidraft.verify_multi`).
     """
     draft_cfg = draft_cfg or target_cfg
     draft_sample_cfg = draft_sample_cfg or draft_cfg
@@ -131,20 +134,24 @@ def sample_speculative(target: TableModel, draft: TableModel, n: int, k: int, N:
         rows = (length < n).nonzero().squeeze(1)  # (R,)
         for Lg in length[rows].unique().tolist():
             grp = rows[length[rows] == Lg]
-            ctx = seq[grp, :Lg]  # (R, Lg)
-            qs, qv, drafts = [], [], []
-            for _ in range(k):
-                qi_sample = draft.probs_for(ctx, draft_sample_cfg)  # (R, V)
-                qi_verify = draft.probs_for(ctx, draft_cfg)
-                u = torch.rand(len(grp), generator=generator, dtype=torch.float64)
-                x = sample_inverse_cdf(qi_sample, u)  # (R,)
-                qv.append(qi_verify)
-                drafts.append(x)
-                ctx = torch.cat([ctx, x.unsqueeze(1)], dim=1)
-            full = ctx  # (R, Lg + k)
-            p = torch.stack([target.probs_for(full[:, : Lg + i], target_cfg) for i in range(k + 1)], dim=1)
-            d = torch.stack(drafts, dim=1) if k else torch.zeros(len(grp), 0, dtype=torch.long)
-            q = torch.stack(qv, dim=1) if k else torch.zeros(len(grp), 0, target.V, dtype=p.dtype)
+            blocks = []
+            for _ in range(drafts):
+                ctx = seq[grp, :Lg]  # (R, Lg)
+                qv, toks = [], []
+                for _ in range(k):
+                    qi_sample = draft.probs_for(ctx, draft_sample_cfg)  # (R, V)
+                    qi_verify = draft.probs_for(ctx, draft_cfg)
+                    u = torch.rand(len(grp), generator=generator, dtype=torch.float64)
+                    x = sample_inverse_cdf(qi_sample, u)  # (R,)
+                    qv.append(qi_verify)
+                    toks.append(x)
+                    ctx = torch.cat([ctx, x.unsqueeze(1)], dim=1)
+                full = ctx  # (R, Lg + k)
+                p = torch.stack([target.probs_for(full[:, : Lg + i], target_cfg) for i in range(k + 1)], dim=1)
+                d = torch.stack(toks, dim=1) if k else torch.zeros(len(grp), 0, dtype=torch.long)
+                q = torch.stack(qv, dim=1) if k else torch.zeros(len(grp), 0, target.V, dtype=p.dtype)
+                blocks.append((d, q, p))
+            d, q, p = blocks[0] if drafts == 1 else (torch.stack([b[i] for b in blocks], dim=1) for i in range(3))
             res = verifier(d, q, p, method=method, generator=generator)
             m = res.num_accepted + 1  # (R,) valid tokens
             cols = Lg + torch.arange(k + 1)  # (k+1,)
