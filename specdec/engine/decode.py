@@ -199,7 +199,8 @@ def generate(target, input_ids, *, drafter=None, k=4, method: str = "token", max
     drafter=None: autoregressive baseline; a causal LM or a drafter object: speculative decoding
     with k drafts per step -- an integer, or a schedule (`specdec.engine.schedule`: a callable
     given the run's `History` before each step) -- verified by `method` ("token" or "block"), or
-    by `verifier` when a caller names one (module docstring).  Sampling rules as in
+    by `verifier` when a caller names one (module docstring; an approximate rule of
+    `specdec.core.approximate` is reached only this way, and its stats say lossless False).  Sampling rules as in
     `specdec.core.sampling.process_logits` (temperature 0 = greedy).  All randomness from `generator`.
 
     The loop runs under `torch.inference_mode` (about 5% faster per forward on this CPU than
@@ -230,6 +231,11 @@ def _generate(target, input_ids, *, drafter, k, method, max_new_tokens, temperat
     dec = _Decoder(target, drafter, ids, mask, max_new_tokens=max_new_tokens, stops=stops, sampling=sampling,
                    method=method, generator=generator, verifier=verifier)
     stats, history, cancelled = DecodeStats(), History(), False
+    if verifier is not None and drafter is not None:  # a caller's rule: lossless only if it says so
+        stats.lossless = getattr(verifier, "lossless", False) is True
+        stats.verifier = str(getattr(verifier, "name", type(verifier).__name__))
+    else:
+        stats.verifier = method if drafter is not None else "autoregressive"
     if drafter is not None:
         drafter.begin(ids, mask)
     stats.prefill_seconds = now(device) - t_start  # the prompt itself is fed with the first step

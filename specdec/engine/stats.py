@@ -19,6 +19,9 @@ leave out the first step, whose target forward also feeds the prompt.
                       cuda max_memory_allocated on GPU
     kv_slots          slots per row of the target's KV cache at the end: prompt + tokens fed, plus in a
                       ragged batch the masked holes of rejected drafts (`specdec.engine.decode`)
+    lossless          False when the steps were decided by a caller's verifier that does not declare
+                      ``lossless = True`` (approximate rules of `specdec.core.approximate`, the
+                      controlled-acceptance instrumentation); verifier names it
 
 Example: generate(target, ids, max_new_tokens=32, temperature=0).summary()["tokens_per_s"]
 """
@@ -59,6 +62,8 @@ class DecodeStats:
     peak_memory_bytes: int = 0
     kv_slots: int = 0  # slots per row of the target's KV cache at the end (prompt, tokens and masked holes)
     memory_kind: str = "process_rss_peak"  # or "cuda_max_memory_allocated"
+    lossless: bool = True  # False when a verifier not known to keep the target's law decided the steps
+    verifier: str = "token"  # the method, or the name of the verifier a caller passed
 
     def step_rows(self) -> list[dict]:
         return [dict(s) for s in self.steps]
@@ -124,7 +129,7 @@ class DecodeStats:
                "total_s": self.total_seconds, "overhead_share": overhead / tot["t_step"] if self.steps else 0.0,
                "mean_accepted": sum(acc) / len(acc) if acc else 0.0, "first_step_tokens": first,
                "peak_memory_bytes": self.peak_memory_bytes, "memory_kind": self.memory_kind,
-               "kv_slots": self.kv_slots}
+               "kv_slots": self.kv_slots, "lossless": self.lossless, "verifier": self.verifier}
         out.update(latency_summary(token_rows, min(ttft) if ttft else None, self.total_seconds, n_tok, first))
         return out
 
