@@ -1,0 +1,36 @@
+"""Chapter 08's one-row-per-algorithm table and its headline numbers, joined from the chapter's
+tables (exact laws, frequency tests, measured speedups and quality).  Joins only: every number
+comes from a committed table.
+
+Example: algorithm_table(exact, freq, speed, quality, 1.0) -> one row per algorithm of ``exact``,
+with NaN in the measured columns of the algorithms that were not measured.
+"""
+
+from __future__ import annotations
+
+__all__ = ["algorithm_table", "speed_headline"]
+
+SPEED = ["speedup_median", "speedup_lo", "speedup_hi", "verdict"]
+NLL = ["nll_diff", "nll_diff_lo", "nll_diff_hi"]
+
+
+def algorithm_table(exact, freq, speed, quality, temperature: float):
+    """exact (one setting: algorithm, family, tv, kl, expected_tokens) joined with the largest
+    detecting sample size of the frequency tests (detect_N; 0 = never, the law is the target's),
+    and the speedup and NLL change measured at ``temperature``."""
+    det = freq.groupby("algorithm", sort=False)["detect_samples"].max().rename("detect_N")
+    out = exact[["algorithm", "family", "tv", "kl", "expected_tokens"]].merge(det, on="algorithm", how="left")
+    out = out.merge(speed[speed["temperature"] == temperature][["algorithm", *SPEED]], on="algorithm", how="left")
+    return out.merge(quality[quality["temperature"] == temperature][["algorithm", *NLL]], on="algorithm", how="left")
+
+
+def speed_headline(speed, temperature: float) -> dict:
+    """Token verification's and the fastest algorithm's speedup at ``temperature`` (median, interval,
+    verdict), and how many comparisons of the whole table are faster by their interval."""
+    at = speed[speed["temperature"] == temperature]
+    best, tok = at.sort_values("speedup_median").iloc[-1], at[at["algorithm"] == "token"].iloc[0]
+    out = {"best_alg": best["algorithm"], "n_faster": int((speed["verdict"] == "faster").sum()), "n_speed": len(speed)}
+    for tag, r in (("best", best), ("tok", tok)):
+        out.update({f"{tag}_speed": float(r["speedup_median"]), f"{tag}_lo": float(r["speedup_lo"]),
+                    f"{tag}_hi": float(r["speedup_hi"]), f"{tag}_verdict": r["verdict"]})
+    return out
