@@ -176,20 +176,22 @@ def optimal_acceptance(p, q, n: int) -> float:
 
 
 def optimal_acceptance_lp(p, q, n: int) -> float:
-    """The same bound as the transport linear program over couplings of q^n (V^n candidate tuples)
-    and p: maximize P(y in tuple).  Small V^n only (scipy's HiGHS)."""
+    """The same bound as a linear program over the transport plans pi(t, y) between the V^n
+    candidate tuples t (mass q^n(t)) and the output y (mass p(y)), restricted to y in t: maximize
+    sum pi subject to sum_y pi(t, y) <= q^n(t) and sum_t pi(t, y) <= p(y) (the max-flow form; the
+    unmatched mass completes it to a coupling).  Small V^n only (scipy's HiGHS)."""
     from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
 
     p, q = _dists(p, q)
     V = p.size
     tuples = all_sequences(V, n).numpy()  # (T, n)
     T = tuples.shape[0]
     qt = np.prod(q[tuples], axis=1)  # (T,)
-    hit = (tuples[:, :, None] == np.arange(V)).any(1).astype(np.float64)  # (T, V)
-    rows = np.kron(np.eye(T), np.ones(V))  # sum_y pi(t, y) = q^n(t)
-    cols = np.kron(np.ones(T), np.eye(V))  # sum_t pi(t, y) = p(y)
-    res = linprog(-hit.reshape(-1), A_eq=np.vstack([rows, cols]), b_eq=np.concatenate([qt, p]),
-                  bounds=(0, None), method="highs")
+    t_idx, y_idx = np.nonzero((tuples[:, :, None] == np.arange(V)).any(1))  # the pairs with y in t
+    m = t_idx.size
+    A = coo_matrix((np.ones(2 * m), (np.concatenate([t_idx, T + y_idx]), np.tile(np.arange(m), 2))), shape=(T + V, m))
+    res = linprog(-np.ones(m), A_ub=A.tocsr(), b_ub=np.concatenate([qt, p]), bounds=(0, None), method="highs")
     if res.status != 0:
         raise RuntimeError(f"linear program failed: {res.message}")
     return float(-res.fun)
