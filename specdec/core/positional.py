@@ -40,7 +40,7 @@ from specdec.core.exact import chunks_from_table
 from specdec.core.sampling import sample_inverse_cdf
 from specdec.core.verify import VerifyResult, check_inputs
 
-__all__ = ["Rule", "drafted_probs", "sample_rule", "rule_outcomes", "positional_law_rule"]
+__all__ = ["Rule", "drafted_probs", "sample_rule", "rule_outcomes", "positional_law_rule", "first_token_law"]
 
 F64 = torch.float64
 Parts = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -95,6 +95,25 @@ def rule_outcomes(parts: Parts, d: torch.Tensor, q: torch.Tensor, p: torch.Tenso
     pk = p[:, k].to(F64)
     out[:, k] = reach.unsqueeze(-1) * pk / pk.sum(-1, keepdim=True)  # the sampler renormalizes p_k too
     return out
+
+
+def first_token_law(parts: Parts, p: torch.Tensor, q: torch.Tensor, draws: torch.Tensor | None = None):
+    """(law (V,) float64, P(first draft kept)) of the first token a step emits under rule ``parts``,
+    for target and draft laws p, q (V,) at one context, drafts drawn from ``draws`` (default q; e.g.
+    a one-hot on argmax q for greedy drafts):
+
+        pi(y) = draws(y) a(y) + sum_x draws(x) (1 - a(x)) r_x(y) / |r_x|,
+
+    the first position of `rule_outcomes` (tested equal to it), over every draft token at once: one
+    (V, 1, V) evaluation of ``parts``.  Example: token verification's parts give pi = p to rounding."""
+    V = p.shape[-1]
+    p64, q64 = p.to(F64), q.to(F64)
+    w = q64 if draws is None else draws.to(F64)
+    a, r = parts(torch.arange(V).unsqueeze(1), q64.expand(V, 1, V), p64.expand(V, 2, V))  # (V, 1), (V, 1, V)
+    a, r = a[:, 0], r[:, 0].to(F64)
+    mass = r.sum(-1, keepdim=True)
+    r = torch.where(mass > 0, r / torch.where(mass > 0, mass, 1.0), 0.0)
+    return w @ ((1 - a).unsqueeze(-1) * r) + w * a, float(w @ a)
 
 
 def positional_law_rule(parts: Parts):

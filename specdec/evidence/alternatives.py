@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from specdec.core import alternatives, approximate, multidraft, precision
-from specdec.core.positional import positional_law_rule
+from specdec.core.positional import Rule, positional_law_rule
 from specdec.core.exact import (chunks_from_table, expected_accepted, expected_accepted_rule, marginal, spec_law,
                                 step_outcomes, target_law)
 from specdec.core.sampling import SamplingConfig
@@ -40,7 +40,7 @@ from specdec.core.verify import verify
 from specdec.evidence.frequency_tests import design, pooled_tv
 
 __all__ = ["Entry", "entries", "exact_rows", "detect_samples", "frequency_rows", "small_pairs", "multidraft_rows",
-           "precision_rows", "precision_law_rule"]
+           "precision_rows", "positional_specs", "precision_law_rule"]
 
 F64 = torch.float64
 GREEDY = SamplingConfig(0.0)
@@ -219,6 +219,18 @@ def precision_rows(target: TableModel, draft: TableModel, n: int, k: int, cfg: S
                      "detect_exact": sample_size(tv_e, cells, alpha, power) if tv_e > 1e-15 else 0,
                      "detect_same_precision": sample_size(tv_s, cells, alpha, power) if tv_s > 1e-15 else 0})
     return rows
+
+
+def positional_specs(algs: list[Entry]) -> dict:
+    """{name: (positional parts, family, greedy drafts)} of the single-draft algorithms whose rule is
+    positional (token verification and the greedy-draft shortcut as `precision.token_parts` in
+    float64); block and multi-draft verification are not positional and are left out."""
+    out = {}
+    for e in algs:
+        if e.drafts == 1 and e.method != "block":
+            parts = e.sampler.parts if isinstance(e.sampler, Rule) else precision.token_parts(F64)
+            out[e.name] = (parts, e.family, e.greedy_drafts)
+    return out
 
 
 def precision_law_rule(path):

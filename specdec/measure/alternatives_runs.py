@@ -1,6 +1,6 @@
 """Chapter 08's measured runs: the lossless alternatives and the approximate verification rules on
-the embedded pair (speedup, acceptance per position, output quality), and the law that reduced
-precision realizes on the pair's real logits.
+the embedded pair (speedup, acceptance per position, output quality).  The exact one-step laws on
+the pair's real logits are in `specdec.measure.real_laws`.
 
 Protocol (`specdec.measure.protocol`, through the one harness `specdec.measure.harness.protocol_sweep`):
   1. Cells: one per (temperature, prompt): one held-out prompt (batch 1), ``output_len`` new tokens,
@@ -30,15 +30,14 @@ import numpy as np
 import torch
 
 from specdec.core.acceptance import distinct_ngram_ratio
-from specdec.core.precision import DTYPES, PATHS, one_step_law, precision_cfg, tv
-from specdec.core.sampling import SamplingConfig, process_logits
+from specdec.core.sampling import process_logits
 from specdec.core.stats import cluster_ratio_interval, wilson_interval
 from specdec.engine.decode import generate
 from specdec.measure.harness import Cell, Config, protocol_sweep
 from specdec.measure.protocol import LEVEL, paired_speedups, summarize
 
 __all__ = ["AR", "TOKEN", "rule_configs", "alternative_runs", "continuation_nll", "speedup_rows",
-           "acceptance_rows", "quality_rows", "precision_real_rows"]
+           "acceptance_rows", "quality_rows"]
 
 AR, TOKEN = "autoregressive", "token"
 PAIR_KEYS = ("temperature", "prompt", "repeat")  # a run pairs with the AR run of the same keys
@@ -274,43 +273,3 @@ def quality_rows(rows: list[dict], *, level: float = LEVEL, seed: int = 0) -> li
             row.update({m: float(a.mean()), f"{m}_diff": d, f"{m}_diff_lo": lo, f"{m}_diff_hi": hi})
         out.append(row)
     return out
-
-
-@torch.inference_mode()
-def precision_real_rows(target, draft, prompts: torch.Tensor, paths=None, cfg: SamplingConfig = SamplingConfig(),
-                        *, contexts: int) -> list[dict]:
-    """The one-step law each precision path realizes on the real pair (`specdec.core.precision`).
-    One float32 forward of each model over prompts (n, P); ``contexts`` positions spread evenly
-    over the n P positions give logits (C, V).  Per path (default: every path of PATHS):
-    p~, q~ = precision_cfg(path, cfg)(logits in float64), law = one_step_law(p~, q~, verify dtype);
-    TV of the law from the exact target law (float64 throughout) and from the same-precision target
-    p~ / sum p~, median and max over contexts, and max |sum p~ - 1| (and of q~).
-
-    Example: the exact path gives tv_exact_max 0; "bf16 softmax" has tv_same near the rows' ~1e-3
-    deviation of their totals from 1.
-    """
-    paths = list((PATHS if paths is None else paths).values()) if isinstance(paths, (dict, type(None))) \
-        else list(paths)
-    n, L = prompts.shape
-    if not 1 <= contexts <= n * L:
-        raise ValueError(f"contexts must lie in [1, {n * L}] (the prompts' positions), got {contexts}")
-    at = torch.linspace(0, n * L - 1, contexts).round().long()  # (C,) distinct positions: spacing >= 1
-
-    def logits(model):
-        dev = next(model.parameters()).device
-        z = model(input_ids=prompts.to(dev).long()).logits.float()  # (n, P, V)
-        return z.reshape(n * L, -1)[at.to(dev)].double().cpu()  # (C, V)
-
-    lt, lq = logits(target), logits(draft)
-    exact = precision_cfg(PATHS["exact (float64)"], cfg, normalize=True)(lt)  # (C, V)
-    rows = []
-    for path in paths:
-        pt, qt = precision_cfg(path, cfg)(lt), precision_cfg(path, cfg)(lq)  # (C, V) rounded rows, float64
-        law = one_step_law(pt, qt, DTYPES[path.verify])
-        te, ts = tv(law, exact).numpy(), tv(law, precision_cfg(path, cfg, normalize=True)(lt)).numpy()
-        rows.append({"path": path.name, "logits": path.logits, "probs": path.probs, "verify": path.verify,
-                     "contexts": contexts, "tv_exact_median": float(np.median(te)), "tv_exact_max": float(te.max()),
-                     "tv_same_median": float(np.median(ts)), "tv_same_max": float(ts.max()),
-                     "row_sum_dev_max": float((pt.sum(-1) - 1).abs().max()),
-                     "q_row_sum_dev_max": float((qt.sum(-1) - 1).abs().max())})
-    return rows

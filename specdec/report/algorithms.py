@@ -8,18 +8,21 @@ with NaN in the measured columns of the algorithms that were not measured.
 
 from __future__ import annotations
 
-__all__ = ["algorithm_table", "speed_headline"]
+__all__ = ["algorithm_table", "speed_headline", "frequency_words"]
 
 SPEED = ["speedup_median", "speedup_lo", "speedup_hi", "verdict"]
 NLL = ["nll_diff", "nll_diff_lo", "nll_diff_hi"]
 
 
-def algorithm_table(exact, freq, speed, quality, temperature: float):
+def algorithm_table(exact, freq, real, speed, quality, temperature: float):
     """exact (one setting: algorithm, family, tv, kl, expected_tokens) joined with the largest
-    detecting sample size of the frequency tests (detect_N; 0 = never, the law is the target's),
-    and the speedup and NLL change measured at ``temperature``."""
+    detecting sample size of the toy's frequency tests (detect_N; 0 = never, the law is the
+    target's), the real pair's one-step TV, first-draft acceptance and detecting N (tv_real,
+    accept_real, detect_N_real), and the speedup and NLL change measured at ``temperature``."""
     det = freq.groupby("algorithm", sort=False)["detect_samples"].max().rename("detect_N")
     out = exact[["algorithm", "family", "tv", "kl", "expected_tokens"]].merge(det, on="algorithm", how="left")
+    out = out.merge(real[["algorithm", "tv_median", "accept_first", "detect_N"]].rename(columns={
+        "tv_median": "tv_real", "accept_first": "accept_real", "detect_N": "detect_N_real"}), on="algorithm", how="left")
     out = out.merge(speed[speed["temperature"] == temperature][["algorithm", *SPEED]], on="algorithm", how="left")
     return out.merge(quality[quality["temperature"] == temperature][["algorithm", *NLL]], on="algorithm", how="left")
 
@@ -34,3 +37,16 @@ def speed_headline(speed, temperature: float) -> dict:
         out.update({f"{tag}_speed": float(r["speedup_median"]), f"{tag}_lo": float(r["speedup_lo"]),
                     f"{tag}_hi": float(r["speedup_hi"]), f"{tag}_verdict": r["verdict"]})
     return out
+
+
+def frequency_words(freq) -> dict:
+    """The frequency tests in words: the design N, "a of b" lossless algorithms that pass at it,
+    "c of d" approximate algorithms caught at every N they were run at, and the largest detecting N.
+    Example: 6 lossless rows passing, 10 approximate algorithms all caught -> "6 of 6", "10 of 10"."""
+    design = freq[freq["run"] == "design"]
+    ok = design[design["family"] == "lossless"]
+    lossy = freq[freq["family"] == "approximate"]
+    caught = lossy.groupby("algorithm")["verdict"].apply(lambda v: bool((v[v != "not run"] == "caught").all()))
+    return {"design_n": int(design["samples"].iloc[0]),
+            "lossless_pass": f"{int((ok['verdict'] == 'passes').sum())} of {len(ok)}",
+            "lossy_caught": f"{int(caught.sum())} of {len(caught)}", "max_detect": int(freq["detect_samples"].max())}

@@ -10,7 +10,7 @@ import torch
 
 from specdec.core import alternatives, approximate, multidraft, precision
 from specdec.core.exact import expected_accepted, expected_accepted_rule, spec_law, step_outcomes, target_law
-from specdec.core.positional import positional_law_rule, rule_outcomes, sample_rule
+from specdec.core.positional import first_token_law, positional_law_rule, rule_outcomes, sample_rule
 from specdec.core.sampling import SamplingConfig, process_logits
 from specdec.core.stats import counts_of, gof_test, sample_size
 from specdec.core.toy import sample_speculative
@@ -190,3 +190,19 @@ def test_one_step_law_of_exact_rows_is_p():
     assert torch.allclose(precision.one_step_law(p[:, 0], q[:, 0]), p[:, 0], atol=1e-15)
     scaled = p[:, 0] * 1.01  # a row total off by 1%: the law moves (what a half-precision softmax does)
     assert float(precision.tv(precision.one_step_law(scaled, q[:, 0]), p[:, 0]).max()) > 1e-3
+
+
+def test_first_token_law_is_the_first_position_of_rule_outcomes():
+    d, q, p = _random_inputs(1, 1, 9, 5)
+    for parts in (_token_parts, alternatives.MATCH.parts, approximate.typical(0.3, 0.5).parts, approximate.relaxed(0.5).parts):
+        law, kept = first_token_law(parts, p[0, 0], q[0, 0])
+        V = 9
+        out = rule_outcomes(parts, torch.arange(V).unsqueeze(1), q[0, :1].expand(V, 1, V), p[0].expand(V, 2, V))
+        w = q[0, 0]
+        assert torch.allclose(law, w @ out[:, 0] + w * out[:, 1].sum(-1), atol=1e-15)
+        assert kept == pytest.approx(float(w @ out[:, 1].sum(-1)), abs=1e-15)
+    law, _ = first_token_law(_token_parts, p[0, 0], q[0, 0])
+    assert torch.allclose(law, p[0, 0], atol=1e-15)
+    greedy = torch.nn.functional.one_hot(q[0, 0].argmax(), 9).double()
+    assert float((first_token_law(_token_parts, p[0, 0], q[0, 0], greedy)[0] - p[0, 0]).abs().sum()) > 0.01
+    assert torch.allclose(first_token_law(alternatives.MATCH.parts, p[0, 0], q[0, 0], greedy)[0], p[0, 0], atol=1e-15)

@@ -13,8 +13,6 @@ import torch
 
 from specdec.core.alternatives import MATCH
 from specdec.core.approximate import top_k_accept, typical
-from specdec.core.precision import PATHS
-from specdec.core.sampling import SamplingConfig
 from specdec.engine.decode import generate
 from specdec.measure import alternatives_runs as ar
 
@@ -170,16 +168,3 @@ def test_quality_rows_against_the_autoregressive_reference(runs):
     assert [(r["temperature"], r["algorithm"]) for r in out][:1] == [(0.7, "autoregressive")]
     assert all(math.isfinite(r["nll"]) and r["nll"] > 0 for r in out)
 
-
-def test_precision_paths_on_real_logits(tiny_pair, prompts):
-    target, draft = tiny_pair
-    rows = {r["path"]: r for r in ar.precision_real_rows(target, draft, prompts, PATHS, SamplingConfig(1.0),
-                                                         contexts=8)}
-    assert set(rows) == set(PATHS) and all(r["contexts"] == 8 for r in rows.values())
-    exact = rows["exact (float64)"]
-    assert exact["tv_exact_max"] < 1e-12 and exact["tv_same_max"] < 1e-12 and exact["row_sum_dev_max"] < 1e-12
-    assert rows["float32 engine"]["tv_exact_max"] < 1e-5
-    bf16, bf16_f32 = rows["bf16 softmax"], rows["bf16 logits, float32 softmax"]
-    assert bf16["tv_same_median"] > bf16_f32["tv_same_max"] and bf16["row_sum_dev_max"] > 1e-5
-    with pytest.raises(ValueError, match="contexts"):
-        ar.precision_real_rows(target, draft, prompts, contexts=prompts.numel() + 1)

@@ -21,19 +21,22 @@ def tables():
                           "speedup_hi": [1.2, 0.9, 1.5, 1.1], "verdict": ["faster", "slower", "faster", "undecided"]})
     quality = pd.DataFrame({"temperature": [1.0, 1.0], "algorithm": ["token", "typical"], "nll_diff": [0.0, 0.3],
                             "nll_diff_lo": [-0.1, 0.1], "nll_diff_hi": [0.1, 0.5]})
-    return exact, freq, speed, quality
+    real = pd.DataFrame({"algorithm": ["token", "typical"], "tv_median": [0.0, 0.05], "accept_first": [0.6, 0.5],
+                         "detect_N": [0, 9000]})
+    return exact, freq, real, speed, quality
 
 
 def test_algorithm_table_joins_one_row_per_algorithm(tables):
     t = algorithms.algorithm_table(*tables, 1.0).set_index("algorithm")
     assert list(t.index) == ["token", "match", "typical"]
     assert t.loc["typical", "detect_N"] == 90 and t.loc["token", "detect_N"] == 0
+    assert t.loc["typical", "detect_N_real"] == 9000 and t.loc["typical", "tv_real"] == 0.05
     assert t.loc["typical", "speedup_median"] == 1.4 and t.loc["token", "speedup_median"] == 1.1  # not the 0.7 row
     assert math.isnan(t.loc["match", "nll_diff"])  # not measured for quality: NaN, not a made-up 0
 
 
 def test_speed_headline(tables):
-    h = algorithms.speed_headline(tables[2], 1.0)
+    h = algorithms.speed_headline(tables[3], 1.0)
     assert h["best_alg"] == "typical" and h["best_speed"] == 1.4 and h["tok_lo"] == 1.05
     assert h["n_faster"] == 2 and h["n_speed"] == 4
 
@@ -45,6 +48,6 @@ def test_figures_draw_every_series(tables):
     acc = pd.DataFrame({"temperature": [1.0] * 2, "algorithm": ["token"] * 2, "position": [1, 2],
                         "conditional": [0.8, 0.7], "conditional_lo_prompts": [0.7, 0.6], "conditional_hi_prompts": [0.9, 0.8]})
     for fig in (plotting.tv_against_gain(exact, 1e-12), plotting.multidraft_acceptance(md),
-                plotting.precision_tv(prec, 1e-12), plotting.measured_alternatives(tables[2], acc)):
+                plotting.precision_tv(prec, 1e-12), plotting.measured_alternatives(tables[3], acc)):
         vis = plotting.visible_series(fig)
         assert vis and all(v for _, _, v in vis)
