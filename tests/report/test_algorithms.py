@@ -51,3 +51,15 @@ def test_figures_draw_every_series(tables):
                 plotting.precision_tv(prec, 1e-12), plotting.measured_alternatives(tables[3], acc)):
         vis = plotting.visible_series(fig)
         assert vis and all(v for _, _, v in vis)
+
+
+def test_measured_words(tables):
+    w = algorithms.measured_words(algorithms.algorithm_table(*tables, 1.0))
+    assert w["words_typical"] == "1.400 [1.300, 1.500], faster; NLL +0.300 [+0.100, +0.500]"
+    assert w["words_match"] == "0.800 [0.700, 0.900], slower"  # no quality row: no NLL words
+    assert set(w) == {"words_token", "words_match", "words_typical"}
+
+
+def test_lossy_range(tables):
+    real = tables[2].assign(family=["lossless", "approximate"])
+    assert algorithms.lossy_range(real) == {"real_min_tv": 0.05, "real_max_tv": 0.05, "real_min_n": 9000, "real_max_n": 9000}
