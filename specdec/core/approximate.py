@@ -6,13 +6,15 @@ Each is a positional rule (`specdec.core.positional`: acceptance a_i and stop la
 position i; p = p_{i-1}, q = q_{i-1}, x = x_i):
 
   typical(eps, delta)   Medusa's typical acceptance (Cai et al. 2024): keep x iff
-                        p(x) > min{eps, delta exp(-H(p))}, H the entropy of p (nats); at the first
-                        rejection emit a token from p.  Published setting eps = 0.09, delta = 0.3.
+                        p(x) > thr = min{eps, delta exp(-H(p))}, H = -sum p log(p + 1e-5) (nats, as
+                        Medusa's code computes it); at the first rejection emit a token from p cut
+                        to its typical set, p 1[p >= thr] renormalized (Medusa's
+                        ``get_typical_one_token``).  Published setting eps = 0.09, delta = 0.3.
   relaxed(lam)          a = min{1, p(x) / (lam q(x))}, lam < 1 (lam = 1 is token verification),
                         r = [p - q]_+ (the standard residual);
   relaxed(lam, True)    the same acceptance with the residual of its own ratio, r = [p - lam q]_+
                         (as if lam q were the proposal).  Neither residual can make it exact: the
-                        accepted mass q a = min{q, p/lam} exceeds p wherever p < q, and no
+                        accepted mass q a = min{q, p/lam} exceeds p wherever 0 < p < q, and no
                         residual removes mass.  (The residual [p - q a]_+ is [p - q]_+ itself,
                         since q a = q wherever p > q.)
   top_k_accept(K)       keep x iff it is among the K most probable tokens of p (ties at the K-th
@@ -23,7 +25,7 @@ library shipped and reverted); it is chapter 02's wrong variant ``greedy_draft``
 (`specdec.core.variants`), token verification with greedy drafts, and needs no rule here.
 
 Example: typical(0.09, 0.3).parts on p = [0.95, 0.05], x = 1: threshold min{0.09, 0.3 e^-0.199}
-= 0.09 > 0.05, so a = 0 and the step emits a token from p.
+= 0.09 > 0.05, so a = 0 and the step emits token 0 (the typical set is {0}).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ MEDUSA_EPS, MEDUSA_DELTA = 0.09, 0.3  # Medusa's posterior_threshold and posteri
 
 
 def _entropy(p: torch.Tensor) -> torch.Tensor:
-    return -torch.where(p > 0, p * torch.log(torch.where(p > 0, p, 1.0)), 0.0).sum(-1)
+    return -(p * torch.log(p + 1e-5)).sum(-1)  # Medusa's entropy (its 1e-5 keeps log(0) finite)
 
 
 def typical(eps: float = MEDUSA_EPS, delta: float = MEDUSA_DELTA) -> Rule:
@@ -52,11 +54,12 @@ def typical(eps: float = MEDUSA_EPS, delta: float = MEDUSA_DELTA) -> Rule:
         k = d.shape[1]
         pk = p[:, :k].to(F64)
         px, _ = drafted_probs(d, q, p)
-        thr = torch.minimum(torch.full_like(px, eps), delta * torch.exp(-_entropy(pk)))
-        return (px > thr).to(F64), pk
+        thr = torch.minimum(torch.full_like(px, eps), delta * torch.exp(-_entropy(pk)))  # (B, k)
+        typical_set = pk * (pk >= thr.unsqueeze(-1))  # the stop law: p cut to its typical set
+        return (px > thr).to(F64), torch.where(typical_set.sum(-1, keepdim=True) > 0, typical_set, pk)
 
     return Rule(f"typical ε={eps:g} δ={delta:g}", False, parts,
-                "keep the draft iff p(x) > min(ε, δ exp(-H(p))); else a token from p (Medusa)")
+                "keep the draft iff p(x) > min(ε, δ exp(-H(p))); else a token from p cut to that set (Medusa)")
 
 
 def relaxed(lam: float, matching_residual: bool = False) -> Rule:
@@ -74,7 +77,7 @@ def relaxed(lam: float, matching_residual: bool = False) -> Rule:
         return a, residual(pk, lam * qk, normalize=False)
 
     tag = "residual [p - λq]+" if matching_residual else "standard residual"
-    return Rule(f"relaxed λ={lam:g}, {tag}", False, parts,
+    return Rule(f"relaxed λ={lam:g}, {tag}", lam == 1, parts,  # lam = 1 is token verification
                 f"keep the draft with probability min(1, p/(λq)); on rejection the {tag}")
 
 

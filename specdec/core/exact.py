@@ -29,7 +29,7 @@ from specdec.core.toy import TableModel
 from specdec.core.verify import accept_prob, block_stop_probs, block_weights, residual
 
 __all__ = ["one_step_law", "target_law", "step_outcomes", "spec_law", "expected_accepted", "expected_accepted_rule",
-           "marginal",
+           "accepted_law", "marginal",
            "all_sequences", "chunks_from_table", "STANDARD_RULES"]
 
 F64 = torch.float64
@@ -162,6 +162,8 @@ def spec_law(target: TableModel, draft: TableModel, n: int, k: int, method="toke
     draft_cfg = draft_cfg or target_cfg
     draft_sample_cfg = draft_sample_cfg or draft_cfg
     if isinstance(method, str):
+        if drafts > 1:
+            raise ValueError(f"drafts = {drafts} needs a multi-draft rule (specdec.core.multidraft), not {method!r}")
         rule = lambda d, q, p: chunks_from_table(d, step_outcomes(d, q, p, method))  # noqa: E731
     else:
         rule = method
@@ -212,15 +214,29 @@ def expected_accepted(target: TableModel, draft: TableModel, k: int, method: str
     return float((q_block[live] * (out * torch.arange(k + 1, dtype=F64)).sum(-1)).sum())
 
 
-def expected_accepted_rule(target: TableModel, draft: TableModel, k: int, rule, target_cfg=SamplingConfig(),
-                           draft_cfg=None, draft_sample_cfg=None, drafts: int = 1) -> float:
-    """`expected_accepted` for any `spec_law` rule (chunk groups) and ``drafts`` draft blocks:
-    sum over draft blocks and outcomes of P(blocks) P(outcome) (tokens emitted - 1), first step."""
+def accepted_law(target: TableModel, draft: TableModel, k: int, rule, target_cfg=SamplingConfig(),
+                 draft_cfg=None, draft_sample_cfg=None, drafts: int = 1) -> torch.Tensor:
+    """Exact law (k+1,) float64 of the number of drafts kept in the first step (empty context) under
+    any `spec_law` rule (chunk groups) with ``drafts`` draft blocks: sum over draft blocks and
+    outcomes of P(blocks) P(outcome), by the outcome's tokens emitted - 1."""
+    if target.V != draft.V:
+        raise ValueError(f"vocabulary mismatch: target V={target.V}, draft V={draft.V}")
+    if k < 1 or drafts < 1:
+        raise ValueError(f"need k >= 1 and drafts >= 1, got k={k}, drafts={drafts}")
     draft_cfg = draft_cfg or target_cfg
     draft_sample_cfg = draft_sample_cfg or draft_cfg
     blocks = all_sequences(target.V, k * drafts)
     d, q, p, q_block = _draft_rows(target, draft, blocks[:, :0], blocks, k, drafts, target_cfg, draft_cfg,
                                    draft_sample_cfg)
     live = (q_block > 0).nonzero().squeeze(1)
-    return float(sum((q_block[live][idx] * prob * (toks.shape[1] - 1)).sum()
-                     for idx, toks, prob in rule(d[live], q[live], p[live])))
+    law = torch.zeros(k + 1, dtype=F64)
+    for idx, toks, prob in rule(d[live], q[live], p[live]):
+        law[toks.shape[1] - 1] += (q_block[live][idx] * prob).sum()
+    return law
+
+
+def expected_accepted_rule(target: TableModel, draft: TableModel, k: int, rule, target_cfg=SamplingConfig(),
+                           draft_cfg=None, draft_sample_cfg=None, drafts: int = 1) -> float:
+    """`expected_accepted` for any `spec_law` rule and ``drafts`` draft blocks: the mean of `accepted_law`."""
+    law = accepted_law(target, draft, k, rule, target_cfg, draft_cfg, draft_sample_cfg, drafts)
+    return float((law * torch.arange(k + 1, dtype=F64)).sum())

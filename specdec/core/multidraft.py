@@ -38,14 +38,17 @@ import torch
 
 from specdec.core.exact import all_sequences
 from specdec.core.sampling import sample_inverse_cdf
-from specdec.core.verify import VerifyResult, accept_prob, residual
+from specdec.core.verify import VerifyResult, accept_prob, check_inputs, residual
 
 __all__ = ["verify_multi", "multi_step_chunks", "rrs_acceptance", "optimal_acceptance", "optimal_acceptance_lp"]
 
 F64 = torch.float64
+LP_MAX_TUPLES = 50_000  # optimal_acceptance_lp builds every tuple: memory grows as V^n
 
 
 def _check(drafts, q, p):
+    if not all(isinstance(t, torch.Tensor) for t in (drafts, q, p)):
+        raise ValueError("drafts, q and p must be torch tensors")
     if drafts.dim() != 3 or q.dim() != 4 or p.dim() != 4:
         raise ValueError(f"need drafts (B, n, k), q (B, n, k, V), p (B, n, k+1, V); got {tuple(drafts.shape)}, "
                          f"{tuple(q.shape)}, {tuple(p.shape)}")
@@ -63,18 +66,22 @@ def verify_multi(drafts: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, meth
     ``method`` is accepted for `verify`'s signature and ignored (recursive rejection sampling)."""
     _check(drafts, q, p)
     B, n, k = drafts.shape
-    u = torch.rand((B, k * n + 1), generator=generator, dtype=F64)
+    V = p.shape[-1]
+    check_inputs(drafts.reshape(B * n, k), q.reshape(B * n, k, V), p.reshape(B * n, k + 1, V))  # as `verify` does
+    dev = p.device
+    gdev = generator.device if generator is not None else dev
+    u = torch.rand((B, k * n + 1), generator=generator, dtype=F64, device=gdev).to(dev)
     d = drafts.long()
-    rows = torch.arange(B)
-    alive = torch.ones(B, n, dtype=torch.bool)
-    running = torch.ones(B, dtype=torch.bool)
-    tokens = torch.full((B, k + 1), -1, dtype=torch.long)
-    n_acc = torch.zeros(B, dtype=torch.long)
+    rows = torch.arange(B, device=dev)
+    alive = torch.ones(B, n, dtype=torch.bool, device=dev)
+    running = torch.ones(B, dtype=torch.bool, device=dev)
+    tokens = torch.full((B, k + 1), -1, dtype=torch.long, device=dev)
+    n_acc = torch.zeros(B, dtype=torch.long, device=dev)
     for i in range(k):
         first = alive.to(torch.int8).argmax(1)  # (B,) an alive draft: all alive ones share the prefix
         pc = p[rows, first, i].to(F64)  # (B, V)
         qc = q[rows, first, i].to(F64)
-        got = torch.full((B,), -1, dtype=torch.long)
+        got = torch.full((B,), -1, dtype=torch.long, device=dev)
         for j in range(n):
             x = d[:, j, i]
             try_j = running & alive[:, j] & (got < 0)
@@ -136,18 +143,20 @@ def multi_step_chunks(drafts: torch.Tensor, q: torch.Tensor, p: torch.Tensor):
     return out
 
 
-def _dists(p, q):
+def _dists(p, q, n):
     p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
-    if p.shape != q.shape or p.ndim != 1 or np.any(p < 0) or np.any(q < 0) or abs(p.sum() - 1) > 1e-9 \
-            or abs(q.sum() - 1) > 1e-9:
-        raise ValueError("p and q must be distributions (V,) over the same tokens")
+    if p.shape != q.shape or p.ndim != 1 or not (np.all(np.isfinite(p)) and np.all(np.isfinite(q))) \
+            or np.any(p < 0) or np.any(q < 0) or abs(p.sum() - 1) > 1e-9 or abs(q.sum() - 1) > 1e-9:
+        raise ValueError("p and q must be distributions (V,) over the same tokens (finite, >= 0, sum 1)")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"the number of drafts n must be an integer >= 1, got {n!r}")
     return p, q
 
 
 def rrs_acceptance(p, q, n: int) -> float:
     """P(recursive rejection sampling keeps one of n i.i.d. candidates from q): (V,), (V,) -> float.
     Example: rrs_acceptance([1/3, 2/3], [2/3, 1/3], 1) -> 2/3 (= sum min{p, q})."""
-    p, q = _dists(p, q)
+    p, q = _dists(p, q, n)
     acc, reach, pc = 0.0, 1.0, p
     for _ in range(n):
         beta = float(np.minimum(pc, q).sum())
@@ -163,7 +172,7 @@ def rrs_acceptance(p, q, n: int) -> float:
 def optimal_acceptance(p, q, n: int) -> float:
     """Largest P(output is one of the n candidates) over every rule with output law p (module
     docstring; min over the 2^V token sets, V <= 20).  Example: n = 1 gives sum min{p, q}."""
-    p, q = _dists(p, q)
+    p, q = _dists(p, q, n)
     V = p.size
     if V > 20:
         raise ValueError(f"optimal_acceptance enumerates 2^V token sets; V = {V} is too large")
@@ -183,8 +192,10 @@ def optimal_acceptance_lp(p, q, n: int) -> float:
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix
 
-    p, q = _dists(p, q)
+    p, q = _dists(p, q, n)
     V = p.size
+    if V ** n > LP_MAX_TUPLES:
+        raise ValueError(f"the linear program enumerates V^n = {V ** n} candidate tuples; at most {LP_MAX_TUPLES}")
     tuples = all_sequences(V, n).numpy()  # (T, n)
     T = tuples.shape[0]
     qt = np.prod(q[tuples], axis=1)  # (T,)

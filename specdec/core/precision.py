@@ -84,7 +84,7 @@ def token_parts(dtype: torch.dtype):
     def parts(d, q, p):
         k = d.shape[1]
         px, qx = (t.to(dtype) for t in drafted_probs(d, q, p))
-        a = torch.clamp(px / qx, max=1.0).to(F64)
+        a = torch.where(qx > 0, torch.clamp(px / torch.where(qx > 0, qx, 1.0), max=1.0), 1.0).to(F64)  # q = 0: never drafted
         r = torch.clamp(p[:, :k].to(dtype) - q.to(dtype), min=0.0).to(F64)
         return a, torch.where(r.sum(-1, keepdim=True) > 0, r, p[:, :k].to(F64))
 
@@ -93,10 +93,11 @@ def token_parts(dtype: torch.dtype):
 
 def one_step_law(p: torch.Tensor, q: torch.Tensor, dtype: torch.dtype = F64) -> torch.Tensor:
     """The law (float64) of one verified token (module docstring) from rounded rows p~, q~ (..., V)
-    given in float64, with the ratio and residual in ``dtype``."""
+    given in float64, with the ratio and residual in ``dtype``: a batched closed form of
+    `specdec.core.positional.first_token_law` with `token_parts` (tested equal to it)."""
     p, q = p.to(F64), q.to(F64)
     qn = q / q.sum(-1, keepdim=True)
-    a = torch.where(q > 0, torch.clamp(p.to(dtype) / torch.where(q > 0, q, 1.0).to(dtype), max=1.0).to(F64), 0.0)
+    a = torch.where(q > 0, torch.clamp(p.to(dtype) / torch.where(q > 0, q, 1.0).to(dtype), max=1.0).to(F64), 1.0)
     r = torch.clamp(p.to(dtype) - q.to(dtype), min=0.0).to(F64)
     mass = r.sum(-1, keepdim=True)
     r = torch.where(mass > 0, r / torch.where(mass > 0, mass, 1.0), p / p.sum(-1, keepdim=True))

@@ -74,6 +74,8 @@ def _check_logits(logits, check: bool = True, dtype: torch.dtype | None = None) 
     # half precision is upcast: the result is float32 (or float64 for float64 input), never half
     x = logits if logits.dtype == torch.float64 else logits.to(torch.float32)
     if dtype is not None:  # an explicit working precision (specdec.core.precision studies them)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise ValueError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         x = logits.to(dtype)
     if check:
         raise_for_flags(logit_flags(x).tolist())  # all three checks in one host sync
@@ -94,7 +96,7 @@ def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | 
     dtype: the working precision of every operation (temperature, truncation, softmax) and of the
         result; None (the engine's choice) is float32, or float64 for float64 logits.  Half
         precision rows sum to 1 only within its rounding (`specdec.core.precision`).
-    Returns (..., V) float32 (float64 for float64 input), rows summing to 1.
+    Returns (..., V) float32 (float64 for float64 input; ``dtype`` when given), rows summing to 1.
 
     Example: process_logits(torch.tensor([0.0, 0.0, -1e9]), temperature=0) -> tensor([1., 0., 0.])
     """

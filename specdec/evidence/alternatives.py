@@ -17,7 +17,7 @@ verifier and the drafts' sampling rule), and whether it claims to be lossless.  
   precision_rows    the law realized by each precision path of `specdec.core.precision`, its TV
                     from the exact target law and from the same-precision target.
 
-Example: exact_rows(target, draft, entries(2), 3, 2, SamplingConfig(1.2, 3, 0.9)) -> one row per
+Example: exact_rows(target, draft, entries((2,)), 3, 2, SamplingConfig(1.2, 3, 0.9)) -> one row per
 entry; the lossless ones have max_abs_error < 1e-12.
 """
 
@@ -101,8 +101,8 @@ def _kl(law: np.ndarray, ref: np.ndarray) -> float:
 
 def exact_rows(target: TableModel, draft: TableModel, algs: list[Entry], n: int, k: int,
                cfg: SamplingConfig) -> list[dict]:
-    """Per algorithm: family, max |law - target law| and TV after n tokens (tv_1..tv_n for each
-    prefix length), KL(law || target), exact E[drafts kept] and E[L] in the first step."""
+    """Per algorithm: family, max |law - target law|, TV and KL(law || target) after 1..n tokens
+    (tv_m, kl_m for each prefix length m; tv, kl at n), exact E[drafts kept] and E[L] in the first step."""
     ref = target_law(target, n, cfg)
     rows = []
     for e in algs:
@@ -111,8 +111,8 @@ def exact_rows(target: TableModel, draft: TableModel, algs: list[Entry], n: int,
                "max_abs_error": float((law - ref).abs().max())}
         for m in range(1, n + 1):
             row[f"tv_{m}"] = float(0.5 * (marginal(law, m) - marginal(ref, m)).abs().sum())
-        row["tv"] = row[f"tv_{n}"]
-        row["kl"] = _kl(law.reshape(-1).numpy(), ref.reshape(-1).numpy())
+            row[f"kl_{m}"] = _kl(marginal(law, m).reshape(-1).numpy(), marginal(ref, m).reshape(-1).numpy())
+        row["tv"], row["kl"] = row[f"tv_{n}"], row[f"kl_{n}"]
         if isinstance(e.method, str) and not e.greedy_drafts:
             acc = expected_accepted(target, draft, k, e.method, cfg, cfg)
         else:

@@ -39,7 +39,7 @@ from specdec.measure.protocol import LEVEL, paired_speedups, summarize
 __all__ = ["AR", "TOKEN", "rule_configs", "alternative_runs", "continuation_nll", "speedup_rows",
            "acceptance_rows", "quality_rows"]
 
-AR, TOKEN = "autoregressive", "token"
+AR, TOKEN, BLOCK = "autoregressive", "token", "block"
 PAIR_KEYS = ("temperature", "prompt", "repeat")  # a run pairs with the AR run of the same keys
 RUN_KEEP = ("temperature", "prompt", "repeat", "position", "algorithm", "lossless", "tokens", "steps", "wall_s",
             "total_s", "tokens_per_s", "mean_accepted", "cpu_share", "load_1m", "reruns")
@@ -59,21 +59,21 @@ def _position_counts(stats, k: int) -> dict:
     return out
 
 
-def _run(target, draft, k: int, output_len: int, verifier):
+def _run(target, draft, k: int, output_len: int, verifier, method: str = "token"):
     """A configuration's run on inputs {ids (1, P), temperature[, max_new_tokens]}: `generate`, then its
     summary, per-position counts and the generated ids ("continuation", a list)."""
 
     def go(x, seed):
         res = generate(target, x["ids"], drafter=draft, k=k, max_new_tokens=x.get("max_new_tokens", output_len),
                        temperature=x["temperature"], generator=torch.Generator().manual_seed(seed),
-                       verifier=verifier)
+                       verifier=verifier, method=method)
         return {**res.summary(), **_position_counts(res.stats, k), "continuation": res.tokens[0].tolist()}
     return go
 
 
-def rule_configs(target, draft, rules: dict, *, k: int, output_len: int) -> list[Config]:
+def rule_configs(target, draft, rules: dict, *, k: int, output_len: int, block: bool = False) -> list[Config]:
     """Harness configurations: "autoregressive" (no drafter) first, "token" (the engine's own
-    verification), then one per entry of ``rules`` (name -> `specdec.core.positional.Rule`, passed
+    verification), with ``block`` the engine's block verification, then one per entry of ``rules`` (name -> `specdec.core.positional.Rule`, passed
     as the engine's verifier without re-validation), labelled ``algorithm`` (the name) and
     ``lossless``.  Rules that do not draw their drafts from q (``draws != "q"``, the greedy-draft
     shortcut) are skipped: the engine's drafters only sample.  A run returns the `GenerateResult`
@@ -82,11 +82,13 @@ def rule_configs(target, draft, rules: dict, *, k: int, output_len: int) -> list
     Example: rule_configs(t, d, {"match": MATCH, "typical": typical()}, k=4, output_len=64)
     -> names [autoregressive, token, match, typical], lossless [True, True, True, False].
     """
-    clash = {AR, TOKEN} & set(rules)
+    clash = {AR, TOKEN, BLOCK} & set(rules)
     if clash:
         raise ValueError(f"rule names {sorted(clash)} are reserved for the baselines")
     configs = [Config(AR, _run(target, None, k, output_len, None), algorithm=AR, lossless=True),
                Config(TOKEN, _run(target, draft, k, output_len, None), algorithm=TOKEN, lossless=True)]
+    if block:
+        configs.append(Config(BLOCK, _run(target, draft, k, output_len, None, BLOCK), algorithm=BLOCK, lossless=True))
     for name, rule in rules.items():
         if getattr(rule, "draws", "q") == "q":
             configs.append(Config(name, _run(target, draft, k, output_len, replace(rule, check=False)),
@@ -119,14 +121,14 @@ def _distinct(ids: list, n: int) -> float:
 
 def alternative_runs(target, draft, prompts: torch.Tensor, rules: dict, *, k: int, output_len: int, temperatures,
                      repeats: int, seed: int, score: bool = True, min_share: float = 0.9, max_reruns: int = 2,
-                     warmup_tokens: int = 8, log=None) -> list[dict]:
+                     warmup_tokens: int = 8, block: bool = False, log=None) -> list[dict]:
     """Every configuration of `rule_configs` on every (temperature, prompt) cell, ``repeats`` timed
     rounds (module docstring).  prompts (n, P).  One row per timed run, in the order they ran:
     RUN_KEEP columns (``position``: its place in the shuffled round), ``verifier`` (the engine's
     stats), prop_i / reach_i / acc_i, ``continuation`` (space-separated ids) and, with ``score``,
     nll, distinct_2, distinct_3 (scored after all timing).  Run r of cell i is seeded
     seed + 1000 r + i (`protocol_sweep`); its outputs are joined to its row by that seed."""
-    configs = rule_configs(target, draft, rules, k=k, output_len=output_len)
+    configs = rule_configs(target, draft, rules, k=k, output_len=output_len, block=block)
     store: dict = {}
 
     def recorded(name, run):

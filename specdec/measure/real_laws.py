@@ -10,11 +10,14 @@ of each model over the prompts (`context_logits`).  Then, exactly:
     (`specdec.core.multidraft.rrs_acceptance`; its law is p exactly).  The N a frequency test of
     that one next-token law needs to see the TV (`specdec.core.stats.sample_size`, cells = tokens
     with p > 0) puts the toy's distances on the real scale.
-  * `precision_real_rows`: the law each precision path realizes (`specdec.core.precision`).
+  * `precision_real_rows`: the law each precision path realizes (`specdec.core.precision`), and
+    `sampled_precision_rows`: the real code path (`specdec.core.verify.verify` on rows stored in the
+    path's precision) sampled at one context against that computed law and the same-precision target.
 Medians and maxima are over contexts.
 
-Example: rows = rule_real_rows(*context_logits(target, draft, prompts, 64), {"match": MATCH.parts},
-SamplingConfig(1.0), n_drafts=(2, 4), alpha=1e-3, power=0.999) -> match at TV ~1e-16.
+Example: rows = rule_real_rows(*context_logits(target, draft, prompts, 64),
+{"match": (MATCH.parts, "lossless", False)}, SamplingConfig(1.0), n_drafts=(2, 4), alpha=1e-3,
+power=0.999) -> match at TV ~1e-16.
 """
 
 from __future__ import annotations
@@ -25,10 +28,11 @@ import torch
 from specdec.core.multidraft import rrs_acceptance
 from specdec.core.positional import first_token_law
 from specdec.core.precision import DTYPES, PATHS, one_step_law, precision_cfg, tv
-from specdec.core.sampling import SamplingConfig
-from specdec.core.stats import sample_size
+from specdec.core.sampling import SamplingConfig, sample
+from specdec.core.stats import gof_test, sample_size
+from specdec.core.verify import verify
 
-__all__ = ["context_logits", "rule_real_rows", "precision_real_rows"]
+__all__ = ["context_logits", "rule_real_rows", "precision_real_rows", "first_token_counts", "sampled_precision_rows"]
 
 F64 = torch.float64
 
@@ -103,3 +107,47 @@ def precision_real_rows(lt: torch.Tensor, lq: torch.Tensor, cfg: SamplingConfig 
                      "q_row_sum_dev_max": float((qt.sum(-1) - 1).abs().max())})
     return rows
 
+
+
+def first_token_counts(p_row: torch.Tensor, q_row: torch.Tensor, samples: int, seed: int, chunk: int = 10_000):
+    """Counts (V,) of the first token `verify` emits for ``samples`` drafts drawn from q_row (inverse
+    CDF over its total), verified against p_row; rows used in their own dtype.  Seeded, chunked."""
+    g = torch.Generator().manual_seed(seed)
+    counts = torch.zeros(p_row.shape[0], dtype=torch.long)
+    for start in range(0, samples, chunk):
+        m = min(chunk, samples - start)
+        d = sample(q_row.expand(m, -1), g, check=False).unsqueeze(1)  # (m, 1) drafts from q~ / sum q~
+        res = verify(d, q_row.expand(m, 1, -1), p_row.expand(m, 2, -1), generator=g)
+        counts += torch.bincount(res.tokens[:, 0], minlength=p_row.shape[0])
+    return counts
+
+
+def sampled_precision_rows(lt: torch.Tensor, lq: torch.Tensor, paths: list, cfg: SamplingConfig, *, samples: int,
+                           seed: int, alpha: float, power: float, chunk: int = 10_000) -> list[dict]:
+    """Per precision path (names of PATHS whose verification is float64, `verify`'s own arithmetic):
+    at the context where the path's law is farthest from the same-precision target, ``samples``
+    drafts from q~ (`sample`, inverse CDF over the row's total) verified by `verify` on p~, q~ stored
+    in the path's precision (its half-precision tolerance admits them); the first emitted token's
+    counts are tested (chi-square, `gof_test`) against the law `one_step_law` computes for the path
+    (must pass: the model of the code path is right) and against the same-precision target p~/sum p~
+    (caught only when ``samples`` reaches the N its TV needs, given in the row)."""
+    rows = []
+    for name in paths:
+        path = PATHS[name]
+        if path.verify != "float64":
+            raise ValueError(f"{name!r}: verify's arithmetic is float64; this path verifies in {path.verify}")
+        raw, norm = precision_cfg(path, cfg), precision_cfg(path, cfg, normalize=True)
+        pt, qt, same = raw(lt), raw(lq), norm(lt)
+        law = one_step_law(pt, qt)
+        c = int(tv(law, same).argmax())
+        store = DTYPES[path.probs]
+        p_row, q_row = pt[c].to(store), qt[c].to(store)
+        counts = first_token_counts(p_row, q_row, samples, seed, chunk)
+        own, tgt = law[c].numpy(), same[c].numpy()
+        tv_same = float(tv(law[c], same[c]))
+        cells = int((tgt > 0).sum())
+        rows.append({"path": name, "context": c, "samples": samples, "tv_same": tv_same,
+                     "p_vs_computed_law": gof_test(counts.numpy(), own / own.sum()).p_value,
+                     "p_vs_same_precision": gof_test(counts.numpy(), tgt).p_value,
+                     "detect_N": sample_size(tv_same, max(cells, 2), alpha, power) if tv_same > 1e-12 else 0})
+    return rows

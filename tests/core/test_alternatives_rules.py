@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from specdec.core import alternatives, approximate, multidraft, precision
-from specdec.core.exact import expected_accepted, expected_accepted_rule, spec_law, step_outcomes, target_law
+from specdec.core.exact import (accepted_law, expected_accepted, expected_accepted_rule, spec_law, step_outcomes,
+                                target_law)
 from specdec.core.positional import first_token_law, positional_law_rule, rule_outcomes, sample_rule
 from specdec.core.sampling import SamplingConfig, process_logits
 from specdec.core.stats import counts_of, gof_test, sample_size
@@ -82,6 +83,7 @@ def test_approximate_rules_change_the_law_and_say_so(pair, rule):
 
 def test_relaxed_at_lambda_one_is_token_verification(pair):
     T, D = pair
+    assert approximate.relaxed(1.0).lossless and not approximate.relaxed(0.99).lossless
     for matching in (False, True):
         law = spec_law(T, D, 3, 2, approximate.relaxed(1.0, matching).law_rule, CFGS[1])
         assert float((law - spec_law(T, D, 3, 2, "token", CFGS[1])).abs().max()) < 1e-15
@@ -91,7 +93,7 @@ def test_typical_acceptance_threshold_example():
     p = torch.tensor([[[0.95, 0.05], [0.5, 0.5]]], dtype=F64)
     q = torch.tensor([[[0.5, 0.5]]], dtype=F64)
     a, r = approximate.typical().parts(torch.tensor([[1]]), q, p)  # threshold min(0.09, 0.3 e^-H) = 0.09
-    assert a.item() == 0.0 and torch.allclose(r[0, 0], p[0, 0])
+    assert a.item() == 0.0 and torch.allclose(r[0, 0], torch.tensor([0.95, 0.0], dtype=F64))  # p cut to {0}
     a, _ = approximate.typical().parts(torch.tensor([[0]]), q, p)
     assert a.item() == 1.0
 
@@ -206,3 +208,95 @@ def test_first_token_law_is_the_first_position_of_rule_outcomes():
     greedy = torch.nn.functional.one_hot(q[0, 0].argmax(), 9).double()
     assert float((first_token_law(_token_parts, p[0, 0], q[0, 0], greedy)[0] - p[0, 0]).abs().sum()) > 0.01
     assert torch.allclose(first_token_law(alternatives.MATCH.parts, p[0, 0], q[0, 0], greedy)[0], p[0, 0], atol=1e-15)
+
+
+@pytest.mark.parametrize("rule", [approximate.typical(), approximate.relaxed(0.5, True), approximate.top_k_accept(2)],
+                         ids=lambda r: r.name)
+def test_sampled_approximate_rule_follows_its_own_exact_law(pair, rule):
+    """Every reported TV of an approximate rule is that of its exact law; this checks the sampled code
+    path against it.  Power: N = sample_size(0.05, cells) gives power 0.999 at level 1e-3 against any
+    law at TV >= 0.05 from the rule's own law; the negative control is the same samples against the
+    target's law (TV > 0.3 on this toy), which must be rejected."""
+    T, D = pair
+    cfg = CFGS[0]
+    own = spec_law(T, D, 3, 2, rule.law_rule, cfg).reshape(-1).numpy()
+    N = sample_size(0.05, int((own > 0).sum()), 1e-3, 0.999)
+    samples = sample_speculative(T, D, 3, 2, N, torch.Generator().manual_seed(21), "token", cfg, verifier=rule)
+    counts = counts_of(samples.numpy(), T.V, 3)
+    assert gof_test(counts, own).p_value > 1e-3
+    assert gof_test(counts, target_law(T, 3, cfg).reshape(-1).numpy()).p_value < 1e-3
+
+
+def test_sampled_multi_draft_accepted_counts_follow_the_exact_law(pair):
+    """verify_multi's number of kept drafts in the first step against `accepted_law` of its exact rule
+    (3 drafts, k = 2): chi-square with N = sample_size(0.03, 3 cells) (power 0.999 at level 1e-3 against
+    TV >= 0.03); negative control: the same counts against single-draft token verification's law."""
+    T, D = pair
+    cfg, n, k = CFGS[1], 3, 2
+    law = accepted_law(T, D, k, multidraft.multi_step_chunks, cfg, drafts=n).numpy()
+    N = sample_size(0.03, 3, 1e-3, 0.999)
+    g = torch.Generator().manual_seed(5)
+    empty = torch.zeros(N, 0, dtype=torch.long)
+    chains = []
+    for _ in range(n):
+        ctx = empty
+        for _ in range(k):
+            x = torch.multinomial(D.probs_for(ctx, cfg), 1, generator=g)
+            ctx = torch.cat([ctx, x], 1)
+        chains.append(ctx)
+    d = torch.stack(chains, 1)  # (N, n, k)
+    q = torch.stack([torch.stack([D.probs_for(c[:, :i], cfg) for i in range(k)], 1) for c in chains], 1)
+    p = torch.stack([torch.stack([T.probs_for(c[:, :i], cfg) for i in range(k + 1)], 1) for c in chains], 1)
+    kept = multidraft.verify_multi(d, q, p, generator=g).num_accepted
+    counts = torch.bincount(kept, minlength=k + 1).numpy()
+    assert gof_test(counts, law).p_value > 1e-3
+    one = accepted_law(T, D, k, multidraft.multi_step_chunks, cfg, drafts=1).numpy()
+    assert gof_test(counts, one).p_value < 1e-3
+
+
+def test_optimal_bound_hand_worked_cases():
+    # both candidates are token 0 for sure: the output can be a candidate only when it is 0, p(0) = 0.5
+    assert multidraft.optimal_acceptance([0.5, 0.5], [1.0, 0.0], 2) == pytest.approx(0.5)
+    assert multidraft.optimal_acceptance_lp([0.5, 0.5], [1.0, 0.0], 2) == pytest.approx(0.5)
+    # p = q: one draft already suffices (accept always)
+    assert multidraft.optimal_acceptance([0.2, 0.3, 0.5], [0.2, 0.3, 0.5], 3) == pytest.approx(1.0)
+    # q = point mass on 0, p = [0.2, 0.8], n = 3: the candidates are all 0, so at most p(0) = 0.2;
+    # one draft gets min{p, q} summed = 0.2 as well -- more drafts cannot help a point-mass draft
+    assert multidraft.optimal_acceptance([0.2, 0.8], [1.0, 0.0], 3) == pytest.approx(0.2)
+    assert multidraft.rrs_acceptance([0.2, 0.8], [1.0, 0.0], 3) == pytest.approx(0.2)
+
+
+def test_one_step_law_equals_first_token_law_of_token_parts_on_rounded_rows():
+    g = torch.Generator().manual_seed(9)
+    logits = torch.randn(2, 12, generator=g, dtype=F64) * 3
+    for path in precision.PATHS.values():
+        raw = precision.precision_cfg(path, SamplingConfig(0.7, 6))
+        p, q = raw(logits[0]), raw(logits[1])  # truncated rows: zeros in both p and q
+        law, _ = first_token_law(precision.token_parts(precision.DTYPES[path.verify]), p, q, draws=q / q.sum())
+        assert torch.isfinite(law).all()
+        assert torch.allclose(law, precision.one_step_law(p, q, precision.DTYPES[path.verify]), atol=1e-15)
+
+
+def test_new_functions_reject_bad_input(pair):
+    T, D = pair
+    for bad in ([float("nan"), 1.0], [0.5, 0.6]):
+        with pytest.raises(ValueError, match="distributions"):
+            multidraft.optimal_acceptance(bad, [0.5, 0.5], 2)
+    for n in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="drafts n"):
+            multidraft.rrs_acceptance([0.5, 0.5], [0.5, 0.5], n)
+    with pytest.raises(ValueError, match="V\\^n"):
+        multidraft.optimal_acceptance_lp(np.ones(10) / 10, np.ones(10) / 10, 6)
+    d, q, p = _random_inputs(4, 2, 5, 6)
+    bad = p.clone()
+    bad[0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="p contains NaN"):
+        multidraft.verify_multi(d[:, None], q[:, None], bad[:, None])
+    with pytest.raises(ValueError, match="out of range"):
+        multidraft.verify_multi(d[:, None] + 10, q[:, None], p[:, None])
+    with pytest.raises(ValueError, match="multi-draft rule"):
+        spec_law(T, D, 2, 1, "token", drafts=2)
+    with pytest.raises(ValueError, match="drafts >= 1"):
+        accepted_law(T, D, 2, multidraft.multi_step_chunks, drafts=0)
+    with pytest.raises(ValueError, match="floating torch.dtype"):
+        process_logits(torch.zeros(3), dtype=torch.long)

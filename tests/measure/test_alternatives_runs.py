@@ -1,8 +1,8 @@
 """Chapter 08's measured runs (specdec.measure.alternatives_runs) on the tiny random-weight pair:
 configurations and their lossless labels, the join of each run's outputs to its row (re-generated
 from the seed the protocol gives it), per-position counts against the engine's own stats, nll
-against a hand computation and a toy model, hand-worked speedup, acceptance and quality summaries,
-and the precision paths on real logits.  Timings are never asserted."""
+against a hand computation and a toy model, hand-worked speedup, acceptance and quality summaries.
+Timings are never asserted."""
 
 import math
 from dataclasses import replace
@@ -42,6 +42,10 @@ def test_configs_put_the_baseline_first_and_label_lossless(tiny_pair):
     assert [c.labels["algorithm"] for c in cfgs] == [c.name for c in cfgs]
     with pytest.raises(ValueError, match="reserved"):
         ar.rule_configs(target, draft, {"token": MATCH}, k=K, output_len=LEN)
+    with_block = ar.rule_configs(target, draft, {"match": MATCH}, k=K, output_len=LEN, block=True)
+    assert [c.name for c in with_block] == ["autoregressive", "token", "block", "match"]
+    s = with_block[2].run({"ids": torch.zeros(1, 4, dtype=torch.long), "temperature": 1.0}, 0)
+    assert s["verifier"] == "block" and s["lossless"] is True
 
 
 def test_a_typical_run_says_lossless_false(tiny_pair, prompts):

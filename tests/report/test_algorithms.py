@@ -23,12 +23,17 @@ def tables():
                             "nll_diff_lo": [-0.1, 0.1], "nll_diff_hi": [0.1, 0.5]})
     real = pd.DataFrame({"algorithm": ["token", "typical"], "tv_median": [0.0, 0.05], "accept_first": [0.6, 0.5],
                          "detect_N": [0, 9000]})
-    return exact, freq, real, speed, quality
+    prec = pd.DataFrame({"path": ["float32 engine", "bf16 softmax"], "tv_same_precision": [1e-8, 2e-3],
+                         "detect_same_precision": [10 ** 16, 10 ** 6]})
+    return exact, freq, real, prec, speed, quality
 
 
 def test_algorithm_table_joins_one_row_per_algorithm(tables):
     t = algorithms.algorithm_table(*tables, 1.0).set_index("algorithm")
-    assert list(t.index) == ["token", "match", "typical"]
+    assert list(t.index) == ["token", "match", "typical", "token verification, float32 engine",
+                             "token verification, bf16 softmax"]
+    assert t.loc["token verification, bf16 softmax", "family"] == "precision"
+    assert t.loc["token verification, bf16 softmax", "detect_N"] == 10 ** 6
     assert t.loc["typical", "detect_N"] == 90 and t.loc["token", "detect_N"] == 0
     assert t.loc["typical", "detect_N_real"] == 9000 and t.loc["typical", "tv_real"] == 0.05
     assert t.loc["typical", "speedup_median"] == 1.4 and t.loc["token", "speedup_median"] == 1.1  # not the 0.7 row
@@ -36,9 +41,9 @@ def test_algorithm_table_joins_one_row_per_algorithm(tables):
 
 
 def test_speed_headline(tables):
-    h = algorithms.speed_headline(tables[3], 1.0)
+    h = algorithms.speed_headline(tables[4], 1.0)
     assert h["best_alg"] == "typical" and h["best_speed"] == 1.4 and h["tok_lo"] == 1.05
-    assert h["n_faster"] == 2 and h["n_speed"] == 4
+    assert h["n_faster"] == 2 and h["n_speed"] == 3  # the 0.7 row is another temperature
 
 
 def test_figures_draw_every_series(tables):
@@ -48,7 +53,7 @@ def test_figures_draw_every_series(tables):
     acc = pd.DataFrame({"temperature": [1.0] * 2, "algorithm": ["token"] * 2, "position": [1, 2],
                         "conditional": [0.8, 0.7], "conditional_lo_prompts": [0.7, 0.6], "conditional_hi_prompts": [0.9, 0.8]})
     for fig in (plotting.tv_against_gain(exact, 1e-12), plotting.multidraft_acceptance(md),
-                plotting.precision_tv(prec, 1e-12), plotting.measured_alternatives(tables[3], acc)):
+                plotting.precision_tv(prec, 1e-12), plotting.measured_alternatives(tables[4], acc)):
         vis = plotting.visible_series(fig)
         assert vis and all(v for _, _, v in vis)
 
@@ -63,3 +68,20 @@ def test_measured_words(tables):
 def test_lossy_range(tables):
     real = tables[2].assign(family=["lossless", "approximate"])
     assert algorithms.lossy_range(real) == {"real_min_tv": 0.05, "real_max_tv": 0.05, "real_min_n": 9000, "real_max_n": 9000}
+
+
+def test_measured_words_refuse_colliding_keys(tables):
+    t = algorithms.algorithm_table(*tables, 1.0)
+    t.loc[t["algorithm"] == "match", "algorithm"] = "typical ε=0.2 δ=0.45"
+    with pytest.raises(ValueError, match="share the words key"):
+        algorithms.measured_words(t)
+
+
+def test_frequency_words():
+    freq = pd.DataFrame({"algorithm": ["token", "match", "typ", "typ", "big"],
+                         "family": ["lossless", "lossless", "approximate", "approximate", "approximate"],
+                         "run": ["design", "design", "design", "detect", "detect (not run: N too large)"],
+                         "samples": [100, 100, 100, 40, 10 ** 9], "verdict": ["passes", "caught", "caught", "caught", "not run"],
+                         "detect_samples": [0, 0, 40, 40, 10 ** 9]})
+    w = algorithms.frequency_words(freq)
+    assert w == {"design_n": 100, "lossless_pass": "1 of 2", "lossy_caught": "1 of 2", "max_detect": 10 ** 9}  # never run: not caught
