@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 __all__ = ["main_setting", "exact_words", "algorithm_table", "speed_headline", "frequency_words", "measured_words",
-           "lossy_range", "real_words", "precision_words"]
+           "lossy_range", "real_words", "precision_words", "quality_calibration"]
 
 SPEED = ["speedup_median", "speedup_lo", "speedup_hi", "verdict"]
 NLL = ["nll_diff", "nll_diff_lo", "nll_diff_hi"]
@@ -151,3 +151,13 @@ def precision_words(prec, real, sampled) -> dict:
             "sampled_min_p": float(s["p_vs_computed_law"].min()), "sampled_n": int(s["samples"].iloc[0]),
             "sampled_bf16_detect": int(s.loc["bf16 softmax", "detect_N"]),
             "sampled_bf16_p_same": float(s.loc["bf16 softmax", "p_vs_same_precision"])}
+
+
+def quality_calibration(quality) -> dict:
+    """The quality intervals of the lossless algorithms as a calibration: their law is the target's,
+    so an interval of a difference from plain sampling that excludes 0 is a false positive.  Counts
+    them over nll_diff and distinct_2_diff and every temperature: "a of b" (``lossless_false``)."""
+    rows = quality[(quality["lossless"]) & (quality["algorithm"] != "autoregressive")]
+    cols = [c for c in ("nll_diff", "distinct_2_diff") if c in rows]
+    excl = sum(int(((rows[f"{c}_lo"] > 0) | (rows[f"{c}_hi"] < 0)).sum()) for c in cols)
+    return {"lossless_false": f"{excl} of {len(rows) * len(cols)}"}

@@ -85,3 +85,11 @@ def test_frequency_words():
                          "detect_samples": [0, 0, 40, 40, 10 ** 9]})
     w = algorithms.frequency_words(freq)
     assert w == {"design_n": 100, "lossless_pass": "1 of 2", "lossy_caught": "1 of 2", "max_detect": 10 ** 9}  # never run: not caught
+
+
+def test_quality_calibration_counts_lossless_intervals_that_exclude_zero():
+    q = pd.DataFrame({"algorithm": ["autoregressive", "token", "block", "typical"], "lossless": [True, True, True, False],
+                      "nll_diff": [0, 0.1, 0.2, -1], "nll_diff_lo": [0, -0.1, 0.05, -1.2], "nll_diff_hi": [0, 0.3, 0.4, -0.8],
+                      "distinct_2_diff": [0, 0, 0, -0.1], "distinct_2_diff_lo": [0, -0.1, -0.1, -0.2],
+                      "distinct_2_diff_hi": [0, 0.1, 0.1, -0.05]})
+    assert algorithms.quality_calibration(q) == {"lossless_false": "1 of 4"}  # block's NLL interval; typical not counted
