@@ -14,7 +14,7 @@ for all by the exact law: position i emits y with probability
 
     q(y) a(y) [y = x_i, summed over x_i] + (sum_x q(x) (1 - a(x)) r_x(y) / |r_x|)
 
-and the rule is lossless iff that equals p_{i-1}(y) for every y and every context.
+and the rule is lossless iff that equals p_{i-1}(y) for every y at every reachable position and context.
 
 Two consumers, so each rule is written once:
   * `sample_rule` draws an outcome (the sampled code path; same uniforms layout as `verify`:
