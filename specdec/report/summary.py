@@ -29,7 +29,7 @@ __all__ = ["exactness", "acceptance_by_draft", "speed", "guide_rows", "compariso
 
 CH = {"one": "01_acceptance_and_residual", "seq": "02_distribution_tests", "cost": "03_cost_model",
       "family": "04_model_family", "acc": "05_measured_acceptance", "dec": "06_measured_decoding",
-      "gpu": "07_gpu_decoding"}
+      "gpu": "07_gpu_decoding", "alt": "08_alternatives"}
 
 
 def _t(root: Path, chapter: str, name: str):
@@ -146,7 +146,26 @@ def guide_rows(root: Path = RESULTS_DIR) -> list[dict]:
         {"question": "Greedy or sampled?",
          "rule": "Acceptance depends on the temperature; measure at the temperature that will be served.",
          "this report": f"greedy: median speedup {greedy:.2f} over the fixed-k configurations timed"},
+        _alternatives_row(root),
     ]
+
+
+def _alternatives_row(root: Path) -> dict:
+    """Chapter 08's evidence on approximate rules and precision at temperature 1: each measured
+    approximate rule's speedup with its interval and its next-token TV on the real pair, and the TV
+    that a float32 and a bfloat16 softmax add to plain decoding in the same precision."""
+    real = _t(root, "alt", "rules_real").set_index("algorithm")["tv_median"]
+    sp = _t(root, "alt", "speedup")
+    sp = sp[(sp["temperature"] == 1.0) & ~sp["lossless"]]
+    prec = _t(root, "alt", "precision_real")
+    prec = prec[prec["config"] == prec["config"].iloc[0]].set_index("path")["tv_same_max"]
+    rules = "; ".join(f"{r['algorithm']}: speedup {r['speedup_median']:.2f} [{r['speedup_lo']:.2f}, "
+                      f"{r['speedup_hi']:.2f}], next-token TV {real[r['algorithm']]:.3f}" for r in records(sp))
+    return {"question": "Accept more with an approximate rule, or compute in lower precision?",
+            "rule": "A rule that changes the target's law is a different algorithm: name it and measure its "
+                    "distance and its text; keep the probabilities in float32 or wider.",
+            "this report": f"{rules}; float32 softmax adds TV {prec['float32 engine']:.1e}, "
+                           f"a bfloat16 softmax {prec['bf16 softmax']:.1e}"}
 
 
 def comparison_rows(published, root: Path = RESULTS_DIR) -> list[dict]:

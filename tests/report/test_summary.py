@@ -39,7 +39,8 @@ def test_comparison_marks_whose_numbers_and_ours_carry_intervals():
 
 def test_guide_has_this_reports_evidence_for_every_rule():
     rows = summary.guide_rows()
-    assert len(rows) == 5 and all(r["this report"] and r["rule"] for r in rows)
+    assert len(rows) == 6 and all(r["this report"] and r["rule"] for r in rows)
+    assert "typical" in rows[-1]["this report"] and "bfloat16 softmax" in rows[-1]["this report"]
 
 
 def test_a_missing_chapter_table_is_an_error_that_names_it(tmp_path):
