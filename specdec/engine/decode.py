@@ -244,6 +244,7 @@ def _generate(target, input_ids, *, drafter, k, method, max_new_tokens, temperat
             cancelled = True
             break
         t0, rows = now(device), dec.row_ids
+        history.running = len(rows)  # what a load-aware schedule sees
         ks = 0 if drafter is None else clip_k(schedule(history), dec.max_rem)
         drafts, q, t_df = dec.draft(ks) if ks > 0 else (None, None, 0.0)
         if ks > 0 and is_cancelled():  # mid-draft: the drafts are dropped, the committed prefix stands

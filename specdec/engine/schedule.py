@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from specdec.core.cost import optimal_k
 
-__all__ = ["History", "AdaptiveK", "as_schedule"]
+__all__ = ["History", "AdaptiveK", "LoadAware", "as_schedule"]
 
 
 @dataclass
@@ -39,6 +39,7 @@ class History:
     accepted: int = 0     # drafts accepted, summed over rows
     stopped: int = 0      # (row, step) pairs that ended at a rejected draft: the MLE's failures
     last_k: int = 0       # the k of the last step
+    running: int = 0      # rows in the batch of the coming step (set by the engine before it asks for k)
 
     def update(self, k: int, rows: int, accepted: int, stopped: int) -> None:
         self.steps += 1
@@ -78,6 +79,47 @@ class AdaptiveK:
             return 0  # stopped drafting: nothing new to learn from
         alpha = history.alpha_mle()
         return self.k_start if math.isnan(alpha) else optimal_k(alpha, self.c, self.k_max, curve=self.curve)
+
+
+class LoadAware:
+    """A load-aware draft length, stated before any result (the rule production engines adopted:
+    turn speculation off as the batch grows or acceptance drops, e.g. vLLM's disable-by-batch-size):
+
+        1. k = 0 (plain decoding for this step) while the running batch exceeds ``max_batch``;
+        2. once at least ``min_judged`` draft outcomes were judged (accepted drafts plus rows stopped
+           at a rejection), k = 0 while the acceptance estimate alpha_hat (`History.alpha_mle`, all
+           steps so far) is below ``min_alpha``;
+        3. otherwise k = ``k``, shortened to ``k_small`` when the running batch exceeds ``small_above``.
+    Unlike `AdaptiveK` the rule is re-evaluated every step: speculation resumes when the batch
+    shrinks below ``max_batch``.  Example: LoadAware(4, max_batch=4)(History(running=8)) -> 0.
+    """
+
+    def __init__(self, k: int, max_batch: int, min_alpha: float = 0.0, min_judged: int = 16,
+                 k_small: int | None = None, small_above: int | None = None):
+        ints = [k, max_batch, min_judged] + [x for x in (k_small, small_above) if x is not None]
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in ints) or k < 1 or max_batch < 1 \
+                or min_judged < 1 or (k_small is not None and not 1 <= k_small <= k) or \
+                (small_above is not None and small_above < 1) or (k_small is None) != (small_above is None):
+            raise ValueError(f"need integers k >= 1, max_batch >= 1, min_judged >= 1, and k_small in [1, k] given "
+                             f"together with small_above >= 1; got k={k!r}, max_batch={max_batch!r}, "
+                             f"min_judged={min_judged!r}, k_small={k_small!r}, small_above={small_above!r}")
+        if not (isinstance(min_alpha, (int, float)) and 0.0 <= min_alpha <= 1.0):
+            raise ValueError(f"min_alpha must lie in [0, 1], got {min_alpha!r}")
+        self.k, self.max_batch, self.min_alpha, self.min_judged = k, max_batch, float(min_alpha), min_judged
+        self.k_small, self.small_above = k_small, small_above
+
+    def __repr__(self) -> str:
+        return (f"LoadAware(k={self.k}, max_batch={self.max_batch}, min_alpha={self.min_alpha:g}, min_judged={self.min_judged}, "
+                f"k_small={self.k_small}, small_above={self.small_above})")
+
+    def __call__(self, history: History) -> int:
+        if history.running > self.max_batch:
+            return 0
+        if history.accepted + history.stopped >= self.min_judged and history.alpha_mle() < self.min_alpha:
+            return 0
+        if self.small_above is not None and history.running > self.small_above:
+            return self.k_small
+        return self.k
 
 
 def as_schedule(k):
