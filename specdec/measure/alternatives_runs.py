@@ -67,7 +67,9 @@ def _run(target, draft, k: int, output_len: int, verifier, method: str = "token"
         res = generate(target, x["ids"], drafter=draft, k=k, max_new_tokens=x.get("max_new_tokens", output_len),
                        temperature=x["temperature"], generator=torch.Generator().manual_seed(seed),
                        verifier=verifier, method=method)
-        return {**res.summary(), **_position_counts(res.stats, k), "continuation": res.tokens[0].tolist()}
+        s = res.summary()
+        return {**s, "engine_lossless": s["lossless"], **_position_counts(res.stats, k),
+                "continuation": res.tokens[0].tolist()}
     return go
 
 
@@ -126,41 +128,24 @@ def alternative_runs(target, draft, prompts: torch.Tensor, rules: dict, *, k: in
     rounds (module docstring).  prompts (n, P).  One row per timed run, in the order they ran:
     RUN_KEEP columns (``position``: its place in the shuffled round), ``verifier`` (the engine's
     stats), prop_i / reach_i / acc_i, ``continuation`` (space-separated ids) and, with ``score``,
-    nll, distinct_2, distinct_3 (scored after all timing).  Run r of cell i is seeded
-    seed + 1000 r + i (`protocol_sweep`); its outputs are joined to its row by that seed."""
+    nll, distinct_2, distinct_3 (scored after all timing).  The counts and tokens come with each
+    timed run's own row (`protocol_sweep`'s ``keep``)."""
     configs = rule_configs(target, draft, rules, k=k, output_len=output_len, block=block)
-    store: dict = {}
-
-    def recorded(name, run):
-        def go(x, s):
-            out = run(x, s)
-            if x["cell"] >= 0:  # warm-up cells are not kept
-                store[(name, x["cell"], s)] = out
-            return out
-        return go
-
-    configs = [Config(c.name, recorded(c.name, c.run), **c.labels) for c in configs]
-    keys = [(float(T), j) for T in temperatures for j in range(prompts.shape[0])]
-    cells = [Cell({"temperature": T, "prompt": j}, {"ids": prompts[j:j + 1], "temperature": T, "cell": i})
-             for i, (T, j) in enumerate(keys)]
-    warm = [Cell({"temperature": float(T), "prompt": 0}, {"ids": prompts[:1], "temperature": float(T), "cell": -1,
+    cells = [Cell({"temperature": float(T), "prompt": j}, {"ids": prompts[j:j + 1], "temperature": float(T)})
+             for T in temperatures for j in range(prompts.shape[0])]
+    warm = [Cell({"temperature": float(T), "prompt": 0}, {"ids": prompts[:1], "temperature": float(T),
                                                           "max_new_tokens": min(warmup_tokens, output_len)})
             for T in temperatures]
+    counts = tuple(f"{c}_{j}" for j in range(1, k + 1) for c in ("prop", "reach", "acc"))
     runs = protocol_sweep(configs, cells, repeats=repeats, seed=seed, min_share=min_share, max_reruns=max_reruns,
-                          warm=warm, log=log)
-    index = {key: i for i, key in enumerate(keys)}
+                          warm=warm, keep=("verifier", "engine_lossless", "continuation", *counts), log=log)
     rows = []
     for r in runs:
-        i = index[(r["temperature"], r["prompt"])]
-        out = store.get((r["config"], i, seed + 1000 * r["repeat"] + i))
-        if out is None:
-            raise RuntimeError(f"no recorded output for {r['config']!r} at cell {i}, repeat {r['repeat']}: "
-                               "protocol_sweep's seeding changed")
-        if bool(out["lossless"]) != bool(r["lossless"]):
-            raise RuntimeError(f"{r['config']!r}: label lossless={r['lossless']} but the engine says {out['lossless']}")
-        counts = {f"{c}_{j}": out[f"{c}_{j}"] for j in range(1, k + 1) for c in ("prop", "reach", "acc")}
-        rows.append({**{c: r[c] for c in RUN_KEEP}, "verifier": out["verifier"], **counts,
-                     "continuation": " ".join(map(str, out["continuation"])), "_ids": out["continuation"]})
+        if bool(r["engine_lossless"]) != bool(r["lossless"]):
+            raise RuntimeError(f"{r['config']!r}: label lossless={r['lossless']} but the engine says "
+                               f"{r['engine_lossless']}")
+        rows.append({**{c: r[c] for c in RUN_KEEP}, "verifier": r["verifier"], **{c: r[c] for c in counts},
+                     "continuation": " ".join(map(str, r["continuation"])), "_ids": r["continuation"]})
     if score:
         _score(target, prompts, rows)
     for r in rows:

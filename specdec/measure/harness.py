@@ -100,14 +100,16 @@ def _timed(run, inputs, seed, min_share: float, max_reruns: int):
 
 def sweep(configs: list[Config], cells: list[Cell], *, repeats: int, warmup: int = 0,
           seed: Callable[[int, int], int] = lambda rep, i: 1000 * rep + i, shuffle: bool = False,
-          shuffle_seed: int = 0, min_share: float = 0.0, max_reruns: int = 0,
+          shuffle_seed: int = 0, min_share: float = 0.0, max_reruns: int = 0, keep: tuple = (),
           log: Callable[[str], None] | None = None) -> list[dict]:
     """Time every config on every cell (module docstring): one `run_row` per (repeat, cell, config),
     labelled with the cell's labels, ``config`` (its name), its labels, ``repeat`` (0-based, warmup
     rounds excluded), ``position`` in the round, ``cpu_share``, ``load_1m`` and ``reruns``.
     ``seed(round, cell index)`` seeds each run (warmup rounds included, round = -warmup..repeats-1;
     a re-run uses the same seed); ``shuffle`` permutes the configs of each (round, cell) with a
-    ``random.Random(shuffle_seed)``, so the order is recorded and reproducible."""
+    ``random.Random(shuffle_seed)``, so the order is recorded and reproducible.  ``keep``: keys of
+    a run's summary carried into its row unchanged, beside the RUN_COLUMNS (outputs a caller needs
+    from the very run it timed, e.g. its tokens)."""
     if repeats < 1 or warmup < 0 or not configs or not cells or max_reruns < 0:
         raise ValueError(f"need repeats >= 1, warmup >= 0, max_reruns >= 0 and at least one config and cell; got "
                          f"repeats={repeats}, warmup={warmup}, max_reruns={max_reruns}, {len(configs)} configs, "
@@ -124,20 +126,22 @@ def sweep(configs: list[Config], cells: list[Cell], *, repeats: int, warmup: int
                                                             max_reruns if rnd >= 0 else 0)
                 if rnd >= 0:
                     rows.append({**run_row(summary, wall, **cell.labels, config=cfg.name, **cfg.labels, repeat=rnd,
-                                           position=pos), "cpu_share": share, "load_1m": load, "reruns": reruns})
+                                           position=pos), "cpu_share": share, "load_1m": load, "reruns": reruns,
+                                 **{c: summary[c] for c in keep}})
             if log is not None:
                 log(f"round {rnd} cell {i}: done" if rnd >= 0 else f"warm-up round {rnd + warmup}, cell {i}: done")
     return rows
 
 
 def protocol_sweep(configs: list[Config], cells: list[Cell], *, repeats: int, seed: int, min_share: float = 0.9,
-                   max_reruns: int = 2, warm: list[Cell] = (), warm_rounds: int = 1,
+                   max_reruns: int = 2, warm: list[Cell] = (), warm_rounds: int = 1, keep: tuple = (),
                    log: Callable[[str], None] | None = None) -> list[dict]:
     """`sweep` as the measurement protocol runs it (`specdec.measure.protocol`): ``warm_rounds``
     untimed rounds on the ``warm`` cells (run ``seed + 10**6 + 1000 round + cell``), then ``repeats``
     timed rounds on ``cells``, the configurations shuffled per (round, cell) by ``Random(seed)``,
-    every configuration of a (round, cell) seeded ``seed + 1000 round + cell``, contended runs re-run."""
+    every configuration of a (round, cell) seeded ``seed + 1000 round + cell``, contended runs re-run;
+    ``keep`` as in `sweep`."""
     if warm:
         sweep(configs, list(warm), repeats=warm_rounds, seed=lambda rnd, i: seed + 10**6 + 1000 * rnd + i)
     return sweep(configs, cells, repeats=repeats, seed=lambda rnd, i: seed + 1000 * rnd + i, shuffle=True,
-                 shuffle_seed=seed, min_share=min_share, max_reruns=max_reruns, log=log)
+                 shuffle_seed=seed, min_share=min_share, max_reruns=max_reruns, keep=keep, log=log)

@@ -42,3 +42,11 @@ def test_latency_summary_hand_case():
     s = latency_summary(rows, ttft=0.5, total=1.1, tokens=4, first=1)
     assert s["ttft_s"] == 0.5 and s["tokens_per_s"] == pytest.approx(3 / 0.6)   # tokens after the first / (total - ttft)
     assert s["lat_p50_s"] == pytest.approx(0.2) and s["lat_p99_s"] <= 0.4
+
+
+def test_sweep_keeps_the_named_summary_keys_of_each_timed_run():
+    cfgs = [Config("a", lambda x, seed: {"tokens": 1, "total_s": 1.0, "out": [x, seed], "other": 9})]
+    rows = sweep(cfgs, [Cell({"cell": 0}, "x0"), Cell({"cell": 1}, "x1")], repeats=2, warmup=1, keep=("out",))
+    assert [r["out"] for r in rows] == [["x0", 0], ["x1", 1], ["x0", 1000], ["x1", 1001]]  # its own run's output
+    assert all("other" not in r for r in rows)
+    assert "out" not in sweep(cfgs, [Cell({"cell": 0}, "x0")], repeats=1)[0]  # nothing kept unless asked
