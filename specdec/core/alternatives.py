@@ -42,9 +42,8 @@ def _match_parts(d, q, p):
 def _one_hot_parts(d, q, p):
     k = d.shape[1]
     one = torch.nn.functional.one_hot(d.long(), p.shape[-1]).to(torch.float64)  # (B, k, V)
-    pk = p[:, :k].to(torch.float64)
-    px = pk.gather(-1, d.long().unsqueeze(-1)).squeeze(-1)
-    return accept_prob(px, torch.ones_like(px)), residual(pk, one, normalize=False)
+    px, _ = drafted_probs(d, q, p)
+    return accept_prob(px, torch.ones_like(px)), residual(p[:, :k].to(torch.float64), one, normalize=False)
 
 
 MATCH = Rule("match", True, _match_parts,

@@ -28,8 +28,8 @@ from specdec.core.sampling import SamplingConfig
 from specdec.core.toy import TableModel
 from specdec.core.verify import accept_prob, block_stop_probs, block_weights, residual
 
-__all__ = ["one_step_law", "target_law", "step_outcomes", "spec_law", "expected_accepted", "expected_accepted_rule",
-           "accepted_law", "marginal",
+__all__ = ["one_step_law", "target_law", "step_outcomes", "as_rule", "spec_law", "expected_accepted",
+           "expected_accepted_rule", "accepted_law", "marginal",
            "all_sequences", "chunks_from_table", "STANDARD_RULES"]
 
 F64 = torch.float64
@@ -123,6 +123,14 @@ def step_outcomes(drafts: torch.Tensor, q: torch.Tensor, p: torch.Tensor, method
 STANDARD_RULES = ("token", "block")
 
 
+def as_rule(method):
+    """A `spec_law` method as a rule: "token" / "block" become (drafts, q, p) -> chunk groups of
+    `step_outcomes`; a rule passes through."""
+    if isinstance(method, str):
+        return lambda d, q, p: chunks_from_table(d, step_outcomes(d, q, p, method))
+    return method
+
+
 def _draft_rows(target, draft, prefixes, blocks, k: int, drafts: int, target_cfg, draft_cfg, draft_sample_cfg):
     """Every (prefix, draft blocks) row: drafts (R, k), q given to verification (R, k, V), p
     (R, k+1, V) and the probability of drawing the blocks (R,); with drafts > 1 an axis of
@@ -161,12 +169,9 @@ def spec_law(target: TableModel, draft: TableModel, n: int, k: int, method="toke
         raise ValueError(f"need n >= 1, k >= 0 and drafts >= 1, got n={n}, k={k}, drafts={drafts}")
     draft_cfg = draft_cfg or target_cfg
     draft_sample_cfg = draft_sample_cfg or draft_cfg
-    if isinstance(method, str):
-        if drafts > 1:
-            raise ValueError(f"drafts = {drafts} needs a multi-draft rule (specdec.core.multidraft), not {method!r}")
-        rule = lambda d, q, p: chunks_from_table(d, step_outcomes(d, q, p, method))  # noqa: E731
-    else:
-        rule = method
+    if isinstance(method, str) and drafts > 1:
+        raise ValueError(f"drafts = {drafts} needs a multi-draft rule (specdec.core.multidraft), not {method!r}")
+    rule = as_rule(method)
     V = target.V
     blocks = all_sequences(V, k * drafts)  # (D, drafts k): the drafts' blocks side by side
     D = blocks.shape[0]
@@ -206,9 +211,7 @@ def expected_accepted(target: TableModel, draft: TableModel, k: int, method: str
     """
     draft_cfg = draft_cfg or target_cfg
     blocks = all_sequences(target.V, k)  # (D, k)
-    q = _seq_probs(draft, draft_cfg, blocks, 0)[:, :k]  # (D, k, V)
-    p = _seq_probs(target, target_cfg, blocks, 0)  # (D, k+1, V)
-    q_block = q.gather(-1, blocks.unsqueeze(-1)).squeeze(-1).prod(-1)
+    _, q, p, q_block = _draft_rows(target, draft, blocks[:, :0], blocks, k, 1, target_cfg, draft_cfg, draft_cfg)
     live = q_block > 0
     out = step_outcomes(blocks[live], q[live], p[live], method).sum(-1)  # (D', k+1)
     return float((q_block[live] * (out * torch.arange(k + 1, dtype=F64)).sum(-1)).sum())

@@ -30,8 +30,7 @@ import torch
 
 from specdec.core import alternatives, approximate, multidraft, precision
 from specdec.core.positional import Rule, positional_law_rule
-from specdec.core.exact import (chunks_from_table, expected_accepted, expected_accepted_rule, marginal, spec_law,
-                                step_outcomes, target_law)
+from specdec.core.exact import as_rule, expected_accepted, expected_accepted_rule, marginal, spec_law, target_law
 from specdec.core.sampling import SamplingConfig
 from specdec.core.stats import counts_of, gof_test, pool_cells, sample_size
 from specdec.core.toy import TableModel, sample_speculative
@@ -116,10 +115,8 @@ def exact_rows(target: TableModel, draft: TableModel, algs: list[Entry], n: int,
         if isinstance(e.method, str) and not e.greedy_drafts:
             acc = expected_accepted(target, draft, k, e.method, cfg, cfg)
         else:
-            rule = e.method if not isinstance(e.method, str) else \
-                (lambda d, q, p, m=e.method: chunks_from_table(d, step_outcomes(d, q, p, m)))
-            acc = expected_accepted_rule(target, draft, k, rule, cfg, cfg, GREEDY if e.greedy_drafts else cfg,
-                                         drafts=e.drafts)
+            acc = expected_accepted_rule(target, draft, k, as_rule(e.method), cfg, cfg,
+                                         GREEDY if e.greedy_drafts else cfg, drafts=e.drafts)
         rows.append({**row, "expected_accepted": acc, "expected_tokens": acc + 1.0, "description": e.description})
     return rows
 
