@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from specdec.core.exact import all_sequences
-from specdec.core.sampling import sample_inverse_cdf
+from specdec.core.sampling import sample_inverse_cdf, uniforms
 from specdec.core.verify import VerifyResult, accept_prob, check_inputs, residual
 
 __all__ = ["verify_multi", "multi_step_chunks", "rrs_acceptance", "optimal_acceptance", "optimal_acceptance_lp"]
@@ -69,8 +69,7 @@ def verify_multi(drafts: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, meth
     V = p.shape[-1]
     check_inputs(drafts.reshape(B * n, k), q.reshape(B * n, k, V), p.reshape(B * n, k + 1, V))  # as `verify` does
     dev = p.device
-    gdev = generator.device if generator is not None else dev
-    u = torch.rand((B, k * n + 1), generator=generator, dtype=F64, device=gdev).to(dev)
+    u = uniforms((B, k * n + 1), generator, dev)
     d = drafts.long()
     rows = torch.arange(B, device=dev)
     alive = torch.ones(B, n, dtype=torch.bool, device=dev)

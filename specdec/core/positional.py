@@ -38,6 +38,7 @@ import torch
 
 from specdec.core.exact import chunks_from_table
 from specdec.core.sampling import sample_inverse_cdf
+from specdec.core.sampling import uniforms as draw_uniforms  # `uniforms` is sample_rule's argument
 from specdec.core.verify import VerifyResult, check_inputs
 
 __all__ = ["Rule", "drafted_probs", "sample_rule", "rule_outcomes", "positional_law_rule", "first_token_law"]
@@ -62,10 +63,7 @@ def sample_rule(parts: Parts, d: torch.Tensor, q: torch.Tensor, p: torch.Tensor,
     """
     B, k = d.shape
     dev = p.device
-    if uniforms is None:
-        gdev = generator.device if generator is not None else dev
-        uniforms = torch.rand((B, k + 1), generator=generator, dtype=F64, device=gdev)
-    u = uniforms.to(dev)
+    u = draw_uniforms((B, k + 1), generator, dev) if uniforms is None else uniforms.to(dev)
     a, r = parts(d, q, p)  # (B, k), (B, k, V)
     n = (u[:, :k] < a).long().cumprod(-1).sum(-1)  # (B,) leading acceptances
     V = p.shape[-1]

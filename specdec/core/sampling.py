@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["SamplingConfig", "process_logits", "sample_inverse_cdf", "sample", "logit_flags", "raise_for_flags"]
+__all__ = ["SamplingConfig", "process_logits", "sample_inverse_cdf", "sample", "uniforms", "logit_flags",
+           "raise_for_flags"]
 
 
 def _check_knobs(temperature, top_k, top_p) -> None:
@@ -138,6 +139,15 @@ def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(cdf, thr, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)  # (...)
 
 
+def uniforms(shape, generator: torch.Generator | None, device) -> torch.Tensor:
+    """float64 uniforms in [0, 1) of ``shape`` drawn from ``generator`` on the generator's own device
+    (torch's default generator on ``device`` when None), then moved to ``device``: every sampler of
+    the project draws its randomness this way, so a seeded generator gives the same numbers to all.
+    Example: uniforms((2, 3), torch.Generator().manual_seed(0), "cpu").shape -> (2, 3)."""
+    gdev = generator.device if generator is not None else device
+    return torch.rand(shape, generator=generator, dtype=torch.float64, device=gdev).to(device)
+
+
 def sample(probs: torch.Tensor, generator: torch.Generator | None = None, *, greedy: bool = False,
            check: bool = True, float64: bool = True) -> torch.Tensor:
     """One token id per row of `probs` (..., V) -> (...) int64, using `generator` for the uniforms.
@@ -165,8 +175,7 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None = None, *, gre
             raise ValueError("probs must be non-negative, free of NaN, with positive mass in every row")
     if greedy:
         return probs.argmax(dim=-1)
-    gdev = generator.device if generator is not None else probs.device
-    u = torch.rand(probs.shape[:-1], generator=generator, dtype=torch.float64, device=gdev).to(probs.device)
+    u = uniforms(probs.shape[:-1], generator, probs.device)
     return sample_inverse_cdf(probs.to(torch.float64) if float64 else probs, u)
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from specdec.core.sampling import sample_inverse_cdf
+from specdec.core.sampling import uniforms as draw_uniforms  # `uniforms` is verify's argument
 
 __all__ = ["VerifyResult", "accept_prob", "residual", "block_weights", "block_stop_probs", "verify", "verify_unchecked",
            "greedy_verify", "check_inputs"]
@@ -263,8 +264,7 @@ def verify_unchecked(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tenso
     px = p[:, :k].gather(-1, d.unsqueeze(-1)).squeeze(-1).to(f64)  # (B, k)
     qx = q.gather(-1, d.unsqueeze(-1)).squeeze(-1).to(f64)  # (B, k)
     if uniforms is None:  # the normal path: B*(k+1) float64 uniforms from the generator
-        gdev = generator.device if generator is not None else dev
-        u = torch.rand((B, k + 1), generator=generator, dtype=f64, device=gdev).to(dev)  # (B, k+1)
+        u = draw_uniforms((B, k + 1), generator, dev)  # (B, k+1)
     else:
         _check_uniforms(uniforms, B, k)
         u = uniforms.to(dev)  # (B, k+1)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from specdec.core.sampling import sample
+from specdec.core.sampling import sample, uniforms
 from specdec.core.verify import VerifyResult
 
 __all__ = ["ControlledAcceptance"]
@@ -43,8 +43,7 @@ class ControlledAcceptance:
         """drafts (A, k), q (A, k, V), p (A, k+1, V) -> the accepted drafts, then one token from p_n."""
         A, k = drafts.shape
         dev = p.device
-        gdev = generator.device if generator is not None else dev
-        u = torch.rand((A, k), generator=generator, dtype=torch.float64, device=gdev).to(dev)
+        u = uniforms((A, k), generator, dev)
         n = (u < self.alpha).long().cumprod(1).sum(1)  # (A,)
         y = sample(p[torch.arange(A, device=dev), n], generator, check=False, float64=False)  # (A,)
         j = torch.arange(k + 1, device=dev)
