@@ -54,6 +54,12 @@ def drafted_probs(d: torch.Tensor, q: torch.Tensor, p: torch.Tensor) -> tuple[to
     return (p[:, :k].gather(-1, idx).squeeze(-1).to(F64), q.gather(-1, idx).squeeze(-1).to(F64))
 
 
+def _normalized(r: torch.Tensor) -> torch.Tensor:
+    """Each stop law r (..., V) divided by its mass; rows of zero mass (never used: a = 1 there) stay 0."""
+    mass = r.sum(-1, keepdim=True)
+    return torch.where(mass > 0, r / torch.where(mass > 0, mass, 1.0), 0.0)
+
+
 def sample_rule(parts: Parts, d: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *,
                 generator: torch.Generator | None = None, uniforms: torch.Tensor | None = None) -> VerifyResult:
     """One sampled verification step under rule ``parts``: keep draft i while u_i < a_i, then one
@@ -81,14 +87,11 @@ def rule_outcomes(parts: Parts, d: torch.Tensor, q: torch.Tensor, p: torch.Tenso
     rows summing to 1 (j < k: prod_{i<=j} a_i (1 - a_{j+1}) r_{j+1}(y) / |r_{j+1}|; j = k: bonus p_k)."""
     D, k = d.shape
     a, r = parts(d, q, p)
-    r = r.to(F64)
-    mass = r.sum(-1, keepdim=True)
+    r = _normalized(r.to(F64))
     out = torch.zeros(D, k + 1, p.shape[-1], dtype=F64)
     reach = torch.ones(D, dtype=F64)
     for j in range(k):
-        stop = reach * (1 - a[:, j])  # (D,)
-        norm = torch.where(mass[:, j] > 0, r[:, j] / torch.where(mass[:, j] > 0, mass[:, j], 1.0), 0.0)
-        out[:, j] = stop.unsqueeze(-1) * norm
+        out[:, j] = (reach * (1 - a[:, j])).unsqueeze(-1) * r[:, j]
         reach = reach * a[:, j]
     pk = p[:, k].to(F64)
     out[:, k] = reach.unsqueeze(-1) * pk / pk.sum(-1, keepdim=True)  # the sampler renormalizes p_k too
@@ -108,9 +111,7 @@ def first_token_law(parts: Parts, p: torch.Tensor, q: torch.Tensor, draws: torch
     p64, q64 = p.to(F64), q.to(F64)
     w = q64 if draws is None else draws.to(F64)
     a, r = parts(torch.arange(V).unsqueeze(1), q64.expand(V, 1, V), p64.expand(V, 2, V))  # (V, 1), (V, 1, V)
-    a, r = a[:, 0], r[:, 0].to(F64)
-    mass = r.sum(-1, keepdim=True)
-    r = torch.where(mass > 0, r / torch.where(mass > 0, mass, 1.0), 0.0)
+    a, r = a[:, 0], _normalized(r[:, 0].to(F64))
     return w @ ((1 - a).unsqueeze(-1) * r) + w * a, float(w @ a)
 
 

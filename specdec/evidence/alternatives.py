@@ -63,6 +63,10 @@ class Entry:
     def lossless(self) -> bool:
         return self.family == "lossless"
 
+    def draws(self, cfg: SamplingConfig) -> SamplingConfig:
+        """The sampling rule the drafts are drawn with: greedy for the greedy-draft shortcut, else ``cfg``."""
+        return GREEDY if self.greedy_drafts else cfg
+
 
 def _rule_entry(rule) -> Entry:
     return Entry(rule.name, "lossless" if rule.lossless else "approximate", rule.law_rule, rule,
@@ -88,7 +92,7 @@ def entries(n_drafts=(2, 3), typical_sweep=((0.3, 0.3), (0.01, 0.1)), lambdas=(0
 
 
 def _law(target, draft, e: Entry, n: int, k: int, cfg: SamplingConfig) -> torch.Tensor:
-    return spec_law(target, draft, n, k, e.method, cfg, cfg, GREEDY if e.greedy_drafts else cfg, drafts=e.drafts)
+    return spec_law(target, draft, n, k, e.method, cfg, cfg, e.draws(cfg), drafts=e.drafts)
 
 
 def _kl(law: np.ndarray, ref: np.ndarray) -> float:
@@ -115,8 +119,7 @@ def exact_rows(target: TableModel, draft: TableModel, algs: list[Entry], n: int,
         if isinstance(e.method, str) and not e.greedy_drafts:
             acc = expected_accepted(target, draft, k, e.method, cfg, cfg)
         else:
-            acc = expected_accepted_rule(target, draft, k, as_rule(e.method), cfg, cfg,
-                                         GREEDY if e.greedy_drafts else cfg, drafts=e.drafts)
+            acc = expected_accepted_rule(target, draft, k, as_rule(e.method), cfg, cfg, e.draws(cfg), drafts=e.drafts)
         rows.append({**row, "expected_accepted": acc, "expected_tokens": acc + 1.0, "description": e.description})
     return rows
 
@@ -152,20 +155,21 @@ def frequency_rows(target: TableModel, draft: TableModel, algs: list[Entry], n: 
     for i, e in enumerate(algs):
         law = _law(target, draft, e, n, k, cfg).reshape(-1).numpy()
         N_det, tv_det = detect_samples(law, ref, alpha, power)
+        exact_tv = 0.5 * float(np.abs(law - ref).sum())
         runs = [("design", N_design)] + ([("detect", N_det)] if 0 < N_det <= max_samples and N_det != N_design else [])
         for j, (what, N) in enumerate(runs):
             gen = torch.Generator().manual_seed(seed * 1000 + i * 10 + j)
             samples = sample_speculative(target, draft, n, k, N, gen, e.method if isinstance(e.method, str) else "token",
-                                         cfg, cfg, GREEDY if e.greedy_drafts else cfg, e.sampler, drafts=e.drafts)
+                                         cfg, cfg, e.draws(cfg), e.sampler, drafts=e.drafts)
             r = gof_test(counts_of(samples.numpy(), target.V, n), ref)
             rows.append({"algorithm": e.name, "family": e.family, "run": what, "samples": N, "chi2": r.statistic,
-                         "df": r.df, "p_value": r.p_value, "tv_sampled": r.tv, "exact_tv": 0.5 * float(np.abs(law - ref).sum()),
+                         "df": r.df, "p_value": r.p_value, "tv_sampled": r.tv, "exact_tv": exact_tv,
                          "detect_samples": N_det, "exact_tv_tested": tv_det,
                          "verdict": "passes" if r.p_value > alpha else "caught"})
         if not runs[1:] and N_det > max_samples:
             rows.append({"algorithm": e.name, "family": e.family, "run": "detect (not run: N too large)",
                          "samples": N_det, "chi2": float("nan"), "df": 0, "p_value": float("nan"),
-                         "tv_sampled": float("nan"), "exact_tv": 0.5 * float(np.abs(law - ref).sum()),
+                         "tv_sampled": float("nan"), "exact_tv": exact_tv,
                          "detect_samples": N_det, "exact_tv_tested": tv_det, "verdict": "not run"})
     return rows
 
