@@ -15,7 +15,7 @@ from specdec.core.positional import first_token_law, positional_law_rule, rule_o
 from specdec.core.sampling import SamplingConfig, process_logits
 from specdec.core.stats import counts_of, gof_test, sample_size
 from specdec.core.toy import sample_speculative
-from specdec.core.verify import accept_prob, residual, verify
+from specdec.core.verify import verify
 from specdec.evidence.sequence_laws import toy_pair
 
 F64 = torch.float64
@@ -28,11 +28,7 @@ def pair():
     return toy_pair(4, 3, torch.Generator().manual_seed(7))
 
 
-def _token_parts(d, q, p):
-    k = d.shape[1]
-    px = p[:, :k].gather(-1, d.unsqueeze(-1)).squeeze(-1).to(F64)
-    qx = q.gather(-1, d.unsqueeze(-1)).squeeze(-1).to(F64)
-    return accept_prob(px, qx), residual(p[:, :k].to(F64), q.to(F64), normalize=False)
+_token_parts = precision.token_parts(F64)  # token verification as a positional rule, checked against verify below
 
 
 def _random_inputs(B, k, V, seed):
