@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["SamplingConfig", "process_logits", "sample_inverse_cdf", "sample", "uniforms", "logit_flags",
+__all__ = ["SamplingConfig", "process_logits", "sample_inverse_cdf", "sample", "uniforms", "RowGenerators", "logit_flags",
            "raise_for_flags"]
 
 
@@ -139,11 +139,47 @@ def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(cdf, thr, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)  # (...)
 
 
-def uniforms(shape, generator: torch.Generator | None, device) -> torch.Tensor:
+class RowGenerators:
+    """One torch.Generator per batch row, usable wherever a generator is: row b's uniforms come from
+    its own generator (`uniforms`), so what a row draws does not depend on the other rows of its
+    batch.  The continuous-batching loop (`specdec.engine.continuous`) gives each request one; rows
+    leave (`select`) and join (`+`) with the batch.
+    Example: uniforms((2, 3), RowGenerators([g0, g1]), "cpu")[1] == torch.rand(3, generator=g1', ...)
+    for g1' seeded like g1."""
+
+    def __init__(self, generators):
+        self.generators = list(generators)
+        if not all(isinstance(g, torch.Generator) for g in self.generators):
+            raise ValueError("RowGenerators needs a list of torch.Generator, one per row")
+        if len({str(g.device) for g in self.generators}) > 1:
+            raise ValueError("the generators of a batch must live on one device")
+
+    def __len__(self) -> int:
+        return len(self.generators)
+
+    def __add__(self, other: "RowGenerators") -> "RowGenerators":
+        return RowGenerators(self.generators + other.generators)
+
+    def select(self, rows) -> "RowGenerators":
+        return RowGenerators([self.generators[int(r)] for r in rows])
+
+    @property
+    def device(self):
+        return self.generators[0].device if self.generators else torch.device("cpu")
+
+
+def uniforms(shape, generator, device) -> torch.Tensor:
     """float64 uniforms in [0, 1) of ``shape`` drawn from ``generator`` on the generator's own device
     (torch's default generator on ``device`` when None), then moved to ``device``: every sampler of
     the project draws its randomness this way, so a seeded generator gives the same numbers to all.
+    A `RowGenerators` draws row b (``shape[0]`` rows) from its b-th generator.
     Example: uniforms((2, 3), torch.Generator().manual_seed(0), "cpu").shape -> (2, 3)."""
+    if isinstance(generator, RowGenerators):
+        shape = tuple(shape)
+        if not shape or shape[0] != len(generator):
+            raise ValueError(f"{len(generator)} row generators cannot draw uniforms of shape {shape}")
+        rows = [torch.rand(shape[1:], generator=g, dtype=torch.float64, device=g.device) for g in generator.generators]
+        return (torch.stack(rows) if rows else torch.empty(shape, dtype=torch.float64)).to(device)
     gdev = generator.device if generator is not None else device
     return torch.rand(shape, generator=generator, dtype=torch.float64, device=gdev).to(device)
 

@@ -44,11 +44,11 @@ from __future__ import annotations
 
 import torch
 
-from specdec.core.sampling import SamplingConfig, logit_flags, raise_for_flags, sample
+from specdec.core.sampling import RowGenerators, SamplingConfig, logit_flags, raise_for_flags, sample
 from specdec.core.verify import greedy_verify, verify_unchecked
 from specdec.engine.drafters import as_drafter
 from specdec.engine.inputs import check_arguments, clip_k, peak_memory, prompts_of, stop_tokens
-from specdec.engine.kv import context_length, engine_model, now
+from specdec.engine.kv import context_length, engine_model, leading_holes, now, trim_left
 from specdec.engine.schedule import History, as_schedule
 from specdec.engine.stats import DecodeStats, GenerateResult
 
@@ -74,10 +74,10 @@ class _Decoder:
         self.tmask = mask[:, :-1].clone()  # (A, L): valid slots of the target cache (after the first step)
         self.pending = ids[:, -1]  # (A,) last committed token, not yet in the cache
         self.pos = mask.sum(1) - 1  # (A,) position of pending
-        self.rows = torch.arange(B, device=self.device)  # active row -> original row
-        self.row_ids = list(range(B))  # the same, on the host
+        self.row_ids = list(range(B))  # active row -> original row
         self.out = [[] for _ in range(B)]  # each row's tokens so far (host ints: the step's sync brings them)
         self.reason = [0] * B  # 0 running/cancelled, 1 stop, 2 length
+        self.budget = [max_new_tokens] * B  # each row's max_new_tokens (rows of a continuous batch differ)
         self.stop_set = set(stops.tolist())
         self.flags = torch.zeros(3, dtype=torch.bool, device=self.device)  # target logits: NaN, +inf, all -inf
         self.no_flags = torch.zeros(3, dtype=torch.long, device=self.device)  # for a drafter that reports none
@@ -141,21 +141,22 @@ class _Decoder:
         raise_for_flags(bad[3:], "the draft's logits")
         emitted, done = [], []
         for a, r in enumerate(self.row_ids):
-            new = synced[A + a * s: A + a * s + n_l[a] + 1][:self.max_new - len(self.out[r])]  # drafts kept + 1
+            new = synced[A + a * s: A + a * s + n_l[a] + 1][:self.budget[r] - len(self.out[r])]  # drafts kept + 1
             stop = next((i for i, t in enumerate(new) if t in self.stop_set), None)
             if stop is not None:
                 new = new[:stop + 1]
             self.out[r].extend(new)
             emitted.append(len(new))
-            done.append(stop is not None or len(self.out[r]) >= self.max_new)
+            done.append(stop is not None or len(self.out[r]) >= self.budget[r])
             if done[-1]:
                 self.reason[r] = 1 if stop is not None else 2
-        left = [self.max_new - len(self.out[r]) for r, d in zip(self.row_ids, done) if not d]
+        left = [self.budget[r] - len(self.out[r]) for r, d in zip(self.row_ids, done) if not d]
         self.max_rem = max(left, default=0)
         return (n_l, emitted, done, max(n_l), any(done), all(done), sum(n_l), sum(x < ks for x in n_l))
 
     def rollback(self, ks: int, n, toks, n_max: int, all_done: bool) -> None:
-        """Mask each row's rejected slots, crop the slots every row rejected, advance, tell the drafter."""
+        """Mask each row's rejected slots, crop the slots every row rejected, advance, tell the drafter
+        (what it drafted and kept, or after a step without drafts the target's token)."""
         if ks > 0:
             self.tmask[:, -ks:] = (self._arange(ks)[None] < n[:, None]).long()
             drop = ks - n_max
@@ -166,20 +167,27 @@ class _Decoder:
         self.pending = toks.gather(1, n[:, None])[:, 0]  # (A,) the target's token
         if ks > 0 and not all_done:
             self.drafter.commit(n, self.pending, n_max)
+        elif self.drafter is not None and not all_done:
+            self.drafter.advance(self.pending)
 
     def compact(self, done: list, any_done: bool, all_done: bool) -> None:
-        """Finished rows leave the batch (cache, mask, positions, drafter)."""
+        """Finished rows leave the batch (cache, mask, positions, drafter); then the leading slots
+        every remaining row masks (a departed row's longer prompt) are dropped."""
         if all_done:
             self.active = False
         elif any_done:
             kept = [a for a, d in enumerate(done) if not d]
             keep = torch.tensor(kept, dtype=torch.long, device=self.device)
             self.cache.batch_select_indices(keep)
-            self.tmask, self.pos, self.pending, self.rows = (self.tmask[keep], self.pos[keep], self.pending[keep],
-                                                             self.rows[keep])
+            self.tmask, self.pos, self.pending = self.tmask[keep], self.pos[keep], self.pending[keep]
             self.row_ids = [self.row_ids[a] for a in kept]
+            if isinstance(self.generator, RowGenerators):
+                self.generator = self.generator.select(kept)
             if self.drafter is not None:
                 self.drafter.select(keep)
+            drop = leading_holes(self.tmask)
+            trim_left(self.cache, drop)
+            self.tmask = self.tmask[:, drop:]
 
     def result(self, stats, cancelled: bool) -> GenerateResult:
         B = len(self.out)

@@ -15,7 +15,9 @@ Protocol (the engine in `specdec.engine.decode` drives it; rows are the active b
     propose(k, sampling, generator)         -> tokens (B, k) int64, q (B, k, V) float
     commit(n (B,), next_token (B,), n_max)  keep the first n[b] drafts of row b, then next_token[b];
                                             n_max = int(max(n)) (the engine's one host sync)
+    advance(next_token (B,))                a step without drafts (k = 0): the target's token only
     select(rows (A,))                       keep only these rows (finished rows leave the batch)
+    admit(ids (N, T), mask (N, T))          new rows join after the running ones (continuous batching)
     forward_seconds                         model-forward time inside the last propose
 
 Example: PromptLookupDrafter on history [5, 6, 7, 5] proposes [6, 7, 5] for k = 3 (the token
@@ -29,7 +31,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from specdec.core.sampling import SamplingConfig, logit_flags, sample
-from specdec.engine.kv import context_length, engine_model, now
+from specdec.engine.kv import context_length, engine_model, join_caches, leading_holes, now, trim_left
 
 __all__ = ["Drafter", "ModelDrafter", "as_drafter", "sample_with_q"]
 
@@ -63,7 +65,11 @@ class Drafter(Protocol):
 
     def commit(self, n: torch.Tensor, next_token: torch.Tensor, n_max: int) -> None: ...
 
+    def advance(self, next_token: torch.Tensor) -> None: ...
+
     def select(self, rows: torch.Tensor) -> None: ...
+
+    def admit(self, ids: torch.Tensor, mask: torch.Tensor) -> None: ...
 
 
 class ModelDrafter:
@@ -72,11 +78,13 @@ class ModelDrafter:
     Cache layout per row (the engine's ragged scheme, see `specdec.engine.decode`): slots hold every
     committed token except the uncached tail; rejected slots are masked (attention mask 0) and
     trailing slots rejected by every row are cropped (`cache.crop(-n)`).  Explicit position_ids
-    count only the valid slots, so a masked hole never shifts positions.  The tail is one token
-    (the target's last token) or, after a fully accepted draft, two (the last draft, never fed
-    since nothing was sampled after it, and the bonus token); it is fed as two slots with the first
-    masked in rows that need one.  The prompt is not fed by `begin`: the first `propose` feeds it
-    together with the tail (one forward instead of two).  ``flags``: `logit_flags` of every draft
+    count only the valid slots, so a masked hole never shifts positions.  The tail (committed tokens
+    not yet fed, ids and a validity mask (B, m)) is the target's last token, or after a fully
+    accepted draft two (the last draft, never fed since nothing was sampled after it, and the bonus
+    token; the first slot masked in rows that need none), plus one token per step without drafts
+    (`advance`); `propose` feeds it in one forward.  The prompt is not fed by `begin`: the first
+    `propose` feeds it together with the tail (one forward instead of two).  `admit` feeds new rows'
+    prompts at once and joins their cache to the running one (`specdec.engine.kv.join_caches`).  ``flags``: `logit_flags` of every draft
     forward since `begin` (NaN, +inf, an all -inf row), checked by the engine.
     """
 
@@ -108,19 +116,16 @@ class ModelDrafter:
         self.mask = mask[:, :-1].to(self.device).clone()  # (B, T-1): the prompt's slots, our own copy
         self.pos = mask.sum(1) - 1  # (B,) positions of the next slot = real tokens before the tail
         self.prefix = (ids[:, :-1], (mask[:, :-1].cumsum(1) - 1).clamp(min=0)) if T > 1 else None  # fed first
-        self.tail = torch.stack([ids[:, -1], ids[:, -1]], 1)  # (B, 2); slot 0 valid only if tail_two
-        self.tail_two = torch.zeros(B, dtype=torch.bool, device=ids.device)
-        self.any_two = False
+        self.tail = ids[:, -1:]  # (B, m) committed tokens not yet fed
+        self.tail_valid = torch.ones(B, 1, dtype=torch.bool, device=ids.device)  # (B, m)
+        self.drafts, self._maxima = None, []
         self.flags = torch.zeros(3, dtype=torch.bool, device=self.device)
         self.forward_seconds = 0.0
 
     def propose(self, k, sampling, generator):
         self.forward_seconds, self._maxima = 0.0, []
         B = self.tail.shape[0]
-        if self.any_two:
-            ids, valid = self.tail, torch.stack([self.tail_two, torch.ones_like(self.tail_two)], 1)
-        else:
-            ids, valid = self.tail[:, 1:], torch.ones(B, 1, dtype=torch.bool, device=self.tail.device)
+        ids, valid = self.tail, self.tail_valid
         self.mask = torch.cat([self.mask, valid.long()], 1)
         pos = (self.pos[:, None] + valid.long().cumsum(1) - 1).clamp(min=0)  # (B, s)
         self.pos = self.pos + valid.sum(1)
@@ -153,16 +158,50 @@ class ModelDrafter:
             if drop:
                 self.cache.crop(-drop)
                 self.mask = self.mask[:, :-drop]
-        self.tail_two = n == k  # all accepted: d_k was never fed
-        self.tail = torch.stack([self.drafts[:, -1], next_token], 1)
-        self.any_two = n_max == k
+        if n_max == k:  # a row accepted every draft: its d_k was never fed
+            self.tail = torch.stack([self.drafts[:, -1], next_token], 1)
+            self.tail_valid = torch.stack([n == k, torch.ones_like(n, dtype=torch.bool)], 1)
+        else:
+            self.tail = next_token[:, None]
+            self.tail_valid = torch.ones_like(self.tail, dtype=torch.bool)
+
+    def advance(self, next_token):
+        self.tail = torch.cat([self.tail, next_token[:, None]], 1)
+        self.tail_valid = torch.cat([self.tail_valid, torch.ones_like(next_token[:, None], dtype=torch.bool)], 1)
 
     def select(self, rows):
         self.cache.batch_select_indices(rows)
         self.mask, self.pos = self.mask[rows], self.pos[rows]
-        self.tail, self.tail_two = self.tail[rows], self.tail_two[rows]
-        self.drafts = self.drafts[rows] if hasattr(self, "drafts") else None
-        self.any_two = bool(self.tail_two.any())
+        self.tail, self.tail_valid, self.drafts = self.tail[rows], self.tail_valid[rows], None
+        if self.prefix is not None:
+            self.prefix = (self.prefix[0][rows], self.prefix[1][rows])
+        else:  # slots every remaining row masks (a departed row's longer prompt) are dropped
+            n = leading_holes(self.mask)
+            trim_left(self.cache, n)
+            self.mask = self.mask[:, n:]
+
+    def _prefill(self):
+        """Feed a pending prompt now (its slots are already in the mask)."""
+        if self.prefix is not None:
+            self._maxima = []
+            self._forward(*self.prefix)
+            self.flags = self.flags | logit_flags(torch.stack(self._maxima)[..., None])
+            self.prefix = None
+
+    def admit(self, ids, mask):
+        self._prefill()
+        new = ModelDrafter.__new__(ModelDrafter)
+        new.__dict__.update(self.__dict__)
+        new.begin(ids, mask)
+        new._prefill()
+        A, N = self.tail.shape[0], ids.shape[0]
+        self.cache = join_caches(self.cache, new.cache, A, N)
+        L, m = max(self.mask.shape[1], new.mask.shape[1]), max(self.tail.shape[1], new.tail.shape[1])
+        pad = lambda x, w: torch.cat([x.new_zeros(x.shape[0], w - x.shape[1]), x], 1)  # noqa: E731
+        self.mask = torch.cat([pad(self.mask, L), pad(new.mask, L)], 0)
+        self.tail = torch.cat([pad(self.tail, m), pad(new.tail, m)], 0)
+        self.tail_valid = torch.cat([pad(self.tail_valid, m), pad(new.tail_valid, m)], 0)
+        self.pos, self.flags, self.drafts = torch.cat([self.pos, new.pos]), self.flags | new.flags, None
 
 
 def as_drafter(drafter):

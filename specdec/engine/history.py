@@ -48,10 +48,22 @@ class _HistoryDrafter:
         self.hist.scatter_(1, col, new)
         self.lens = self.lens + (n + 1).to(self.lens.device)
 
+    def advance(self, next_token):
+        """A step without drafts: only the target's token joins each row's history."""
+        self.drafts = torch.zeros(len(next_token), 0, dtype=torch.long)
+        self.commit(torch.zeros_like(next_token), next_token, 0)
+
     def select(self, rows):
         rows_c = rows.cpu()
-        self.hist, self.lens = self.hist[rows_c], self.lens[rows]
-        self.drafts = self.drafts[rows] if hasattr(self, "drafts") else None
+        self.hist, self.lens, self.drafts = self.hist[rows_c], self.lens[rows], None
+
+    def admit(self, ids, mask):
+        """New rows join after the running ones (continuous batching)."""
+        hist, lens = self.hist, self.lens
+        self.begin(ids, mask)
+        w = max(hist.shape[1], self.hist.shape[1])
+        pad = lambda h: torch.cat([h[:, :-1], h.new_zeros(h.shape[0], w - h.shape[1]), h[:, -1:]], 1)  # noqa: E731
+        self.hist, self.lens, self.drafts = torch.cat([pad(hist), pad(self.hist)]), torch.cat([lens, self.lens]), None
 
 
 class NGramDrafter(_HistoryDrafter):
