@@ -217,7 +217,7 @@ def _serve(target, jobs, *, drafter, schedule, max_batch, method, sampling, stop
             res.requests[job_of[r]]["released_step_bytes"] = sum(before) - sum(after)
         res.steps.append({"step": len(res.steps), "start_s": t0, "end_s": clock(), "admit_s": t0 - t_admit,
                           "running": len(rows), "admitted": len(new), "departed": len(departed), "k": ks,
-                          "drafted": ks * len(rows), "accepted": accepted, "emitted": sum(emitted),
+                          "drafted": ks * len(rows), "accepted": accepted, "accepted_rows": n_l, "emitted": sum(emitted),
                           "kv_target_bytes": before[0], "kv_draft_bytes": before[1],
                           "kv_after_bytes": sum(after)})
         if all_done:

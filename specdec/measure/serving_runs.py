@@ -1,0 +1,175 @@
+"""Chapter 09's measured runs: serving workloads under continuous batching
+(`specdec.engine.continuous.serve`), every policy paired with plain decoding on the same workload.
+
+Protocol, stated before any result (the measurement protocol of `specdec.measure.protocol`, applied
+to serving):
+  1. A cell is one arrival rate.  Each round draws one workload per rate
+     (`specdec.measure.serving.workload`, seeded by round and cell) and serves it with every policy
+     in a shuffled order (`specdec.measure.harness.protocol_sweep`), so the policies of a (rate,
+     round) see the same requests and the same machine, and pair; contended runs are re-run.
+  2. A policy's latency speedup at a rate = plain decoding's mean end-to-end latency / the
+     policy's, on the same workload (above 1: requests finish sooner); its throughput ratio = its
+     tokens/s / plain decoding's.  Each is summarized by the median over rounds with a 95%
+     bootstrap interval (`paired_interval`) and worded by `verdict`.
+  3. Break-even load (`break_even`): the arrival rate at which the median latency speedup falls to 1,
+     interpolated linearly in log rate between the last rate above 1 and the next; its interval:
+     percentiles of the same crossing over bootstrap resamples of the rounds (each rate resampled
+     on its own).  Resamples without a crossing in the tested range are counted and reported.
+  4. Per run (`summary`): the serving metrics of `specdec.measure.serving.run_metrics`, tokens per
+     row-step, the mean running batch, acceptance per draft position (vLLM's "acceptance rate per
+     position": row-steps that kept draft i / row-steps that drafted i), and the peak bytes of the
+     key/value tensors of target and drafter together; alpha_mle = kept drafts / (kept drafts +
+     row-steps that stopped at a rejection), as `specdec.engine.schedule.History.alpha_mle`.
+
+Example:
+    pol = policies(draft, k=4, adaptive=AdaptiveK(...), load_aware=LoadAware(4, max_batch=4))
+    rows = serving_runs(target, pol, prompts, [2.0, 32.0], repeats=6, n_requests=12, ...)
+    speedups(rows)  # per (policy, rate): median latency speedup, interval, verdict
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from specdec.engine.continuous import Job, serve
+from specdec.measure.harness import Cell, Config, protocol_sweep
+from specdec.measure.protocol import LEVEL, paired_interval, verdict
+from specdec.measure.serving import request_metrics, run_metrics, workload
+
+__all__ = ["NONE", "policies", "bytes_per_token", "jobs_for", "summary", "serving_runs", "speedups", "break_even", "KEEP"]
+
+NONE = "no speculation"
+KEEP = ("e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "ttft_p50_s", "ttft_p95_s", "itl_p50_s", "itl_p95_s", "itl_p99_s",
+        "queue_p50_s", "queue_p95_s", "goodput_tokens_per_s", "serve_tokens_per_s", "span_s", "tokens_per_row_step",
+        "mean_running", "max_running", "k_mean", "accept_by_position", "peak_kv_bytes", "row_kv_bytes_mean",
+        "valid_kv_bytes_mean", "cancelled")
+
+
+def policies(draft, k: int, adaptive, load_aware) -> dict:
+    """name -> (drafter, k or schedule) of the four policies (their rules: `rules`)."""
+    return {NONE: (None, 1), f"fixed k={k}": (draft, k), "dynamic k (chapter 06)": (draft, adaptive),
+            "load-aware": (draft, load_aware)}
+
+
+def bytes_per_token(model) -> int:
+    """Key/value bytes one cached token costs `model`: 2 x layers x key/value width x element size."""
+    cfg = model.config
+    layers = getattr(cfg, "num_hidden_layers", None) or cfg.n_layer
+    heads = getattr(cfg, "num_attention_heads", None) or cfg.n_head
+    width = getattr(cfg, "hidden_size", None) or cfg.n_embd
+    kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
+    head_dim = getattr(cfg, "head_dim", None) or width // heads
+    return 2 * layers * kv_heads * head_dim * next(model.parameters()).element_size()
+
+
+def jobs_for(requests, prompts, seed: int) -> list[Job]:
+    """The workload's requests as jobs: prompt i of `prompts`, each with its own generator seed."""
+    return [Job(prompts[r.prompt], r.output_len, r.arrival_s, seed * 1000 + r.rid, r.cancel_after) for r in requests]
+
+
+def summary(res, *, ttft_slo: float, itl_slo: float, bytes_per_slot: float) -> dict:
+    """One served run -> its metrics (module docstring, point 4)."""
+    reqs = [request_metrics(r["arrival_s"], r["admitted_s"], r["token_times"], r["finish"] == "cancelled")
+            for r in res.requests]
+    out = run_metrics(reqs, ttft_slo=ttft_slo, itl_slo=itl_slo)
+    steps = res.steps
+    row_steps = sum(s["running"] for s in steps)
+    kmax = max((s["k"] for s in steps), default=0)
+    num, den, stopped = np.zeros(kmax), np.zeros(kmax), 0
+    for s in steps:
+        for n in s["accepted_rows"]:
+            den[:s["k"]] += 1
+            num[:min(n, s["k"])] += 1
+            stopped += 0 < s["k"] and n < s["k"]
+    out.update({
+        "e2e_mean_s": float(np.mean([r["e2e_s"] for r in reqs])), "serve_tokens_per_s": out["tokens_per_s"],
+        "tokens_per_row_step": out["tokens"] / row_steps, "mean_running": row_steps / len(steps),
+        "max_running": max(s["running"] for s in steps), "k_mean": sum(s["k"] * s["running"] for s in steps) / row_steps,
+        "accept_by_position": [float(a / b) if b else float("nan") for a, b in zip(num, den)],
+        "peak_kv_bytes": max(s["kv_target_bytes"] + s["kv_draft_bytes"] for s in steps),
+        "row_kv_bytes_mean": float(np.mean([r["row_kv_bytes"] for r in res.requests])),
+        "valid_kv_bytes_mean": float(np.mean([r["valid_slots"] for r in res.requests])) * bytes_per_slot,
+        "alpha_mle": float(num.sum() / (num.sum() + stopped)) if num.sum() + stopped else float("nan"),
+        "total_s": out["span_s"], "steps": len(steps)})
+    return out
+
+
+def serving_runs(target, pols: dict, prompts, rates, *, repeats: int, n_requests: int, short_len: int, long_len: int,
+                 long_share: float, temperature: float, max_batch: int, ttft_slo: float, itl_slo: float, seed: int,
+                 log=None) -> list[dict]:
+    """Every policy on one workload per (rate, round), interleaved (module docstring, point 1)."""
+    def config(name, drafter, k):
+        per_token = bytes_per_token(target) + (bytes_per_token(drafter) if isinstance(drafter, torch.nn.Module) else 0)
+
+        def run(rate, s):
+            reqs = workload(n_requests, rate=rate, short_len=short_len, long_len=long_len, long_share=long_share,
+                            cancel_share=0.0, n_prompts=len(prompts), seed=s)
+            res = serve(target, jobs_for(reqs, prompts, s), drafter=drafter, k=k, max_batch=max_batch,
+                        temperature=temperature)
+            return summary(res, ttft_slo=ttft_slo, itl_slo=itl_slo, bytes_per_slot=per_token)
+        return Config(name, run, policy=name)
+
+    cells = [Cell({"rate": float(r)}, float(r)) for r in rates]
+    return protocol_sweep([config(n, *p) for n, p in pols.items()], cells, repeats=repeats, seed=seed,
+                          warm=cells[-1:], keep=KEEP, log=log)
+
+
+def _pairs(rows, policy: str, rate: float, col: str) -> tuple[np.ndarray, np.ndarray]:
+    """(plain decoding's, the policy's) `col` per round at one rate, matched by round."""
+    base = {r["repeat"]: r[col] for r in rows if r["policy"] == NONE and r["rate"] == rate}
+    other = {r["repeat"]: r[col] for r in rows if r["policy"] == policy and r["rate"] == rate}
+    keys = sorted(base.keys() & other.keys())
+    return np.array([base[i] for i in keys], dtype=float), np.array([other[i] for i in keys], dtype=float)
+
+
+def speedups(rows: list[dict], *, level: float = LEVEL, seed: int = 0) -> list[dict]:
+    """Per (policy, rate): latency speedup and throughput ratio with intervals and words (point 2)."""
+    out = []
+    for pol in dict.fromkeys(r["policy"] for r in rows if r["policy"] != NONE):
+        for rate in sorted({r["rate"] for r in rows}):
+            b, o = _pairs(rows, pol, rate, "e2e_mean_s")
+            lat = paired_interval(b, o, level=level, seed=seed)
+            tb, to = _pairs(rows, pol, rate, "serve_tokens_per_s")
+            thr = paired_interval(to, tb, level=level, seed=seed)
+            gb, go = _pairs(rows, pol, rate, "goodput_tokens_per_s")
+            out.append({"policy": pol, "rate": rate, "pairs": len(b), "latency_speedup": lat[0], "latency_lo": lat[1],
+                        "latency_hi": lat[2], "verdict": verdict(lat[1], lat[2]), "throughput_ratio": thr[0],
+                        "throughput_lo": thr[1], "throughput_hi": thr[2],
+                        "goodput_ratio": float(np.median(go / np.where(gb > 0, gb, np.nan))) if len(gb) else math.nan,
+                        "running_base": float(np.median(_pairs(rows, pol, rate, "mean_running")[0])),
+                        "running": float(np.median(_pairs(rows, pol, rate, "mean_running")[1]))})
+    return out
+
+
+def _crossing(rates, med) -> float:
+    """The first rate where med (ordered by rate) falls from above 1 to at most 1, log-interpolated;
+    -inf if it starts at or below 1, +inf if it never falls to 1."""
+    if med[0] <= 1:
+        return -math.inf
+    for i in range(1, len(rates)):
+        if med[i] <= 1:
+            x0, x1, y0, y1 = math.log(rates[i - 1]), math.log(rates[i]), med[i - 1], med[i]
+            return math.exp(x0 + (y0 - 1) / (y0 - y1) * (x1 - x0))
+    return math.inf
+
+
+def break_even(rows: list[dict], policy: str, *, level: float = LEVEL, seed: int = 0, n_resamples: int = 2000) -> dict:
+    """The arrival rate (and running batch) at which `policy` stops paying, with its interval (point 3)."""
+    rates = sorted({r["rate"] for r in rows})
+    ratios = [np.divide(*_pairs(rows, policy, x, "e2e_mean_s")) for x in rates]
+    est = _crossing(rates, [float(np.median(r)) for r in ratios])
+    rng = np.random.default_rng(seed)
+    boot = np.array([_crossing(rates, [float(np.median(rng.choice(r, r.size))) for r in ratios])
+                     for _ in range(n_resamples)])
+    a, srt = (1 - level) / 2, np.sort(boot)  # order statistics: an end may be -inf / +inf (outside the range)
+    lo, hi = srt[int(math.floor(a * n_resamples))], srt[int(math.ceil((1 - a) * n_resamples)) - 1]
+    run = sorted({(r["rate"], r["mean_running"]) for r in rows if r["policy"] == NONE})
+    running_at = float(np.interp(math.log(est), [math.log(x) for x in rates],
+                                 [np.median([m for x2, m in run if x2 == x]) for x in rates])) \
+        if math.isfinite(est) else math.nan
+    return {"policy": policy, "break_even_rate": est, "lo": float(lo), "hi": float(hi),
+            "share_never": float(np.mean(boot == math.inf)), "share_always_below": float(np.mean(boot == -math.inf)),
+            "running_at_break_even": running_at, "resamples": n_resamples}

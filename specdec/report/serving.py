@@ -1,0 +1,149 @@
+"""Chapter 09's tables and words, from its measured rows (`specdec.measure.serving_runs`): the
+policies' written rules, latency and throughput per (policy, rate), acceptance per draft position,
+memory, the break-even load, the checks, and the idealized model's prediction beside the measured.
+
+Example: latency_table(runs) -> one row per (policy, rate): medians over rounds of each metric.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from specdec.core.cost import extended_speedup
+from specdec.measure.serving_runs import NONE, break_even
+
+__all__ = ["tidy_runs", "rules_table", "latency_table", "position_table", "memory_table", "break_even_rows",
+           "rate_text", "headline", "check_words", "with_prediction", "memory_words"]
+
+MIB = 2.0 ** 20
+_LAT = ["mean_running", "serve_tokens_per_s", "goodput_tokens_per_s", "e2e_mean_s", "e2e_p99_s", "ttft_p95_s",
+        "itl_p50_s", "itl_p95_s", "itl_p99_s", "queue_p95_s", "tokens_per_row_step", "k_mean", "alpha_mle",
+        "cpu_share", "load_1m"]
+
+
+def tidy_runs(rows: list[dict]) -> list[dict]:
+    """The runs as flat rows: acceptance per draft position as columns accept_pos_1.. (NaN beyond a run's k)."""
+    kmax = max((len(r.get("accept_by_position") or []) for r in rows), default=0)
+    out = []
+    for r in rows:
+        r = dict(r)
+        acc = list(r.pop("accept_by_position", None) or [])
+        r.update({f"accept_pos_{i + 1}": acc[i] if i < len(acc) else math.nan for i in range(kmax)})
+        out.append(r)
+    return out
+
+
+def rules_table(pols: dict, *, c: float, k_max: int) -> list[dict]:
+    """Each policy's rule in words, with its parameters (written before any result)."""
+    text = {NONE: "plain decoding: one target token per running request per step",
+            "fixed": "every step drafts k tokens for every running request",
+            "dynamic": ("chapter 06's rule: k_start drafts for the first warmup steps, then the k in 0..k_max that "
+                        "maximizes E[L](alpha_hat, k) / (T(k+1)/T(1) + k c) for the run's acceptance estimate "
+                        f"alpha_hat, with the measured batch-1 cost curve and c = {c:.3f}; k = 0 ends drafting"),
+            "load-aware": ("k = 0 while more than max_batch requests run or, after min_judged judged drafts, while "
+                           "alpha_hat < min_alpha; k_small while more than small_above run; else k; re-evaluated "
+                           "every step")}
+    rows = []
+    for name, (_, k) in pols.items():
+        key = next((t for t in ("fixed", "dynamic", "load-aware") if t in name), NONE)
+        rows.append({"policy": name, "rule": text[key], "parameters": "none" if key == NONE else repr(k),
+                     "k_max": 0 if key == NONE else (k if isinstance(k, int) else k_max)})
+    return rows
+
+
+def latency_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per (policy, rate): medians over rounds of the serving metrics."""
+    return runs.groupby(["policy", "rate"], sort=False)[_LAT].median().reset_index().sort_values(["policy", "rate"],
+                                                                                                   kind="stable")
+
+
+def position_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per speculative (policy, rate): mean over rounds of the acceptance rate at each draft position."""
+    cols = [c for c in runs.columns if c.startswith("accept_pos_")]
+    spec = runs[runs["policy"] != NONE]
+    return spec.groupby(["policy", "rate"], sort=False)[cols].mean().reset_index()
+
+
+def memory_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per (policy, rate): median peak key/value MiB of the run, and per request the MiB of its row of
+    the batched caches (padding and holes included) against the MiB its own tokens need."""
+    g = runs.groupby(["policy", "rate"], sort=False)
+    out = pd.DataFrame({"peak_kv_mib": g["peak_kv_bytes"].median() / MIB,
+                        "row_kv_mib": g["row_kv_bytes_mean"].median() / MIB,
+                        "needed_kv_mib": g["valid_kv_bytes_mean"].median() / MIB}).reset_index()
+    out["row_over_needed"] = out["row_kv_mib"] / out["needed_kv_mib"]
+    return out
+
+
+def rate_text(x: float, rates) -> str:
+    """A break-even rate in words; an infinite one says which end of the tested range it lies beyond."""
+    if x == math.inf:
+        return f"above the highest tested rate ({max(rates):g} requests/s)"
+    if x == -math.inf:
+        return f"below the lowest tested rate ({min(rates):g} requests/s)"
+    return f"{x:.3g} requests/s"
+
+
+def break_even_rows(rows: list[dict], *, level: float = 0.95, seed: int = 0) -> list[dict]:
+    """`break_even` of every speculative policy, with its words."""
+    rates = sorted({r["rate"] for r in rows})
+    out = []
+    for pol in dict.fromkeys(r["policy"] for r in rows if r["policy"] != NONE):
+        b = break_even(rows, pol, level=level, seed=seed)
+        b.update(words=rate_text(b["break_even_rate"], rates), lo_words=rate_text(b["lo"], rates),
+                 hi_words=rate_text(b["hi"], rates))
+        out.append(b)
+    return out
+
+
+def with_prediction(speed: pd.DataFrame, lat: pd.DataFrame, curve: dict, c: float, k: int, fixed: str) -> pd.DataFrame:
+    """The speedup table with the idealized prediction for the fixed-k policy: extended_speedup of its
+    measured alpha_hat with the batch-1 cost curve (it knows nothing of batching or queueing)."""
+    a = lat.set_index(["policy", "rate"])["alpha_mle"]
+    pred = [extended_speedup(float(a[(r.policy, r.rate)]), k, curve, c) if r.policy == fixed else math.nan
+            for r in speed.itertuples()]
+    return speed.assign(predicted_batch1=pred)
+
+
+def headline(speed: pd.DataFrame, be: pd.DataFrame, lat: pd.DataFrame) -> dict:
+    """Glue values: the best policy at the lightest rate, every policy at the heaviest, break-evens."""
+    lo_rate, hi_rate = speed["rate"].min(), speed["rate"].max()
+    light = speed[speed["rate"] == lo_rate].sort_values("latency_speedup", ascending=False).iloc[0]
+    heavy = speed[speed["rate"] == hi_rate]
+    base = lat[lat["policy"] == NONE].set_index("rate")
+    out = {"light_rate": lo_rate, "heavy_rate": hi_rate, "best_light": light["policy"],
+           "best_light_speed": light["latency_speedup"], "best_light_lo": light["latency_lo"],
+           "best_light_hi": light["latency_hi"], "best_light_verdict": light["verdict"],
+           "n_faster": int((speed["verdict"] == "faster").sum()), "n_slower": int((speed["verdict"] == "slower").sum()),
+           "n_comparisons": len(speed), "running_light": base.loc[lo_rate, "mean_running"],
+           "running_heavy": base.loc[hi_rate, "mean_running"],
+           "base_tps_heavy": base.loc[hi_rate, "serve_tokens_per_s"]}
+    for i, r in enumerate(heavy.itertuples()):
+        out[f"heavy_{i}"] = f"{r.policy} {r.latency_speedup:.3f} [{r.latency_lo:.3f}, {r.latency_hi:.3f}] ({r.verdict})"
+    for i, r in enumerate(be.itertuples()):
+        out[f"be_{i}"] = (f"{r.policy}: {r.words} (95% interval from {r.lo_words} to {r.hi_words}; "
+                          f"{100 * r.share_never:.0f}% of resamples never cross)")
+    return out
+
+
+def check_words(inv: pd.DataFrame, canc: pd.DataFrame) -> dict:
+    """Glue values of the invariance and cancellation checks."""
+    cut = canc[canc["finish"] == "cancelled"]
+    rest = canc[canc["finish"] != "cancelled"]
+    return {"inv_identical": int(inv["identical"].sum()), "inv_total": int(inv["requests"].sum()),
+            "inv_settings": len(inv), "n_cancelled": len(cut), "cancel_consistent": int(cut["consistent"].sum()),
+            "others_unchanged": int(rest["consistent"].sum()), "n_others": len(rest),
+            "released_min_mib": float(np.min(cut["released_bytes"])) / MIB if len(cut) else math.nan,
+            "row_min_mib": float(np.min(cut["row_bytes"])) / MIB if len(cut) else math.nan}
+
+
+def memory_words(mem: pd.DataFrame) -> dict:
+    """Glue values of the memory table: the row-over-needed range and the peaks at both ends."""
+    base, spec = mem[mem["policy"] == NONE], mem[mem["policy"] != NONE]
+    return {"row_over_needed_min": float(mem["row_over_needed"].min()),
+            "row_over_needed_max": float(mem["row_over_needed"].max()),
+            "peak_base_light": float(base.loc[base["rate"].idxmin(), "peak_kv_mib"]),
+            "peak_spec_heavy": float(spec[spec["rate"] == spec["rate"].max()]["peak_kv_mib"].max())}
