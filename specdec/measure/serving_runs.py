@@ -34,12 +34,14 @@ import math
 import numpy as np
 import torch
 
+from specdec.core.cost import extended_speedup
 from specdec.engine.continuous import Job, serve
 from specdec.measure.harness import Cell, Config, protocol_sweep
 from specdec.measure.protocol import LEVEL, paired_interval, verdict
 from specdec.measure.serving import request_metrics, run_metrics, workload
 
-__all__ = ["NONE", "policies", "bytes_per_token", "jobs_for", "summary", "serving_runs", "speedups", "break_even", "KEEP"]
+__all__ = ["NONE", "policies", "bytes_per_token", "jobs_for", "summary", "serving_runs", "speedups", "break_even",
+           "break_even_rows", "with_prediction", "KEEP"]
 
 NONE = "no speculation"
 KEEP = ("e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "ttft_p50_s", "ttft_p95_s", "itl_p50_s", "itl_p95_s", "itl_p99_s",
@@ -173,3 +175,18 @@ def break_even(rows: list[dict], policy: str, *, level: float = LEVEL, seed: int
     return {"policy": policy, "break_even_rate": est, "lo": float(lo), "hi": float(hi),
             "share_never": float(np.mean(boot == math.inf)), "share_always_below": float(np.mean(boot == -math.inf)),
             "running_at_break_even": running_at, "resamples": n_resamples}
+
+
+def break_even_rows(rows: list[dict], *, level: float = LEVEL, seed: int = 0) -> list[dict]:
+    """`break_even` of every speculative policy."""
+    return [break_even(rows, pol, level=level, seed=seed) for pol in dict.fromkeys(r["policy"] for r in rows
+                                                                                    if r["policy"] != NONE)]
+
+
+def with_prediction(speed: list[dict], lat, curve: dict, c: float, k: int, fixed: str) -> list[dict]:
+    """The speedup rows with the idealized prediction for the fixed-k policy: `extended_speedup` of its
+    median measured alpha_hat (table lat: policy, rate, alpha_mle) with the batch-1 cost curve; it
+    knows nothing of batching or queueing."""
+    a = {(r["policy"], r["rate"]): r["alpha_mle"] for r in lat.to_dict("records")}
+    return [{**r, "predicted_batch1": extended_speedup(float(a[(r["policy"], r["rate"])]), k, curve, c)
+             if r["policy"] == fixed else math.nan} for r in speed]

@@ -12,11 +12,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from specdec.core.cost import extended_speedup
-from specdec.measure.serving_runs import NONE, break_even
-
-__all__ = ["tidy_runs", "rules_table", "latency_table", "position_table", "memory_table", "break_even_rows",
-           "rate_text", "headline", "check_words", "with_prediction", "memory_words"]
+__all__ = ["tidy_runs", "rules_table", "latency_table", "position_table", "memory_table", "rate_text", "headline",
+           "check_words", "memory_words"]
 
 MIB = 2.0 ** 20
 _LAT = ["mean_running", "serve_tokens_per_s", "goodput_tokens_per_s", "e2e_mean_s", "e2e_p99_s", "ttft_p95_s",
@@ -36,9 +33,9 @@ def tidy_runs(rows: list[dict]) -> list[dict]:
     return out
 
 
-def rules_table(pols: dict, *, c: float, k_max: int) -> list[dict]:
+def rules_table(pols: dict, *, baseline: str, c: float, k_max: int) -> list[dict]:
     """Each policy's rule in words, with its parameters (written before any result)."""
-    text = {NONE: "plain decoding: one target token per running request per step",
+    text = {baseline: "plain decoding: one target token per running request per step",
             "fixed": "every step drafts k tokens for every running request",
             "dynamic": ("chapter 06's rule: k_start drafts for the first warmup steps, then the k in 0..k_max that "
                         "maximizes E[L](alpha_hat, k) / (T(k+1)/T(1) + k c) for the run's acceptance estimate "
@@ -48,9 +45,9 @@ def rules_table(pols: dict, *, c: float, k_max: int) -> list[dict]:
                            "every step")}
     rows = []
     for name, (_, k) in pols.items():
-        key = next((t for t in ("fixed", "dynamic", "load-aware") if t in name), NONE)
-        rows.append({"policy": name, "rule": text[key], "parameters": "none" if key == NONE else repr(k),
-                     "k_max": 0 if key == NONE else (k if isinstance(k, int) else k_max)})
+        key = next((t for t in ("fixed", "dynamic", "load-aware") if t in name), baseline)
+        rows.append({"policy": name, "rule": text[key], "parameters": "none" if key == baseline else repr(k),
+                     "k_max": 0 if key == baseline else (k if isinstance(k, int) else k_max)})
     return rows
 
 
@@ -60,10 +57,10 @@ def latency_table(runs: pd.DataFrame) -> pd.DataFrame:
                                                                                                    kind="stable")
 
 
-def position_table(runs: pd.DataFrame) -> pd.DataFrame:
+def position_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Per speculative (policy, rate): mean over rounds of the acceptance rate at each draft position."""
     cols = [c for c in runs.columns if c.startswith("accept_pos_")]
-    spec = runs[runs["policy"] != NONE]
+    spec = runs[runs["policy"] != baseline]
     return spec.groupby(["policy", "rate"], sort=False)[cols].mean().reset_index()
 
 
@@ -87,33 +84,14 @@ def rate_text(x: float, rates) -> str:
     return f"{x:.3g} requests/s"
 
 
-def break_even_rows(rows: list[dict], *, level: float = 0.95, seed: int = 0) -> list[dict]:
-    """`break_even` of every speculative policy, with its words."""
-    rates = sorted({r["rate"] for r in rows})
-    out = []
-    for pol in dict.fromkeys(r["policy"] for r in rows if r["policy"] != NONE):
-        b = break_even(rows, pol, level=level, seed=seed)
-        b.update(words=rate_text(b["break_even_rate"], rates), lo_words=rate_text(b["lo"], rates),
-                 hi_words=rate_text(b["hi"], rates))
-        out.append(b)
-    return out
-
-
-def with_prediction(speed: pd.DataFrame, lat: pd.DataFrame, curve: dict, c: float, k: int, fixed: str) -> pd.DataFrame:
-    """The speedup table with the idealized prediction for the fixed-k policy: extended_speedup of its
-    measured alpha_hat with the batch-1 cost curve (it knows nothing of batching or queueing)."""
-    a = lat.set_index(["policy", "rate"])["alpha_mle"]
-    pred = [extended_speedup(float(a[(r.policy, r.rate)]), k, curve, c) if r.policy == fixed else math.nan
-            for r in speed.itertuples()]
-    return speed.assign(predicted_batch1=pred)
-
-
-def headline(speed: pd.DataFrame, be: pd.DataFrame, lat: pd.DataFrame) -> dict:
-    """Glue values: the best policy at the lightest rate, every policy at the heaviest, break-evens."""
+def headline(speed: pd.DataFrame, be: pd.DataFrame, lat: pd.DataFrame, baseline: str) -> dict:
+    """Glue values: the best policy at the lightest rate, every policy at the heaviest, break-evens
+    in words (`rate_text`)."""
     lo_rate, hi_rate = speed["rate"].min(), speed["rate"].max()
     light = speed[speed["rate"] == lo_rate].sort_values("latency_speedup", ascending=False).iloc[0]
     heavy = speed[speed["rate"] == hi_rate]
-    base = lat[lat["policy"] == NONE].set_index("rate")
+    base = lat[lat["policy"] == baseline].set_index("rate")
+    rates = sorted(lat["rate"].unique())
     out = {"light_rate": lo_rate, "heavy_rate": hi_rate, "best_light": light["policy"],
            "best_light_speed": light["latency_speedup"], "best_light_lo": light["latency_lo"],
            "best_light_hi": light["latency_hi"], "best_light_verdict": light["verdict"],
@@ -124,8 +102,9 @@ def headline(speed: pd.DataFrame, be: pd.DataFrame, lat: pd.DataFrame) -> dict:
     for i, r in enumerate(heavy.itertuples()):
         out[f"heavy_{i}"] = f"{r.policy} {r.latency_speedup:.3f} [{r.latency_lo:.3f}, {r.latency_hi:.3f}] ({r.verdict})"
     for i, r in enumerate(be.itertuples()):
-        out[f"be_{i}"] = (f"{r.policy}: {r.words} (95% interval from {r.lo_words} to {r.hi_words}; "
-                          f"{100 * r.share_never:.0f}% of resamples never cross)")
+        out[f"be_{i}"] = (f"{r.policy}: {rate_text(r.break_even_rate, rates)} (95% interval from "
+                          f"{rate_text(r.lo, rates)} to {rate_text(r.hi, rates)}; {100 * r.share_never:.0f}% of "
+                          f"resamples never fall to 1, {100 * r.share_always_below:.0f}% are at or below 1 throughout)")
     return out
 
 
@@ -140,9 +119,9 @@ def check_words(inv: pd.DataFrame, canc: pd.DataFrame) -> dict:
             "row_min_mib": float(np.min(cut["row_bytes"])) / MIB if len(cut) else math.nan}
 
 
-def memory_words(mem: pd.DataFrame) -> dict:
+def memory_words(mem: pd.DataFrame, baseline: str) -> dict:
     """Glue values of the memory table: the row-over-needed range and the peaks at both ends."""
-    base, spec = mem[mem["policy"] == NONE], mem[mem["policy"] != NONE]
+    base, spec = mem[mem["policy"] == baseline], mem[mem["policy"] != baseline]
     return {"row_over_needed_min": float(mem["row_over_needed"].min()),
             "row_over_needed_max": float(mem["row_over_needed"].max()),
             "peak_base_light": float(base.loc[base["rate"].idxmin(), "peak_kv_mib"]),
