@@ -168,7 +168,7 @@ def break_even(rows: list[dict], policy: str, *, level: float = LEVEL, seed: int
                      for _ in range(n_resamples)])
     a, srt = (1 - level) / 2, np.sort(boot)  # order statistics: an end may be -inf / +inf (outside the range)
     lo, hi = srt[int(math.floor(a * n_resamples))], srt[int(math.ceil((1 - a) * n_resamples)) - 1]
-    run = sorted({(r["rate"], r["mean_running"]) for r in rows if r["policy"] == NONE})
+    run = [(r["rate"], r["mean_running"]) for r in rows if r["policy"] == NONE]  # every round, ties included
     running_at = float(np.interp(math.log(est), [math.log(x) for x in rates],
                                  [np.median([m for x2, m in run if x2 == x]) for x in rates])) \
         if math.isfinite(est) else math.nan

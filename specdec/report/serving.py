@@ -61,7 +61,7 @@ def position_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Per speculative (policy, rate): mean over rounds of the acceptance rate at each draft position."""
     cols = [c for c in runs.columns if c.startswith("accept_pos_")]
     spec = runs[runs["policy"] != baseline]
-    return spec.groupby(["policy", "rate"], sort=False)[cols].mean().reset_index()
+    return spec.groupby(["policy", "rate"])[cols].mean().reset_index()
 
 
 def memory_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -78,9 +78,9 @@ def memory_table(runs: pd.DataFrame) -> pd.DataFrame:
 def rate_text(x: float, rates) -> str:
     """A break-even rate in words; an infinite one says which end of the tested range it lies beyond."""
     if x == math.inf:
-        return f"above the highest tested rate ({max(rates):g} requests/s)"
+        return f"above the tested range (> {max(rates):g} requests/s)"
     if x == -math.inf:
-        return f"below the lowest tested rate ({min(rates):g} requests/s)"
+        return f"below the tested range (< {min(rates):g} requests/s)"
     return f"{x:.3g} requests/s"
 
 
@@ -99,12 +99,31 @@ def headline(speed: pd.DataFrame, be: pd.DataFrame, lat: pd.DataFrame, baseline:
            "n_comparisons": len(speed), "running_light": base.loc[lo_rate, "mean_running"],
            "running_heavy": base.loc[hi_rate, "mean_running"],
            "base_tps_heavy": base.loc[hi_rate, "serve_tokens_per_s"]}
+    k_light = lat[lat["rate"] == lo_rate].set_index("policy")["k_mean"]
+    for i, r in enumerate(speed[speed["rate"] == lo_rate].itertuples()):
+        out[f"light_{i}"] = (f"{r.policy} {r.latency_speedup:.3f} [{r.latency_lo:.3f}, {r.latency_hi:.3f}] "
+                             f"({r.verdict}), mean k {k_light[r.policy]:.2f}")
     for i, r in enumerate(heavy.itertuples()):
         out[f"heavy_{i}"] = f"{r.policy} {r.latency_speedup:.3f} [{r.latency_lo:.3f}, {r.latency_hi:.3f}] ({r.verdict})"
+    same = [(a, b) for a in k_light.index for b in k_light.index if a < b and a != baseline and b != baseline
+            and abs(k_light[a] - k_light[b]) < 0.005]
+    light = speed[speed["rate"] == lo_rate].set_index("policy")["latency_speedup"]
+    out["same_k"] = (" and ".join(same[0]) + f" drafted the same k at this rate, and their speedups differ by "
+                     f"{abs(light[same[0][0]] - light[same[0][1]]):.3f}: a difference of that size is run-to-run "
+                     "noise") if same else "no two policies drafted the same k at this rate"
+    fixed = speed[(speed["rate"] == lo_rate) & speed["predicted_batch1"].notna()]
+    if len(fixed):
+        f = fixed.iloc[0]
+        out.update(pred_policy=f["policy"], pred_light=f["predicted_batch1"], meas_light=f["latency_speedup"])
+    out.update(ttft_base_light=1000 * base.loc[lo_rate, "ttft_p95_s"], e2e_base_light=1000 * base.loc[lo_rate, "e2e_mean_s"],
+               ttft_spec_light=1000 * lat[(lat["rate"] == lo_rate) & (lat["policy"] != baseline)]["ttft_p95_s"].min())
     for i, r in enumerate(be.itertuples()):
-        out[f"be_{i}"] = (f"{r.policy}: {rate_text(r.break_even_rate, rates)} (95% interval from "
-                          f"{rate_text(r.lo, rates)} to {rate_text(r.hi, rates)}; {100 * r.share_never:.0f}% of "
-                          f"resamples never fall to 1, {100 * r.share_always_below:.0f}% are at or below 1 throughout)")
+        run = "" if math.isnan(r.running_at_break_even) else \
+            f", where plain decoding runs {r.running_at_break_even:.2f} requests at a time"
+        out[f"be_{i}"] = (f"{r.policy}: {rate_text(r.break_even_rate, rates)}{run}; 95% interval "
+                          f"{rate_text(r.lo, rates)} to {rate_text(r.hi, rates)} ({100 * r.share_never:.0f}% of "
+                          f"resamples never fall to 1, {100 * r.share_always_below:.0f}% are at or below 1 from the "
+                          "lowest rate on)")
     return out
 
 

@@ -29,7 +29,7 @@ __all__ = ["exactness", "acceptance_by_draft", "speed", "guide_rows", "compariso
 
 CH = {"one": "01_acceptance_and_residual", "seq": "02_distribution_tests", "cost": "03_cost_model",
       "family": "04_model_family", "acc": "05_measured_acceptance", "dec": "06_measured_decoding",
-      "gpu": "07_gpu_decoding", "alt": "08_alternatives"}
+      "gpu": "07_gpu_decoding", "alt": "08_alternatives", "serve": "09_serving"}
 
 
 def _t(root: Path, chapter: str, name: str):
@@ -147,7 +147,27 @@ def guide_rows(root: Path = RESULTS_DIR) -> list[dict]:
          "rule": "Acceptance depends on the temperature; measure at the temperature that will be served.",
          "this report": f"greedy: median speedup {greedy:.2f} over the fixed-k configurations timed"},
         _alternatives_row(root),
+        _serving_row(root),
     ]
+
+
+def _serving_row(root: Path) -> dict:
+    """Chapter 09's evidence under continuous batching: each policy's latency speedup at the lightest
+    and the heaviest arrival rate (interval, words) and its break-even rate with its interval."""
+    sp, be = _t(root, "serve", "speedup"), _t(root, "serve", "break_even").set_index("policy")
+    lo, hi = sp["rate"].min(), sp["rate"].max()
+    fmt = lambda x: "below the range" if x == -np.inf else "above the range" if x == np.inf else f"{x:.3g}/s"  # noqa: E731
+    parts = []
+    for pol, g in sp.groupby("policy", sort=False):
+        a, b = g[g["rate"] == lo].iloc[0], g[g["rate"] == hi].iloc[0]
+        e = be.loc[pol]
+        parts.append(f"{pol}: {a['latency_speedup']:.2f} [{a['latency_lo']:.2f}, {a['latency_hi']:.2f}] at {lo:g} "
+                     f"requests/s, {b['latency_speedup']:.2f} [{b['latency_lo']:.2f}, {b['latency_hi']:.2f}] at {hi:g}, "
+                     f"break-even {fmt(e['break_even_rate'])} [{fmt(e['lo'])}, {fmt(e['hi'])}]")
+    return {"question": "Will it pay on a busy server?",
+            "rule": "Speculation spends spare compute to cut latency; a growing running batch uses that compute up, "
+                    "so measure the break-even load and switch speculation off or shorten k above it.",
+            "this report": "; ".join(parts) + " (latency speedup over plain decoding, continuous batching)"}
 
 
 def _alternatives_row(root: Path) -> dict:
