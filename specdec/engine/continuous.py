@@ -24,9 +24,13 @@ The loop (`serve`), stated before any result:
     depend on which requests share its batch, up to floating-point differences of batched forwards;
     a policy that reads the batch (`LoadAware`) or the run's acceptance (`AdaptiveK`) changes a
     request's k, and so its realization, but never its law.
+  * policies see one `History` per busy spell (from an idle batch to the next): the acceptance of
+    every request so far and the running batch; a rule's k = 0 that is final (`AdaptiveK`) or
+    absorbing (`LoadAware`'s acceptance floor) therefore holds for the rest of the spell.
   * memory: after every step the bytes of the target's and the drafter's key/value tensors
-    (`kv_bytes`, padding and holes included); at a departure the bytes released and the row's
-    valid slots (what the request itself needed).
+    (`kv_bytes`, padding and holes included); at a departure the bytes of the row it occupied, the
+    bytes its own valid slots need (at the bytes per slot of the caches themselves), and what its
+    step released (shared with the rows that left in the same step).
 
 Example:
     jobs = [Job(prompt=ids[i], max_new_tokens=16, arrival_s=0.1 * i, seed=i) for i in range(4)]
@@ -46,7 +50,7 @@ from specdec.core.sampling import RowGenerators, SamplingConfig
 from specdec.engine.decode import _Decoder
 from specdec.engine.drafters import as_drafter
 from specdec.engine.inputs import check_arguments, clip_k, prompts_of, stop_tokens
-from specdec.engine.kv import engine_model, join_caches, kv_bytes, now
+from specdec.engine.kv import engine_model, join_caches, kv_bytes, now, pad_left
 from specdec.engine.schedule import History, as_schedule
 
 __all__ = ["Job", "ServeResult", "serve"]
@@ -113,8 +117,7 @@ class _Batch(_Decoder):
         A, N = len(self.row_ids), ids.shape[0]
         self.cache = join_caches(self.cache, new.cache, A, N)
         L = max(self.tmask.shape[1], new.tmask.shape[1])
-        pad = lambda x: torch.cat([x.new_zeros(x.shape[0], L - x.shape[1]), x], 1)  # noqa: E731
-        self.tmask = torch.cat([pad(self.tmask), pad(new.tmask)], 0)
+        self.tmask = torch.cat([pad_left(self.tmask, L), pad_left(new.tmask, L)], 0)
         self.pending, self.pos = torch.cat([self.pending, new.pending]), torch.cat([self.pos, new.pos])
         ids_new = list(range(len(self.out), len(self.out) + N))
         self.out += [[] for _ in ids_new]
@@ -130,14 +133,28 @@ def _kv(dec) -> tuple[int, int]:
     return kv_bytes(dec.cache), kv_bytes(cache) if cache is not None else 0
 
 
+def _needed(dec, a: int, before: tuple) -> int:
+    """Bytes row a's own valid slots take in the target's (and a model drafter's) cache, at the
+    bytes per slot measured on the caches themselves."""
+    A, out = len(dec.row_ids), 0
+    for mask, nbytes in ((dec.tmask, before[0]), (getattr(dec.drafter, "mask", None), before[1])):
+        if mask is not None and nbytes and mask.shape[1]:
+            out += int(mask[a].sum()) * nbytes // (A * mask.shape[1])
+    return out
+
+
 def serve(target, jobs, *, drafter=None, k=4, max_batch: int, method: str = "token", temperature: float = 1.0,
-          top_k: int | None = None, top_p: float | None = None, stop_token_ids=(), verifier=None,
-          device=None) -> ServeResult:
+          top_k: int | None = None, top_p: float | None = None, stop_token_ids=(), verifier=None) -> ServeResult:
     """Serve `jobs` (module docstring) with plain decoding (drafter None) or speculative decoding
     with k drafts per step (an integer or a schedule of `specdec.engine.schedule`)."""
     jobs = _check_jobs(jobs, max_batch)
+    drafter = as_drafter(drafter)
+    missing = [m for m in ("advance", "admit") if drafter is not None and not hasattr(drafter, m)]
+    if missing:
+        raise ValueError(f"serving needs a drafter that takes joining rows and steps without drafts; "
+                         f"{type(drafter).__name__} lacks {', '.join(missing)}")
     with torch.inference_mode():
-        return _serve(target, jobs, drafter=as_drafter(drafter), schedule=as_schedule(k), max_batch=max_batch,
+        return _serve(target, jobs, drafter=drafter, schedule=as_schedule(k), max_batch=max_batch,
                       method=method, sampling=SamplingConfig(temperature, top_k, top_p), stops=stop_token_ids,
                       verifier=verifier)
 
@@ -146,9 +163,12 @@ def _serve(target, jobs, *, drafter, schedule, max_batch, method, sampling, stop
     target = engine_model(target)
     device = next(target.parameters()).device
     V = int(target.config.vocab_size)
-    for j in jobs:  # every prompt checked now (context, ids), not when it arrives
-        ids, _ = prompts_of(j.prompt, V, device)
-        check_arguments(target, drafter, ids, method, j.max_new_tokens, verifier, None)
+    for i, j in enumerate(jobs):  # every prompt checked now (context, ids), not when it arrives
+        try:
+            ids, _ = prompts_of(j.prompt, V, device)
+            check_arguments(target, drafter, ids, method, j.max_new_tokens, verifier, None)
+        except ValueError as exc:
+            raise ValueError(f"job {i}: {exc}") from None
     stops = stop_tokens(stops, V, device)
     order = deque(sorted(range(len(jobs)), key=lambda i: (jobs[i].arrival_s, i)))
     res = ServeResult([{"rid": i, "arrival_s": float(j.arrival_s), "tokens": [], "token_times": [], "admitted_s": None,
@@ -156,7 +176,7 @@ def _serve(target, jobs, *, drafter, schedule, max_batch, method, sampling, stop
     if drafter is not None:
         res.lossless = verifier is None or getattr(verifier, "lossless", False) is True
         res.verifier = method if verifier is None else str(getattr(verifier, "name", type(verifier).__name__))
-    history, dec, job_of = History(), None, {}
+    history, dec, job_of = History(), None, {}  # history: every request of the current busy spell
     start, jumped = now(device), 0.0
     clock = lambda: now(device) - start + jumped  # noqa: E731
     while order or dec is not None:
@@ -167,6 +187,8 @@ def _serve(target, jobs, *, drafter, schedule, max_batch, method, sampling, stop
         new = []
         while order and jobs[order[0]].arrival_s <= t_admit and running + len(new) < max_batch:
             new.append(order.popleft())
+        if new and dec is None:  # a fresh batch after an idle spell: the policies see a fresh history
+            history = History()
         if new:
             ids, mask = prompts_of([jobs[i].prompt for i in new], V, device)
             gens = RowGenerators([torch.Generator(device).manual_seed(int(jobs[i].seed)) for i in new])
@@ -190,8 +212,10 @@ def _serve(target, jobs, *, drafter, schedule, max_batch, method, sampling, stop
         rows = dec.row_ids
         history.running = len(rows)
         ks = 0 if drafter is None else clip_k(schedule(history), 1 << 62)
-        drafts, q, _ = dec.draft(ks) if ks > 0 else (None, None, 0.0)
+        drafts, q, t_df = dec.draft(ks) if ks > 0 else (None, None, 0.0)
+        t1 = clock()
         logits = dec.forward(drafts)
+        t_target = clock() - t1
         n, toks = dec.accept(logits, drafts, q)
         n_l, emitted, done, n_max, _, _, accepted, n_stopped = dec.emit(n, toks, ks)
         t_tok = clock()
@@ -209,13 +233,14 @@ def _serve(target, jobs, *, drafter, schedule, max_batch, method, sampling, stop
             req = res.requests[job_of[r]]
             req["tokens"] = list(dec.out[r])
             req["finish"] = {1: "stop", 2: "length"}.get(dec.reason[r], "cancelled")
-            req["valid_slots"] = int(dec.tmask[rows.index(r)].sum())
-            req["row_kv_bytes"] = sum(before) // len(rows)  # one row of the batched caches
+            req["needed_kv_bytes"] = _needed(dec, rows.index(r), before)
+            req["row_kv_bytes"] = sum(before) // len(rows)  # one row of the batched caches, padding included
         dec.compact(done, any(done), all_done)
         after = (0, 0) if all_done else _kv(dec)
-        for r in departed:
-            res.requests[job_of[r]]["released_step_bytes"] = sum(before) - sum(after)
+        for r in departed:  # what its step released, shared with the rows that left with it
+            res.requests[job_of[r]].update(step_released_bytes=sum(before) - sum(after), step_departed=len(departed))
         res.steps.append({"step": len(res.steps), "start_s": t0, "end_s": clock(), "admit_s": t0 - t_admit,
+                          "t_draft_forward": t_df, "t_target": t_target,
                           "running": len(rows), "admitted": len(new), "departed": len(departed), "k": ks,
                           "drafted": ks * len(rows), "accepted": accepted, "accepted_rows": n_l, "emitted": sum(emitted),
                           "kv_target_bytes": before[0], "kv_draft_bytes": before[1],

@@ -227,6 +227,9 @@ def _generate(target, input_ids, *, drafter, k, method, max_new_tokens, temperat
               generator, cancel, verifier) -> GenerateResult:
     sampling = SamplingConfig(temperature, top_k, top_p)
     drafter, target, schedule = as_drafter(drafter), engine_model(target), as_schedule(k)
+    if drafter is not None and not isinstance(k, int) and not hasattr(drafter, "advance"):
+        raise ValueError("a draft-length schedule can choose k = 0, after which the drafter is told the target's "
+                         f"token with advance(next_token); {type(drafter).__name__} has no advance method")
     device = next(target.parameters()).device
     V = int(target.config.vocab_size)
     ids, mask = prompts_of(input_ids, V, device)  # (B, T), (B, T)

@@ -31,7 +31,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from specdec.core.sampling import SamplingConfig, logit_flags, sample
-from specdec.engine.kv import context_length, engine_model, join_caches, leading_holes, now, trim_left
+from specdec.engine.kv import context_length, engine_model, join_caches, leading_holes, now, pad_left, trim_left
 
 __all__ = ["Drafter", "ModelDrafter", "as_drafter", "sample_with_q"]
 
@@ -118,12 +118,13 @@ class ModelDrafter:
         self.prefix = (ids[:, :-1], (mask[:, :-1].cumsum(1) - 1).clamp(min=0)) if T > 1 else None  # fed first
         self.tail = ids[:, -1:]  # (B, m) committed tokens not yet fed
         self.tail_valid = torch.ones(B, 1, dtype=torch.bool, device=ids.device)  # (B, m)
-        self.drafts, self._maxima = None, []
+        self.drafts, self._maxima, self._ahead = None, [], []
         self.flags = torch.zeros(3, dtype=torch.bool, device=self.device)
         self.forward_seconds = 0.0
 
     def propose(self, k, sampling, generator):
         self.forward_seconds, self._maxima = 0.0, []
+        self._flush()
         B = self.tail.shape[0]
         ids, valid = self.tail, self.tail_valid
         self.mask = torch.cat([self.mask, valid.long()], 1)
@@ -166,10 +167,17 @@ class ModelDrafter:
             self.tail_valid = torch.ones_like(self.tail, dtype=torch.bool)
 
     def advance(self, next_token):
-        self.tail = torch.cat([self.tail, next_token[:, None]], 1)
-        self.tail_valid = torch.cat([self.tail_valid, torch.ones_like(next_token[:, None], dtype=torch.bool)], 1)
+        self._ahead.append(next_token)  # joins the tail at the next propose, select or admit (no work per step)
+
+    def _flush(self):
+        if self._ahead:
+            new = torch.stack(self._ahead, 1)  # (B, steps)
+            self.tail = torch.cat([self.tail, new], 1)
+            self.tail_valid = torch.cat([self.tail_valid, torch.ones_like(new, dtype=torch.bool)], 1)
+            self._ahead = []
 
     def select(self, rows):
+        self._flush()
         self.cache.batch_select_indices(rows)
         self.mask, self.pos = self.mask[rows], self.pos[rows]
         self.tail, self.tail_valid, self.drafts = self.tail[rows], self.tail_valid[rows], None
@@ -189,6 +197,7 @@ class ModelDrafter:
             self.prefix = None
 
     def admit(self, ids, mask):
+        self._flush()
         self._prefill()
         new = ModelDrafter.__new__(ModelDrafter)
         new.__dict__.update(self.__dict__)
@@ -197,10 +206,9 @@ class ModelDrafter:
         A, N = self.tail.shape[0], ids.shape[0]
         self.cache = join_caches(self.cache, new.cache, A, N)
         L, m = max(self.mask.shape[1], new.mask.shape[1]), max(self.tail.shape[1], new.tail.shape[1])
-        pad = lambda x, w: torch.cat([x.new_zeros(x.shape[0], w - x.shape[1]), x], 1)  # noqa: E731
-        self.mask = torch.cat([pad(self.mask, L), pad(new.mask, L)], 0)
-        self.tail = torch.cat([pad(self.tail, m), pad(new.tail, m)], 0)
-        self.tail_valid = torch.cat([pad(self.tail_valid, m), pad(new.tail_valid, m)], 0)
+        self.mask = torch.cat([pad_left(self.mask, L), pad_left(new.mask, L)], 0)
+        self.tail = torch.cat([pad_left(self.tail, m), pad_left(new.tail, m)], 0)
+        self.tail_valid = torch.cat([pad_left(self.tail_valid, m), pad_left(new.tail_valid, m)], 0)
         self.pos, self.flags, self.drafts = torch.cat([self.pos, new.pos]), self.flags | new.flags, None
 
 

@@ -25,7 +25,7 @@ import time
 import torch
 
 __all__ = ["kv_keyword", "KVCompat", "engine_model", "context_length", "now", "kv_bytes", "join_caches", "trim_left",
-           "leading_holes"]
+           "leading_holes", "pad_left"]
 
 
 def kv_keyword(model) -> str:
@@ -127,11 +127,16 @@ def join_caches(a, b, rows_a: int, rows_b: int):
 def leading_holes(mask: torch.Tensor) -> int:
     """How many leading slots every row masks (mask (B, L), 1 = valid); one host sync."""
     used = (mask != 0).any(0)
-    return int(used.long().argmax()) if bool(used.any()) else int(mask.shape[1])
+    return int(torch.where(used.any(), used.long().argmax(), used.new_tensor(used.numel(), dtype=torch.long)))
+
+
+def pad_left(x: torch.Tensor, width: int) -> torch.Tensor:
+    """(rows, w) -> (rows, width) with zeros (False) in front: masks, ids and tails of rows that join."""
+    return x if x.shape[1] == width else torch.cat([x.new_zeros(x.shape[0], width - x.shape[1]), x], 1)
 
 
 def trim_left(cache, n: int) -> None:
     """Drop the first n slots of every row (slots every row masks: `leading_holes`)."""
     if n > 0:
         for layer in _layers(cache):
-            layer.keys, layer.values = layer.keys[:, :, n:], layer.values[:, :, n:]
+            layer.keys, layer.values = layer.keys[:, :, n:].clone(), layer.values[:, :, n:].clone()  # frees the rest

@@ -8,8 +8,10 @@ where a uniform falls within that rounding of an acceptance threshold (`specdec.
 
 `cancellation_rows`: the workload served with its cancellations and without them (the same
 requests, ``cancel_after`` removed).  Per cancelled request: the tokens it streamed, whether they
-are a prefix of its uncancelled output, and the key/value bytes freed when it left; and whether
-every other request's tokens are unchanged.
+are a prefix of its uncancelled output, and the key/value bytes freed at the step it left, which
+must be at least the rows of every request that left in that step (each row of a batched cache has
+the same size; more is leading slots no remaining row needs); and whether every other request's
+tokens are unchanged.
 
 Example: invariance_rows(target, {"fixed k=4": (draft, 4)}, jobs, temperatures=[0.0, 1.0], max_batch=8)
 """
@@ -56,6 +58,8 @@ def cancellation_rows(target, drafter, k, jobs: list[Job], *, max_batch: int, te
         rows.append({"rid": b["rid"], "cancel_after": j.cancel_after, "finish": b["finish"], "streamed": len(b["tokens"]),
                      "uncancelled_len": len(a["tokens"]),
                      "consistent": (b["tokens"] == a["tokens"][:len(b["tokens"])]) if cancelled else b["tokens"] == a["tokens"],
-                     "released_bytes": b["released_step_bytes"] if cancelled else None,
-                     "row_bytes": b["row_kv_bytes"]})
+                     "step_released_bytes": b["step_released_bytes"] if cancelled else None,
+                     "step_departed": b["step_departed"] if cancelled else None, "row_bytes": b["row_kv_bytes"],
+                     "rows_freed": b["step_released_bytes"] >= b["step_departed"] * b["row_kv_bytes"] if cancelled
+                     else None})
     return rows

@@ -9,8 +9,9 @@ to serving):
      round) see the same requests and the same machine, and pair; contended runs are re-run.
   2. A policy's latency speedup at a rate = plain decoding's mean end-to-end latency / the
      policy's, on the same workload (above 1: requests finish sooner); its throughput ratio = its
-     tokens/s / plain decoding's.  Each is summarized by the median over rounds with a 95%
-     bootstrap interval (`paired_interval`) and worded by `verdict`.
+     tokens/s / plain decoding's.  Both go through the protocol's own code (`paired_speedups`,
+     `summarize`): the median over rounds with a 95% bootstrap interval, its half-width, the
+     words of `verdict`, and a simultaneous interval over every (policy, rate) comparison.
   3. Break-even load (`break_even`): the arrival rate at which the median latency speedup falls to 1,
      interpolated linearly in log rate between the last rate above 1 and the next; its interval:
      percentiles of the same crossing over bootstrap resamples of the rounds (each rate resampled
@@ -18,7 +19,8 @@ to serving):
   4. Per run (`summary`): the serving metrics of `specdec.measure.serving.run_metrics`, tokens per
      row-step, the mean running batch, acceptance per draft position (vLLM's "acceptance rate per
      position": row-steps that kept draft i / row-steps that drafted i), and the peak bytes of the
-     key/value tensors of target and drafter together; alpha_mle = kept drafts / (kept drafts +
+     key/value tensors of target and drafter together, per request the bytes of its row against
+     the bytes its own tokens need, the draft model's share of step time; alpha_mle = kept drafts / (kept drafts +
      row-steps that stopped at a rejection), as `specdec.engine.schedule.History.alpha_mle`.
 
 Example:
@@ -32,22 +34,21 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
 
 from specdec.core.cost import extended_speedup
 from specdec.engine.continuous import Job, serve
 from specdec.measure.harness import Cell, Config, protocol_sweep
-from specdec.measure.protocol import LEVEL, paired_interval, verdict
+from specdec.measure.protocol import LEVEL, paired_speedups, summarize
 from specdec.measure.serving import request_metrics, run_metrics, workload
 
-__all__ = ["NONE", "policies", "bytes_per_token", "jobs_for", "summary", "serving_runs", "speedups", "break_even",
+__all__ = ["NONE", "policies", "jobs_for", "summary", "serving_runs", "speedups", "break_even",
            "break_even_rows", "with_prediction", "KEEP"]
 
 NONE = "no speculation"
 KEEP = ("e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "ttft_p50_s", "ttft_p95_s", "itl_p50_s", "itl_p95_s", "itl_p99_s",
         "queue_p50_s", "queue_p95_s", "goodput_tokens_per_s", "serve_tokens_per_s", "span_s", "tokens_per_row_step",
         "mean_running", "max_running", "k_mean", "accept_by_position", "peak_kv_bytes", "row_kv_bytes_mean",
-        "valid_kv_bytes_mean", "cancelled")
+        "needed_kv_bytes_mean", "draft_share", "tpot_p50_s", "tpot_p95_s", "cancelled")
 
 
 def policies(draft, k: int, adaptive, load_aware) -> dict:
@@ -56,27 +57,16 @@ def policies(draft, k: int, adaptive, load_aware) -> dict:
             "load-aware": (draft, load_aware)}
 
 
-def bytes_per_token(model) -> int:
-    """Key/value bytes one cached token costs `model`: 2 x layers x key/value width x element size."""
-    cfg = model.config
-    layers = getattr(cfg, "num_hidden_layers", None) or cfg.n_layer
-    heads = getattr(cfg, "num_attention_heads", None) or cfg.n_head
-    width = getattr(cfg, "hidden_size", None) or cfg.n_embd
-    kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
-    head_dim = getattr(cfg, "head_dim", None) or width // heads
-    return 2 * layers * kv_heads * head_dim * next(model.parameters()).element_size()
-
-
 def jobs_for(requests, prompts, seed: int) -> list[Job]:
     """The workload's requests as jobs: prompt i of `prompts`, each with its own generator seed."""
     return [Job(prompts[r.prompt], r.output_len, r.arrival_s, seed * 1000 + r.rid, r.cancel_after) for r in requests]
 
 
-def summary(res, *, ttft_slo: float, itl_slo: float, bytes_per_slot: float) -> dict:
+def summary(res, *, ttft_slo: float, tpot_slo: float) -> dict:
     """One served run -> its metrics (module docstring, point 4)."""
     reqs = [request_metrics(r["arrival_s"], r["admitted_s"], r["token_times"], r["finish"] == "cancelled")
             for r in res.requests]
-    out = run_metrics(reqs, ttft_slo=ttft_slo, itl_slo=itl_slo)
+    out = run_metrics(reqs, ttft_slo=ttft_slo, tpot_slo=tpot_slo)
     steps = res.steps
     row_steps = sum(s["running"] for s in steps)
     kmax = max((s["k"] for s in steps), default=0)
@@ -93,25 +83,24 @@ def summary(res, *, ttft_slo: float, itl_slo: float, bytes_per_slot: float) -> d
         "accept_by_position": [float(a / b) if b else float("nan") for a, b in zip(num, den)],
         "peak_kv_bytes": max(s["kv_target_bytes"] + s["kv_draft_bytes"] for s in steps),
         "row_kv_bytes_mean": float(np.mean([r["row_kv_bytes"] for r in res.requests])),
-        "valid_kv_bytes_mean": float(np.mean([r["valid_slots"] for r in res.requests])) * bytes_per_slot,
+        "needed_kv_bytes_mean": float(np.mean([r["needed_kv_bytes"] for r in res.requests])),
+        "draft_share": sum(s["t_draft_forward"] for s in steps) / sum(s["end_s"] - s["start_s"] for s in steps),
         "alpha_mle": float(num.sum() / (num.sum() + stopped)) if num.sum() + stopped else float("nan"),
         "total_s": out["span_s"], "steps": len(steps)})
     return out
 
 
 def serving_runs(target, pols: dict, prompts, rates, *, repeats: int, n_requests: int, short_len: int, long_len: int,
-                 long_share: float, temperature: float, max_batch: int, ttft_slo: float, itl_slo: float, seed: int,
+                 long_share: float, temperature: float, max_batch: int, ttft_slo: float, tpot_slo: float, seed: int,
                  log=None) -> list[dict]:
     """Every policy on one workload per (rate, round), interleaved (module docstring, point 1)."""
     def config(name, drafter, k):
-        per_token = bytes_per_token(target) + (bytes_per_token(drafter) if isinstance(drafter, torch.nn.Module) else 0)
-
         def run(rate, s):
             reqs = workload(n_requests, rate=rate, short_len=short_len, long_len=long_len, long_share=long_share,
                             cancel_share=0.0, n_prompts=len(prompts), seed=s)
             res = serve(target, jobs_for(reqs, prompts, s), drafter=drafter, k=k, max_batch=max_batch,
                         temperature=temperature)
-            return summary(res, ttft_slo=ttft_slo, itl_slo=itl_slo, bytes_per_slot=per_token)
+            return summary(res, ttft_slo=ttft_slo, tpot_slo=tpot_slo)
         return Config(name, run, policy=name)
 
     cells = [Cell({"rate": float(r)}, float(r)) for r in rates]
@@ -120,30 +109,49 @@ def serving_runs(target, pols: dict, prompts, rates, *, repeats: int, n_requests
 
 
 def _pairs(rows, policy: str, rate: float, col: str) -> tuple[np.ndarray, np.ndarray]:
-    """(plain decoding's, the policy's) `col` per round at one rate, matched by round."""
+    """(plain decoding's, the policy's) `col` per round at one rate, matched by round; a round
+    without its pair, or a rate without any, is an error (the design is paired)."""
     base = {r["repeat"]: r[col] for r in rows if r["policy"] == NONE and r["rate"] == rate}
     other = {r["repeat"]: r[col] for r in rows if r["policy"] == policy and r["rate"] == rate}
-    keys = sorted(base.keys() & other.keys())
+    if not other or base.keys() != other.keys():
+        raise ValueError(f"policy {policy!r} at rate {rate}: rounds {sorted(other)} do not pair with plain "
+                         f"decoding's {sorted(base)}")
+    keys = sorted(base)
     return np.array([base[i] for i in keys], dtype=float), np.array([other[i] for i in keys], dtype=float)
 
 
 def speedups(rows: list[dict], *, level: float = LEVEL, seed: int = 0) -> list[dict]:
-    """Per (policy, rate): latency speedup and throughput ratio with intervals and words (point 2)."""
+    """Per (policy, rate) (module docstring, point 2), through the protocol's `paired_speedups` and
+    `summarize`: the latency speedup (time per token = mean end-to-end latency) with its interval,
+    half-width, verdict and simultaneous interval over all (policy, rate) comparisons (Bonferroni);
+    the throughput ratio likewise (time per token = 1 / tokens per second); the pooled goodput ratio
+    (sum over rounds of the policy's goodput / plain decoding's; NaN when plain decoding's is 0 in
+    every round) and the rounds where plain decoding met no target; the median running batches."""
+    spec = [r for r in rows if r["policy"] != NONE]
+    m = len({(r["policy"], r["rate"]) for r in spec})
+    kw = dict(baseline=NONE, keys=("rate", "repeat"), impl="policy")
+    lat_t, thr_t = (lambda r: r["e2e_mean_s"]), (lambda r: 1.0 / r["serve_tokens_per_s"])
+    lat = summarize([r for r in paired_speedups(rows, **kw, time_per_token=lat_t) if r["policy"] != NONE],
+                    by=("policy", "rate"), level=level, seed=seed, family_size=m, time_per_token=lat_t)
+    thr = {(r["policy"], r["rate"]): r for r in summarize(
+        [r for r in paired_speedups(rows, **kw, time_per_token=thr_t) if r["policy"] != NONE],
+        by=("policy", "rate"), level=level, seed=seed, family_size=m, time_per_token=thr_t)}
     out = []
-    for pol in dict.fromkeys(r["policy"] for r in rows if r["policy"] != NONE):
-        for rate in sorted({r["rate"] for r in rows}):
-            b, o = _pairs(rows, pol, rate, "e2e_mean_s")
-            lat = paired_interval(b, o, level=level, seed=seed)
-            tb, to = _pairs(rows, pol, rate, "serve_tokens_per_s")
-            thr = paired_interval(to, tb, level=level, seed=seed)
-            gb, go = _pairs(rows, pol, rate, "goodput_tokens_per_s")
-            out.append({"policy": pol, "rate": rate, "pairs": len(b), "latency_speedup": lat[0], "latency_lo": lat[1],
-                        "latency_hi": lat[2], "verdict": verdict(lat[1], lat[2]), "throughput_ratio": thr[0],
-                        "throughput_lo": thr[1], "throughput_hi": thr[2],
-                        "goodput_ratio": float(np.median(go / np.where(gb > 0, gb, np.nan))) if len(gb) else math.nan,
-                        "running_base": float(np.median(_pairs(rows, pol, rate, "mean_running")[0])),
-                        "running": float(np.median(_pairs(rows, pol, rate, "mean_running")[1]))})
-    return out
+    for r in lat:
+        pol, rate = r["policy"], r["rate"]
+        gb, go = _pairs(rows, pol, rate, "goodput_tokens_per_s")
+        t = thr[(pol, rate)]
+        out.append({"policy": pol, "rate": rate, "pairs": r["runs"], "latency_speedup": r["speedup_median"],
+                    "latency_lo": r["speedup_lo"], "latency_hi": r["speedup_hi"], "half_width": r["half_width"],
+                    "verdict": r["verdict"], "latency_lo_sim": r["speedup_lo_sim"], "latency_hi_sim": r["speedup_hi_sim"],
+                    "verdict_sim": r["verdict_sim"], "throughput_ratio": t["speedup_median"],
+                    "throughput_lo": t["speedup_lo"], "throughput_hi": t["speedup_hi"],
+                    "goodput_ratio": float(go.sum() / gb.sum()) if gb.sum() > 0 else math.nan,
+                    "rounds_base_goodput_0": int((gb == 0).sum()),
+                    "running_base": float(np.median(_pairs(rows, pol, rate, "mean_running")[0])),
+                    "running": float(np.median(_pairs(rows, pol, rate, "mean_running")[1]))})
+    order = list(dict.fromkeys(r["policy"] for r in spec))
+    return sorted(out, key=lambda r: (order.index(r["policy"]), r["rate"]))
 
 
 def _crossing(rates, med) -> float:

@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["tidy_runs", "rules_table", "latency_table", "position_table", "memory_table", "rate_text", "headline",
-           "check_words", "memory_words"]
+           "check_words", "memory_words", "role"]
 
 MIB = 2.0 ** 20
 _LAT = ["mean_running", "serve_tokens_per_s", "goodput_tokens_per_s", "e2e_mean_s", "e2e_p99_s", "ttft_p95_s",
-        "itl_p50_s", "itl_p95_s", "itl_p99_s", "queue_p95_s", "tokens_per_row_step", "k_mean", "alpha_mle",
-        "cpu_share", "load_1m"]
+        "tpot_p50_s", "tpot_p95_s", "itl_p95_s", "itl_p99_s", "queue_p95_s", "tokens_per_row_step", "k_mean",
+        "alpha_mle", "draft_share", "cpu_share", "load_1m"]
 
 
 def tidy_runs(rows: list[dict]) -> list[dict]:
@@ -42,7 +42,8 @@ def rules_table(pols: dict, *, baseline: str, c: float, k_max: int) -> list[dict
                         f"alpha_hat, with the measured batch-1 cost curve and c = {c:.3f}; k = 0 ends drafting"),
             "load-aware": ("k = 0 while more than max_batch requests run or, after min_judged judged drafts, while "
                            "alpha_hat < min_alpha; k_small while more than small_above run; else k; re-evaluated "
-                           "every step")}
+                           "every step (the acceptance floor, once hit, holds for the busy spell: no drafts, no new "
+                           "judgements)")}
     rows = []
     for name, (_, k) in pols.items():
         key = next((t for t in ("fixed", "dynamic", "load-aware") if t in name), baseline)
@@ -70,7 +71,7 @@ def memory_table(runs: pd.DataFrame) -> pd.DataFrame:
     g = runs.groupby(["policy", "rate"], sort=False)
     out = pd.DataFrame({"peak_kv_mib": g["peak_kv_bytes"].median() / MIB,
                         "row_kv_mib": g["row_kv_bytes_mean"].median() / MIB,
-                        "needed_kv_mib": g["valid_kv_bytes_mean"].median() / MIB}).reset_index()
+                        "needed_kv_mib": g["needed_kv_bytes_mean"].median() / MIB}).reset_index()
     out["row_over_needed"] = out["row_kv_mib"] / out["needed_kv_mib"]
     return out
 
@@ -84,58 +85,82 @@ def rate_text(x: float, rates) -> str:
     return f"{x:.3g} requests/s"
 
 
+def role(policy: str) -> str:
+    """The glue key of a policy: fixed, dynamic, load_aware (its name's kind)."""
+    return next((k.replace("-", "_") for k in ("fixed", "dynamic", "load-aware") if k in policy), "other")
+
+
+def _speed_text(r) -> str:
+    return (f"{r.policy} {r.latency_speedup:.3f} [{r.latency_lo:.3f}, {r.latency_hi:.3f}] ({r.verdict}; "
+            f"simultaneous: {r.verdict_sim})")
+
+
 def headline(speed: pd.DataFrame, be: pd.DataFrame, lat: pd.DataFrame, baseline: str) -> dict:
-    """Glue values: the best policy at the lightest rate, every policy at the heaviest, break-evens
-    in words (`rate_text`)."""
+    """Glue values, keyed by policy kind (`role`): each policy at the lightest and the heaviest rate,
+    the highest median at the lightest, the idealized prediction and time to first token worded by
+    their sign, the break-evens in words (`rate_text`)."""
     lo_rate, hi_rate = speed["rate"].min(), speed["rate"].max()
-    light = speed[speed["rate"] == lo_rate].sort_values("latency_speedup", ascending=False).iloc[0]
-    heavy = speed[speed["rate"] == hi_rate]
+    top = speed[speed["rate"] == lo_rate].sort_values("latency_speedup", ascending=False).iloc[0]
     base = lat[lat["policy"] == baseline].set_index("rate")
     rates = sorted(lat["rate"].unique())
-    out = {"light_rate": lo_rate, "heavy_rate": hi_rate, "best_light": light["policy"],
-           "best_light_speed": light["latency_speedup"], "best_light_lo": light["latency_lo"],
-           "best_light_hi": light["latency_hi"], "best_light_verdict": light["verdict"],
-           "n_faster": int((speed["verdict"] == "faster").sum()), "n_slower": int((speed["verdict"] == "slower").sum()),
-           "n_comparisons": len(speed), "running_light": base.loc[lo_rate, "mean_running"],
-           "running_heavy": base.loc[hi_rate, "mean_running"],
-           "base_tps_heavy": base.loc[hi_rate, "serve_tokens_per_s"]}
     k_light = lat[lat["rate"] == lo_rate].set_index("policy")["k_mean"]
-    for i, r in enumerate(speed[speed["rate"] == lo_rate].itertuples()):
-        out[f"light_{i}"] = (f"{r.policy} {r.latency_speedup:.3f} [{r.latency_lo:.3f}, {r.latency_hi:.3f}] "
-                             f"({r.verdict}), mean k {k_light[r.policy]:.2f}")
-    for i, r in enumerate(heavy.itertuples()):
-        out[f"heavy_{i}"] = f"{r.policy} {r.latency_speedup:.3f} [{r.latency_lo:.3f}, {r.latency_hi:.3f}] ({r.verdict})"
-    same = [(a, b) for a in k_light.index for b in k_light.index if a < b and a != baseline and b != baseline
-            and abs(k_light[a] - k_light[b]) < 0.005]
-    light = speed[speed["rate"] == lo_rate].set_index("policy")["latency_speedup"]
-    out["same_k"] = (" and ".join(same[0]) + f" drafted the same k at this rate, and their speedups differ by "
-                     f"{abs(light[same[0][0]] - light[same[0][1]]):.3f}: a difference of that size is run-to-run "
-                     "noise") if same else "no two policies drafted the same k at this rate"
+    out = {"light_rate": lo_rate, "heavy_rate": hi_rate, "top_light": top["policy"],
+           "top_light_speed": top["latency_speedup"], "top_light_lo": top["latency_lo"],
+           "top_light_hi": top["latency_hi"], "top_light_verdict": top["verdict"],
+           "n_faster": int((speed["verdict"] == "faster").sum()), "n_slower": int((speed["verdict"] == "slower").sum()),
+           "n_faster_sim": int((speed["verdict_sim"] == "faster").sum()),
+           "n_slower_sim": int((speed["verdict_sim"] == "slower").sum()), "n_comparisons": len(speed),
+           "half_width_median": float(speed["half_width"].median()), "running_light": base.loc[lo_rate, "mean_running"],
+           "running_heavy": base.loc[hi_rate, "mean_running"], "base_tps_heavy": base.loc[hi_rate, "serve_tokens_per_s"]}
+    for r in speed[speed["rate"] == lo_rate].itertuples():
+        out[f"light_{role(r.policy)}"] = f"{_speed_text(r)}, mean k {k_light[r.policy]:.2f}"
+    for r in speed[speed["rate"] == hi_rate].itertuples():
+        out[f"heavy_{role(r.policy)}"] = _speed_text(r)
     fixed = speed[(speed["rate"] == lo_rate) & speed["predicted_batch1"].notna()]
     if len(fixed):
         f = fixed.iloc[0]
-        out.update(pred_policy=f["policy"], pred_light=f["predicted_batch1"], meas_light=f["latency_speedup"])
-    out.update(ttft_base_light=1000 * base.loc[lo_rate, "ttft_p95_s"], e2e_base_light=1000 * base.loc[lo_rate, "e2e_mean_s"],
-               ttft_spec_light=1000 * lat[(lat["rate"] == lo_rate) & (lat["policy"] != baseline)]["ttft_p95_s"].min())
-    for i, r in enumerate(be.itertuples()):
+        rel = "above" if f["predicted_batch1"] > f["latency_hi"] else "below" if f["predicted_batch1"] < f["latency_lo"] \
+            else "inside"
+        out["prediction_words"] = (f"the idealized model predicts {f['predicted_batch1']:.3f} for {f['policy']} at the "
+                                   f"lightest rate, {rel} the measured interval [{f['latency_lo']:.3f}, "
+                                   f"{f['latency_hi']:.3f}]")
+    t_base = 1000 * base.loc[lo_rate, "ttft_p95_s"]
+    spec = lat[(lat["rate"] == lo_rate) & (lat["policy"] != baseline)]
+    t_lo, t_hi = 1000 * spec["ttft_p95_s"].min(), 1000 * spec["ttft_p95_s"].max()
+    out["ttft_words"] = (f"plain decoding's p95 time to first token is {t_base:.1f} ms of a "
+                         f"{1000 * base.loc[lo_rate, 'e2e_mean_s']:.1f} ms mean end-to-end latency; the speculative "
+                         f"policies' is {t_lo:.1f} to {t_hi:.1f} ms, "
+                         + ("longer: the draft model reads the prompt too, and the first target forward waits for the "
+                            "first drafts" if t_lo > t_base else "not longer in every policy"))
+    la = lat[(lat["rate"] == hi_rate) & lat["policy"].map(lambda p: role(p) == "load_aware")]
+    if len(la):
+        out["la_draft_share"] = float(la["draft_share"].iloc[0])
+    for r in be.itertuples():
         run = "" if math.isnan(r.running_at_break_even) else \
-            f", where plain decoding runs {r.running_at_break_even:.2f} requests at a time"
-        out[f"be_{i}"] = (f"{r.policy}: {rate_text(r.break_even_rate, rates)}{run}; 95% interval "
-                          f"{rate_text(r.lo, rates)} to {rate_text(r.hi, rates)} ({100 * r.share_never:.0f}% of "
-                          f"resamples never fall to 1, {100 * r.share_always_below:.0f}% are at or below 1 from the "
-                          "lowest rate on)")
+            f", where plain decoding runs {r.running_at_break_even:.2f} requests at a time (mean over steps)"
+        out[f"be_{role(r.policy)}"] = (
+            f"{r.policy}: {rate_text(r.break_even_rate, rates)}{run}; 95% interval {rate_text(r.lo, rates)} to "
+            f"{rate_text(r.hi, rates)} ({100 * r.share_never:.0f}% of resamples never fall to 1, "
+            f"{100 * r.share_always_below:.0f}% are at or below 1 from the lowest rate on)")
     return out
 
 
 def check_words(inv: pd.DataFrame, canc: pd.DataFrame) -> dict:
-    """Glue values of the invariance and cancellation checks."""
-    cut = canc[canc["finish"] == "cancelled"]
-    rest = canc[canc["finish"] != "cancelled"]
-    return {"inv_identical": int(inv["identical"].sum()), "inv_total": int(inv["requests"].sum()),
-            "inv_settings": len(inv), "n_cancelled": len(cut), "cancel_consistent": int(cut["consistent"].sum()),
-            "others_unchanged": int(rest["consistent"].sum()), "n_others": len(rest),
-            "released_min_mib": float(np.min(cut["released_bytes"])) / MIB if len(cut) else math.nan,
-            "row_min_mib": float(np.min(cut["row_bytes"])) / MIB if len(cut) else math.nan}
+    """Glue values and sentences of the invariance and cancellation checks, worded by their outcome."""
+    cut, rest = canc[canc["finish"] == "cancelled"], canc[canc["finish"] != "cancelled"]
+    same, total = int(inv["identical"].sum()), int(inv["requests"].sum())
+    diff = inv[inv["identical"] < inv["requests"]]
+    inv_words = ("every request's tokens are identical served alone and served batched: joining, padding, ragged "
+                 "acceptance and departures changed no request's output" if same == total else
+                 f"{total - same} request outputs differ between served alone and batched, in "
+                 + "; ".join(f"{r.policy} at temperature {r.temperature:g} (first difference at token "
+                             f"{r.first_difference:.0f})" for r in diff.itertuples()))
+    freed = int(cut["rows_freed"].astype(bool).sum()) if len(cut) else 0
+    return {"inv_identical": same, "inv_total": total, "inv_settings": len(inv), "inv_words": inv_words,
+            "n_cancelled": len(cut), "cancel_consistent": int(cut["consistent"].astype(bool).sum()),
+            "others_unchanged": int(rest["consistent"].astype(bool).sum()), "n_others": len(rest),
+            "rows_freed": freed, "row_min_mib": float(cut["row_bytes"].min()) / MIB if len(cut) else math.nan,
+            "shared_steps": int((cut["step_departed"] > 1).sum()) if len(cut) else 0}
 
 
 def memory_words(mem: pd.DataFrame, baseline: str) -> dict:

@@ -24,6 +24,7 @@ import numpy as np
 
 from specdec.report.paths import RESULTS_DIR
 from specdec.report.results import read_table, records
+from specdec.report.serving import rate_text
 
 __all__ = ["exactness", "acceptance_by_draft", "speed", "guide_rows", "comparison_rows", "scope"]
 
@@ -156,7 +157,8 @@ def _serving_row(root: Path) -> dict:
     and the heaviest arrival rate (interval, words) and its break-even rate with its interval."""
     sp, be = _t(root, "serve", "speedup"), _t(root, "serve", "break_even").set_index("policy")
     lo, hi = sp["rate"].min(), sp["rate"].max()
-    fmt = lambda x: "below the range" if x == -np.inf else "above the range" if x == np.inf else f"{x:.3g}/s"  # noqa: E731
+    rates = sorted(sp["rate"].unique())
+    fmt = lambda x: rate_text(x, rates)  # noqa: E731
     parts = []
     for pol, g in sp.groupby("policy", sort=False):
         a, b = g[g["rate"] == lo].iloc[0], g[g["rate"] == hi].iloc[0]
@@ -165,8 +167,9 @@ def _serving_row(root: Path) -> dict:
                      f"requests/s, {b['latency_speedup']:.2f} [{b['latency_lo']:.2f}, {b['latency_hi']:.2f}] at {hi:g}, "
                      f"break-even {fmt(e['break_even_rate'])} [{fmt(e['lo'])}, {fmt(e['hi'])}]")
     return {"question": "Will it pay on a busy server?",
-            "rule": "Speculation spends spare compute to cut latency; a growing running batch uses that compute up, "
-                    "so measure the break-even load and switch speculation off or shorten k above it.",
+            "rule": "Speculation spends spare compute to cut latency, and a growing running batch uses that compute; "
+                    "where it runs out depends on the hardware's cost curve, so measure the break-even load before "
+                    "switching speculation off by batch size.",
             "this report": "; ".join(parts) + " (latency speedup over plain decoding, continuous batching)"}
 
 

@@ -37,13 +37,16 @@ def test_request_metrics_hand_worked():
 
 
 def test_run_metrics_goodput_counts_only_requests_meeting_the_targets():
-    a = request_metrics(0.0, 0.0, [0.1, 0.2, 0.3])           # ttft 0.1, gaps 0.1: meets both
+    a = request_metrics(0.0, 0.0, [0.1, 0.2, 0.3])           # ttft 0.1, tpot 0.1: meets both
     b = request_metrics(0.5, 1.0, [2.0, 2.1])                # ttft 1.5: misses the TTFT target
     c = request_metrics(0.2, 0.2, [0.3, 1.3], cancelled=True)  # cancelled: never counts
-    r = run_metrics([a, b, c], ttft_slo=1.0, itl_slo=0.5)
+    r = run_metrics([a, b, c], ttft_slo=1.0, tpot_slo=0.5)
     assert r["tokens"] == 7 and r["span_s"] == pytest.approx(2.1) and r["cancelled"] == 1
     assert r["tokens_per_s"] == pytest.approx(7 / 2.1) and r["goodput_tokens_per_s"] == pytest.approx(3 / 2.1)
     assert r["ttft_p50_s"] == pytest.approx(0.1)
+    slow = request_metrics(0.0, 0.0, [0.1, 0.1, 0.1, 2.0])  # tpot 0.633: misses it, though its median gap is 0
+    assert slow["tpot_s"] == pytest.approx(1.9 / 3) and slow["itl_p50_s"] == 0.0
+    assert run_metrics([a, slow], ttft_slo=1.0, tpot_slo=0.5)["goodput_tokens_per_s"] == pytest.approx(3 / 2.0)
 
 
 @pytest.mark.parametrize("bad", [dict(rate=-1.0), dict(rate=0), dict(rate=float("inf")), dict(short_len=0),
@@ -57,10 +60,10 @@ def test_bad_workloads_are_named(bad):
 
 def test_bad_metrics_inputs_are_named():
     with pytest.raises(ValueError, match="empty workload"):
-        run_metrics([], ttft_slo=1.0, itl_slo=1.0)
+        run_metrics([], ttft_slo=1.0, tpot_slo=1.0)
     with pytest.raises(ValueError, match="admission"):
         request_metrics(1.0, 0.5, [2.0])
     with pytest.raises(ValueError, match="non-decreasing"):
         request_metrics(0.0, 0.0, [2.0, 1.0])
     with pytest.raises(ValueError, match="targets"):
-        run_metrics([request_metrics(0.0, 0.0, [1.0])], ttft_slo=0.0, itl_slo=1.0)
+        run_metrics([request_metrics(0.0, 0.0, [1.0])], ttft_slo=0.0, tpot_slo=1.0)

@@ -13,10 +13,10 @@ import torch
 from specdec.engine.continuous import Job, serve
 from specdec.measure.serving import workload
 from specdec.measure.serving_checks import _first_difference, cancellation_rows, invariance_rows
-from specdec.measure.serving_runs import (KEEP, NONE, _crossing, break_even, break_even_rows, bytes_per_token,
+from specdec.measure.serving_runs import (KEEP, NONE, _crossing, break_even, break_even_rows,
                                           jobs_for, policies, serving_runs, speedups, summary)
 
-SLO = dict(ttft_slo=1e3, itl_slo=1e3)
+SLO = dict(ttft_slo=1e3, tpot_slo=1e3)
 FACTORS = (0.98, 0.99, 1.0, 1.01, 1.02)  # per-round noise whose median is exactly 1 (five rounds)
 
 
@@ -143,9 +143,11 @@ def test_speedups_pair_by_round_and_word_by_the_interval():
                          "mean_running": 1.0 + rep})
             rows.append({**common, "policy": "spec", "e2e_mean_s": pol[rate][rep], "serve_tokens_per_s": tput_p[rep],
                          "mean_running": 2.0 + rep})
-    rows.append({"rate": 1.0, "repeat": 9, "policy": "spec", "e2e_mean_s": 1e-3, "serve_tokens_per_s": 1.0,
-                 "goodput_tokens_per_s": 1.0, "mean_running": 1.0})  # no baseline in round 9: never paired
     rows = rows[::-1]  # pairing is by round, not by position in the list
+    unpaired = rows + [{"rate": 1.0, "repeat": 9, "policy": "spec", "e2e_mean_s": 1e-3, "serve_tokens_per_s": 1.0,
+                        "goodput_tokens_per_s": 1.0, "mean_running": 1.0}]  # no baseline in round 9
+    with pytest.raises(ValueError, match="not paired"):
+        speedups(unpaired)
     out = {r["rate"]: r for r in speedups(rows, seed=3)}
     assert list(out) == [1.0, 2.0, 4.0] and all(r["policy"] == "spec" and r["pairs"] == 5 for r in out.values())
     # hand medians of base / policy: rate 1: [2, 1.5, 2.5, 2.2, 1.3] -> 2.0; rate 2: [.5, .25, .625, .4, .8] -> 0.5;
@@ -161,6 +163,25 @@ def test_speedups_pair_by_round_and_word_by_the_interval():
     assert all(r["throughput_ratio"] == pytest.approx(1.25) for r in out.values())
     assert all(r["goodput_ratio"] == pytest.approx(1.0) for r in out.values())
     assert all(r["running_base"] == 3.0 and r["running"] == 4.0 for r in out.values())
+    for r in out.values():  # the simultaneous interval (3 comparisons) contains the per-comparison one
+        assert r["latency_lo_sim"] <= r["latency_lo"] and r["latency_hi_sim"] >= r["latency_hi"]
+        assert r["half_width"] == pytest.approx((r["latency_hi"] - r["latency_lo"]) / 2 / r["latency_speedup"])
+
+
+def test_speedups_pool_goodput_and_count_rounds_without_it():
+    rows = [{"policy": p, "rate": 1.0, "repeat": i, "e2e_mean_s": 1.0, "serve_tokens_per_s": 1.0,
+             "goodput_tokens_per_s": g, "mean_running": 1.0}
+            for i, (gb, gp) in enumerate(((0.0, 2.0), (4.0, 2.0))) for p, g in ((NONE, gb), ("spec", gp))]
+    (r,) = speedups(rows)
+    assert r["goodput_ratio"] == pytest.approx(4.0 / 4.0) and r["rounds_base_goodput_0"] == 1
+    none = [dict(x, goodput_tokens_per_s=0.0) if x["policy"] == NONE else x for x in rows]
+    assert math.isnan(speedups(none)[0]["goodput_ratio"])
+
+
+def test_break_even_of_a_policy_without_runs_is_an_error():
+    rows = [{"policy": NONE, "rate": 1.0, "repeat": 0, "e2e_mean_s": 1.0, "mean_running": 1.0}]
+    with pytest.raises(ValueError, match="typo"):
+        break_even(rows, "typo")
 
 
 def test_speedups_of_a_single_round_say_no_difference():
@@ -175,9 +196,9 @@ def test_speedups_of_a_single_round_say_no_difference():
 
 def test_summary_of_a_speculative_run_recounts_from_its_steps(tiny_pair):
     target, draft = tiny_pair
-    k, per_slot = 2, 1000.0
+    k = 2
     res = serve(target, _jobs(), drafter=draft, k=k, max_batch=3, temperature=1.0)
-    s = summary(res, bytes_per_slot=per_slot, **SLO)
+    s = summary(res, **SLO)
     # hand recount: every row-step drafts positions 1..k; a row that kept n drafts kept positions 1..n
     drafted, kept, stopped = [0] * k, [0] * k, 0
     for st in res.steps:
@@ -200,8 +221,10 @@ def test_summary_of_a_speculative_run_recounts_from_its_steps(tiny_pair):
     assert s["max_running"] == 3 and s["k_mean"] == k and s["steps"] == len(res.steps)
     assert s["peak_kv_bytes"] > 0 and max(st["kv_draft_bytes"] for st in res.steps) > 0
     assert s["peak_kv_bytes"] >= max(st["kv_target_bytes"] for st in res.steps)
-    valid = [r["valid_slots"] for r in res.requests]
-    assert s["valid_kv_bytes_mean"] == pytest.approx(sum(valid) / len(valid) * per_slot)
+    needed = [r["needed_kv_bytes"] for r in res.requests]
+    assert s["needed_kv_bytes_mean"] == pytest.approx(sum(needed) / len(needed))
+    assert all(0 < r["needed_kv_bytes"] <= r["row_kv_bytes"] for r in res.requests)
+    assert 0 < s["draft_share"] < 1
     e2e = [r["token_times"][-1] - r["arrival_s"] for r in res.requests]
     assert s["e2e_mean_s"] == pytest.approx(sum(e2e) / len(e2e)) and s["e2e_mean_s"] > 0
     assert s["serve_tokens_per_s"] == s["tokens_per_s"] > 0 and s["cancelled"] == 0
@@ -211,8 +234,8 @@ def test_summary_of_a_speculative_run_recounts_from_its_steps(tiny_pair):
 def test_summary_of_a_plain_run(tiny_pair):
     target, _ = tiny_pair
     res = serve(target, _jobs(), drafter=None, k=1, max_batch=3, temperature=1.0)
-    s = summary(res, bytes_per_slot=1.0, **SLO)
-    assert s["tokens_per_row_step"] == 1.0 and s["accept_by_position"] == [] and s["k_mean"] == 0
+    s = summary(res, **SLO)
+    assert s["draft_share"] == 0 and s["tokens_per_row_step"] == 1.0 and s["accept_by_position"] == [] and s["k_mean"] == 0
     assert math.isnan(s["alpha_mle"]) and s["peak_kv_bytes"] > 0
     assert all(st["kv_draft_bytes"] == 0 for st in res.steps)
 
@@ -220,17 +243,8 @@ def test_summary_of_a_plain_run(tiny_pair):
 def test_summary_counts_cancelled_requests(tiny_pair):
     target, draft = tiny_pair
     res = serve(target, _jobs(cancel={1: 2}), drafter=draft, k=2, max_batch=3, temperature=1.0)
-    s = summary(res, bytes_per_slot=1.0, **SLO)
+    s = summary(res, **SLO)
     assert s["cancelled"] == 1 and res.requests[1]["finish"] == "cancelled"
-
-
-def test_bytes_per_token_of_the_tiny_float32_pair(tiny_pair):
-    for m in tiny_pair:
-        cfg = m.config
-        assert bytes_per_token(m) == 2 * cfg.n_layer * cfg.n_embd * 4
-    assert [bytes_per_token(m) for m in tiny_pair] == [2 * 2 * 32 * 4, 2 * 1 * 16 * 4]
-    half = type(tiny_pair[1])(tiny_pair[1].config).to(torch.float16)  # element size follows the weights
-    assert bytes_per_token(half) == 2 * 1 * 16 * 2
 
 
 def test_policies_and_jobs_for():
@@ -266,11 +280,9 @@ def test_serving_runs_gives_one_paired_row_per_rate_round_and_policy(tiny_pair):
                                                    cancel_share=0.0, n_prompts=3, seed=seed + i))
         got = {r["tokens"] for r in rows if r["rate"] == rate}
         assert got == {want}
-    per_token = {NONE: 2 * 2 * 32 * 4}  # the target's key/value bytes per slot, plus the drafter's when it drafts
     for r in rows:
         assert r["e2e_mean_s"] > 0 and r["max_running"] <= 2 and r["cancelled"] == 0
-        slots = 3 * r["valid_kv_bytes_mean"] / per_token.get(r["policy"], 2 * 2 * 32 * 4 + 2 * 1 * 16 * 4)
-        assert slots == pytest.approx(round(slots)) and slots >= 3 * 3  # a mean of 3 whole slot counts
+        assert 0 < r["needed_kv_bytes_mean"] <= r["row_kv_bytes_mean"]
         assert (r["accept_by_position"] == []) == (r["policy"] == NONE)
         assert (r["tokens_per_row_step"] == 1.0) if r["policy"] == NONE else r["tokens_per_row_step"] >= 1.0
     assert len(speedups(rows)) == (len(pol) - 1) * len(rates)
@@ -305,8 +317,8 @@ def test_cancellation_rows(tiny_pair):
     c = rows[1]
     assert c["finish"] == "cancelled" and c["consistent"] is True and c["cancel_after"] == 2
     assert 2 <= c["streamed"] < c["uncancelled_len"] == jobs[1].max_new_tokens
-    assert c["released_bytes"] >= c["row_bytes"] > 0
+    assert c["step_released_bytes"] >= c["step_departed"] * c["row_bytes"] > 0 and c["rows_freed"] is True
     for r, j in zip(rows, jobs):
         if r["rid"] != 1:
-            assert r["finish"] == "length" and r["consistent"] is True and r["released_bytes"] is None
+            assert r["finish"] == "length" and r["consistent"] is True and r["step_released_bytes"] is None
             assert r["streamed"] == r["uncancelled_len"] == j.max_new_tokens and r["row_bytes"] > 0

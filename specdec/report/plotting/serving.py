@@ -12,15 +12,15 @@ def _by_policy(df):
 
 
 def latency_curves(lat):
-    """Throughput-latency: mean end-to-end latency (left) and p99 inter-token latency (right) against
+    """Throughput-latency: mean end-to-end latency (left) and p95 time per output token (right) against
     the achieved tokens/s, one point per arrival rate, one line per policy (table latency)."""
     fig, axes = new(10.0, 3.9, ncols=2)
     for j, (name, g) in enumerate(_by_policy(lat)):
-        for ax, col in zip(axes, ("e2e_mean_s", "itl_p99_s")):
+        for ax, col in zip(axes, ("e2e_mean_s", "tpot_p95_s")):
             ax.plot(g["serve_tokens_per_s"], 1000 * g[col], marker="o", color=f"C{j}", label=name)
     axes[0].set(xlabel="throughput (tokens/s)", ylabel="mean end-to-end latency (ms)",
-                title="Latency against throughput, light load (left) to saturation (right)")
-    axes[1].set(xlabel="throughput (tokens/s)", ylabel="p99 inter-token latency (ms)", title="Tail inter-token latency")
+                title="Latency against throughput, light load (left) to a burst (right)")
+    axes[1].set(xlabel="throughput (tokens/s)", ylabel="p95 time per output token (ms)", title="Time per output token")
     for ax in axes:
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
