@@ -25,3 +25,17 @@ def tiny_pair():
     g = torch.Generator().manual_seed(0)
     return (build_model(real_size_config("gpt2-small", **TINY_TARGET), generator=g),
             build_model(real_size_config("draft-3m", **TINY_DRAFT), generator=g))
+
+
+def serving_jobs(n: int, *, gap: float, cancel=None, seed: int, prompt=(3, 12), budget=(4, 20), seed_base: int = 100):
+    """n serving jobs (`specdec.engine.continuous.Job`) for the tiny pair: ragged prompts (lengths in
+    `prompt`, half-open) and budgets (in `budget`), arriving `gap` seconds apart, each with its own seed."""
+    from specdec.engine.continuous import Job
+
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        T, L = int(torch.randint(*prompt, (1,), generator=g)), int(torch.randint(*budget, (1,), generator=g))
+        out.append(Job(torch.randint(0, 64, (T,), generator=g), L, gap * i, seed=seed_base + i,
+                       cancel_after=(cancel or {}).get(i)))
+    return out

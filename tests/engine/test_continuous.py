@@ -4,6 +4,7 @@ generator), cancellation with memory release, idle time skipped, and bad inputs 
 
 import pytest
 import torch
+from conftest import serving_jobs
 
 from specdec.engine.continuous import Job, serve
 from specdec.engine.decode import generate
@@ -14,13 +15,7 @@ from specdec.engine.schedule import LoadAware
 
 def _jobs(n=7, gap=0.001, cancel=None, seed=5):
     """n requests with ragged prompts (3..11 tokens) and budgets (4..19), arriving `gap` seconds apart."""
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for i in range(n):
-        T, L = int(torch.randint(3, 12, (1,), generator=g)), int(torch.randint(4, 20, (1,), generator=g))
-        out.append(Job(torch.randint(0, 64, (T,), generator=g), L, gap * i, seed=100 + i,
-                       cancel_after=(cancel or {}).get(i)))
-    return out
+    return serving_jobs(n, gap=gap, cancel=cancel, seed=seed)
 
 
 def _alone(target, jobs, **kw):

@@ -9,8 +9,9 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import serving_jobs
 
-from specdec.engine.continuous import Job, serve
+from specdec.engine.continuous import serve
 from specdec.measure.serving import workload
 from specdec.measure.serving_checks import _first_difference, cancellation_rows, invariance_rows
 from specdec.measure.serving_runs import (KEEP, NONE, _crossing, break_even, break_even_rows,
@@ -23,13 +24,13 @@ FACTORS = (0.98, 0.99, 1.0, 1.01, 1.02)  # per-round noise whose median is exact
 def _jobs(n=5, gap=0.0, cancel=None, seed=7):
     """n requests with ragged prompts (3..8 tokens) and budgets (4..11), arriving `gap` seconds apart
     (default: all at once, so with max_batch 3 three run and the rest join as rows leave)."""
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for i in range(n):
-        T, L = int(torch.randint(3, 9, (1,), generator=g)), int(torch.randint(4, 12, (1,), generator=g))
-        out.append(Job(torch.randint(0, 64, (T,), generator=g), L, gap * i, seed=200 + i,
-                       cancel_after=(cancel or {}).get(i)))
-    return out
+    return serving_jobs(n, gap=gap, cancel=cancel, seed=seed, prompt=(3, 9), budget=(4, 12), seed_base=200)
+
+
+def _two_rates(vals: dict) -> list[dict]:
+    """Rows of plain decoding (e2e = the value) and policy "p" (e2e = 1) per rate and round."""
+    return [{"policy": pol, "rate": rate, "repeat": rep, "e2e_mean_s": e, "mean_running": 1.0}
+            for rate, vs in vals.items() for rep, v in enumerate(vs) for pol, e in ((NONE, v), ("p", 1.0))]
 
 
 def _rows(policy_ratio: dict, running=None, rates=(1.0, 2.0, 4.0, 8.0)):
@@ -93,11 +94,7 @@ def test_break_even_bootstrap_counts_resamples_without_a_crossing():
     falls to 1 or below only if at least three of its five draws come from the two below, with
     probability sum_{j>=3} C(5,j) 0.4^j 0.6^(5-j) = 0.31744; so a share 0.68256 never crosses
     (held to 5 binomial sigmas, 0.037 at 4000 resamples)."""
-    rows = []
-    for rate, vals in ((1.0, [1.5] * 5), (2.0, [1.1, 1.2, 0.9, 0.95, 1.3])):
-        for rep, v in enumerate(vals):
-            rows += [{"policy": NONE, "rate": rate, "repeat": rep, "e2e_mean_s": v, "mean_running": 1.0},
-                     {"policy": "p", "rate": rate, "repeat": rep, "e2e_mean_s": 1.0, "mean_running": 1.0}]
+    rows = _two_rates(dict(((1.0, [1.5] * 5), (2.0, [1.1, 1.2, 0.9, 0.95, 1.3]))))
     be = break_even(rows, "p", n_resamples=4000, seed=1)
     assert be["break_even_rate"] == math.inf  # median at rate 2 is 1.1 > 1
     assert abs(be["share_never"] - 0.68256) < 5 * math.sqrt(0.31744 * 0.68256 / 4000)
@@ -110,11 +107,7 @@ def test_break_even_interval_ends_are_the_bootstrap_percentiles():
     value when at least three of five draws are, P = P(Bin(5, 0.2) >= 3) = 0.05792 (the largest
     likewise), and the next one in from an end has P(Bin(5, 0.4) >= 3) = 0.31744: so the 2.5% and
     97.5% order statistics are the crossings of m = 0.5 and 0.9, far from any atom's edge."""
-    rows = []
-    for rate, vals in ((1.0, [1.5] * 5), (2.0, [0.7, 0.5, 0.9, 0.6, 0.8])):
-        for rep, v in enumerate(vals):
-            rows += [{"policy": NONE, "rate": rate, "repeat": rep, "e2e_mean_s": v, "mean_running": 1.0},
-                     {"policy": "p", "rate": rate, "repeat": rep, "e2e_mean_s": 1.0, "mean_running": 1.0}]
+    rows = _two_rates(dict(((1.0, [1.5] * 5), (2.0, [0.7, 0.5, 0.9, 0.6, 0.8]))))
     be = break_even(rows, "p", n_resamples=2000, seed=2)
     assert be["break_even_rate"] == pytest.approx(2.0 ** (0.5 / 0.8))  # median 0.7
     assert be["lo"] == pytest.approx(2.0 ** 0.5) and be["hi"] == pytest.approx(2.0 ** (0.5 / 0.6))
