@@ -134,7 +134,7 @@ def headline(speed: pd.DataFrame, be: pd.DataFrame, lat: pd.DataFrame, baseline:
                             "first drafts" if t_lo > t_base else "not longer in every policy"))
     la = lat[(lat["rate"] == hi_rate) & lat["policy"].map(lambda p: role(p) == "load_aware")]
     if len(la):
-        out["la_draft_share"] = float(la["draft_share"].iloc[0])
+        out.update(la_draft_share=float(la["draft_share"].iloc[0]), la_k_heavy=float(la["k_mean"].iloc[0]))
     for r in be.itertuples():
         run = "" if math.isnan(r.running_at_break_even) else \
             f", where plain decoding runs {r.running_at_break_even:.2f} requests at a time (mean over steps)"
@@ -150,8 +150,7 @@ def check_words(inv: pd.DataFrame, canc: pd.DataFrame) -> dict:
     cut, rest = canc[canc["finish"] == "cancelled"], canc[canc["finish"] != "cancelled"]
     same, total = int(inv["identical"].sum()), int(inv["requests"].sum())
     diff = inv[inv["identical"] < inv["requests"]]
-    inv_words = ("every request's tokens are identical served alone and served batched: joining, padding, ragged "
-                 "acceptance and departures changed no request's output" if same == total else
+    inv_words = ("joining, padding, ragged acceptance and departures changed no request's output" if same == total else
                  f"{total - same} request outputs differ between served alone and batched, in "
                  + "; ".join(f"{r.policy} at temperature {r.temperature:g} (first difference at token "
                              f"{r.first_difference:.0f})" for r in diff.itertuples()))
