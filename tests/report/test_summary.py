@@ -39,8 +39,9 @@ def test_comparison_marks_whose_numbers_and_ours_carry_intervals():
 
 def test_guide_has_this_reports_evidence_for_every_rule():
     rows = summary.guide_rows()
-    assert len(rows) == 6 and all(r["this report"] and r["rule"] for r in rows)
-    assert "typical" in rows[-1]["this report"] and "bfloat16 softmax" in rows[-1]["this report"]
+    assert len(rows) == 7 and all(r["this report"] and r["rule"] for r in rows)
+    assert "typical" in rows[-2]["this report"] and "bfloat16 softmax" in rows[-2]["this report"]
+    assert all(p in rows[-1]["this report"] for p in ("fixed k=2", "load-aware", "break-even"))  # chapter 09
 
 
 def test_a_missing_chapter_table_is_an_error_that_names_it(tmp_path):
