@@ -71,7 +71,8 @@ class NGramDrafter(_HistoryDrafter):
 
     The log-probabilities are treated as logits and processed with the target's rules, so at T = 1
     with no truncation q is the n-gram law itself.  The model sees the last `context` tokens of each
-    row (default: its order - 1, so a batched row sees exactly what it would alone).  Its scores
+    row, or all of a shorter row's history (default: its order - 1), so a batched row sees exactly
+    what it would alone.  Its scores
     are memoized per context (the model is a fixed table of the context alone), at most
     `memo_size` contexts; only unseen contexts reach `model.logits`, in one batched call.
     """
@@ -86,33 +87,36 @@ class NGramDrafter(_HistoryDrafter):
         self.memo: dict[tuple, torch.Tensor] = {}
         self.memo_size = memo_size
 
-    def _scores(self, ctx: torch.Tensor) -> torch.Tensor:
-        """ctx (B, W) -> (B, V) log-probabilities, from the memo or one model call for the rest."""
-        keys = [tuple(r) for r in ctx.tolist()]
-        new = [i for i, key in enumerate(keys) if key not in self.memo]
+    def _scores(self, ctxs: list) -> torch.Tensor:
+        """Contexts (tuples of token ids, one per row, lengths may differ) -> (B, V) log-probabilities,
+        from the memo or one model call per context length for the rest."""
+        new = [i for i, key in enumerate(ctxs) if key not in self.memo]
         if new:
             if len(self.memo) + len(new) > self.memo_size:
                 self.memo.clear()
-            rows = self.model.logits(ctx[new])  # (len(new), V)
-            for i, r in zip(new, rows):
-                self.memo[keys[i]] = r
-        return torch.stack([self.memo[key] for key in keys])
+            by_len: dict = {}
+            for i in new:
+                by_len.setdefault(len(ctxs[i]), []).append(i)
+            for idx in by_len.values():
+                rows = self.model.logits(torch.tensor([ctxs[i] for i in idx], dtype=torch.long))  # (n, V)
+                for i, r in zip(idx, rows):
+                    self.memo[ctxs[i]] = r
+        return torch.stack([self.memo[key] for key in ctxs])
 
     def propose(self, k, sampling, generator):
-        W = min(self.context, int(self.lens.min()))
-        idx = self.lens.cpu()[:, None] - W + torch.arange(W)[None]  # (B, W)
-        ctx = self.hist.gather(1, idx)  # (B, W)
+        # each row's own window, min(context, its length): what it would see alone, whoever shares its batch
+        ctxs = [tuple(self.hist[b, L - min(self.context, L):L].tolist()) for b, L in enumerate(self.lens.cpu().tolist())]
         toks, qs = [], []
         dev = self.lens.device
         self.forward_seconds = 0.0  # the table look-ups: this drafter's "model forward"
         for _ in range(k):
             t = now()
-            scores = self._scores(ctx).to(dev)  # (B, V)
+            scores = self._scores(ctxs).to(dev)  # (B, V)
             self.forward_seconds += now() - t
             x, q = sample_with_q(scores, sampling, generator)  # (B,), (B, V)
             toks.append(x)
             qs.append(q)
-            ctx = torch.cat([ctx[:, 1:], x.cpu()[:, None]], 1)
+            ctxs = [c[1:] + (y,) for c, y in zip(ctxs, x.tolist())]
         self.drafts = torch.stack(toks, 1)  # (B, k)
         return self.drafts, torch.stack(qs, 1)
 

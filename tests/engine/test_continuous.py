@@ -2,6 +2,7 @@
 departures, batch invariance of each request's tokens (greedy and sampled, each request with its own
 generator), cancellation with memory release, idle time skipped, and bad inputs named."""
 
+import numpy as np
 import pytest
 import torch
 from conftest import serving_jobs
@@ -178,3 +179,27 @@ def test_a_drafter_without_the_serving_methods_is_named(tiny_pair):
         serve(target, _jobs(2), drafter=Old(), k=2, max_batch=2)
     with pytest.raises(ValueError, match="no advance method"):
         generate(target, torch.tensor([1, 2]), drafter=Old(), k=LoadAware(2, max_batch=1), max_new_tokens=4)
+
+
+def test_ngram_drafts_do_not_depend_on_the_batch():
+    """Each row of the n-gram drafter sees its own window (its order - 1 tokens, or all of a shorter
+    history), so a row drafts the same alone and beside a shorter row (greedy drafts: deterministic)."""
+    from specdec.core.sampling import SamplingConfig
+    from specdec.engine.history import NGramDrafter
+    from specdec.engine.inputs import prompts_of
+    from specdec.family.ngram import NGramModel
+
+    g = torch.Generator().manual_seed(3)
+    rule, noise = torch.randint(0, 8, (8, 8), generator=g), torch.randint(0, 8, (8000,), generator=g)
+    text = [0, 1]  # mostly the next token from the last two, one token in five at random (no short cycle)
+    for i in range(8000):
+        text.append(int(noise[i]) if i % 5 == 0 else int(rule[text[-2], text[-1]]))
+    model = NGramModel.fit(np.array(text), 64)  # a trigram model: its window is 2 tokens
+    prompts = [torch.tensor(text[7 * i: 7 * i + 1 + i % 2]) for i in range(6)]  # 1 or 2 tokens of the text
+
+    def drafts(rows):
+        d = NGramDrafter(model)
+        d.begin(*prompts_of(rows, 64, "cpu"))
+        return d.propose(3, SamplingConfig(0.0), None)[0].tolist()
+
+    assert drafts(prompts) == [drafts([p])[0] for p in prompts]
