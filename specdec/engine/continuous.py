@@ -10,7 +10,7 @@ The loop (`serve`), stated before any result:
     running batch is below ``max_batch``.  Joining prompts are prefilled together in one forward of
     the target (and of a model drafter) and their caches joined to the running batch's: one batched
     cache, rows left-padded to one length, pad slots masked like any rejected slot
-    (`specdec.engine.kv.join_caches`).  The first batch after an idle spell starts a fresh decoder,
+    (`specdec.engine.cache.join_caches`).  The first batch after an idle spell starts a fresh decoder,
     whose prompt goes in with its first step, as in `generate`.
   * a step: the engine's own step (`specdec.engine.decode`): k drafts for every running row (k from
     the policy, given the run's `History` with the running batch size), one target forward,
@@ -47,10 +47,11 @@ from dataclasses import dataclass, field
 import torch
 
 from specdec.core.sampling import RowGenerators, SamplingConfig
+from specdec.engine.cache import join_caches, kv_bytes, pad_left
 from specdec.engine.decode import _Decoder
 from specdec.engine.drafters import as_drafter
 from specdec.engine.inputs import check_arguments, clip_k, prompts_of, stop_tokens
-from specdec.engine.kv import engine_model, join_caches, kv_bytes, now, pad_left
+from specdec.engine.kv import engine_model, now
 from specdec.engine.schedule import History, as_schedule
 
 __all__ = ["Job", "ServeResult", "serve"]

@@ -46,9 +46,10 @@ import torch
 
 from specdec.core.sampling import RowGenerators, SamplingConfig, logit_flags, raise_for_flags, sample
 from specdec.core.verify import greedy_verify, verify_unchecked
+from specdec.engine.cache import leading_holes, trim_left
 from specdec.engine.drafters import as_drafter
 from specdec.engine.inputs import check_arguments, clip_k, peak_memory, prompts_of, stop_tokens
-from specdec.engine.kv import context_length, engine_model, leading_holes, now, trim_left
+from specdec.engine.kv import context_length, engine_model, now
 from specdec.engine.schedule import History, as_schedule
 from specdec.engine.stats import DecodeStats, GenerateResult
 

@@ -31,7 +31,8 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from specdec.core.sampling import SamplingConfig, logit_flags, sample
-from specdec.engine.kv import context_length, engine_model, join_caches, leading_holes, now, pad_left, trim_left
+from specdec.engine.cache import join_caches, leading_holes, pad_left, trim_left
+from specdec.engine.kv import context_length, engine_model, now
 
 __all__ = ["Drafter", "ModelDrafter", "as_drafter", "sample_with_q"]
 
@@ -84,7 +85,7 @@ class ModelDrafter:
     token; the first slot masked in rows that need none), plus one token per step without drafts
     (`advance`); `propose` feeds it in one forward.  The prompt is not fed by `begin`: the first
     `propose` feeds it together with the tail (one forward instead of two).  `admit` feeds new rows'
-    prompts at once and joins their cache to the running one (`specdec.engine.kv.join_caches`).  ``flags``: `logit_flags` of every draft
+    prompts at once and joins their cache to the running one (`specdec.engine.cache.join_caches`).  ``flags``: `logit_flags` of every draft
     forward since `begin` (NaN, +inf, an all -inf row), checked by the engine.
     """
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 from conftest import serving_jobs
 
+from specdec.engine.cache import join_caches, kv_bytes
 from specdec.engine.continuous import Job, serve
 from specdec.engine.decode import generate
 from specdec.engine.history import PromptLookupDrafter
-from specdec.engine.kv import join_caches, kv_bytes
 from specdec.engine.schedule import LoadAware
 
 
