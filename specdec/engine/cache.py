@@ -1,7 +1,7 @@
 """Cache surgery for batches whose rows come and go (`specdec.engine.continuous`, and finished rows
 in `generate`), on the per-layer key/value tensors (B, heads, slots, head_dim) of a DynamicCache:
 `join_caches` left-pads two caches to one length and stacks their rows (the pad slots are masked by
-the caller, like any hole), `trim_left` drops leading slots that every row masks (`leading_holes`),
+the caller, like any hole), `drop_leading_holes` drops leading slots that every row masks,
 `kv_bytes` measures a cache's tensors, and `pad_left` pads a mask, ids or tail the same way.
 
 Example: c = join_caches(a, b, 2, 1)  # a's 2 rows, then b's row, left-padded to the longer cache
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["kv_bytes", "join_caches", "trim_left", "leading_holes", "pad_left"]
+__all__ = ["kv_bytes", "join_caches", "drop_leading_holes", "pad_left"]
 
 
 def _layers(cache) -> list:
@@ -55,19 +55,18 @@ def join_caches(a, b, rows_a: int, rows_b: int):
     return a
 
 
-def leading_holes(mask: torch.Tensor) -> int:
-    """How many leading slots every row masks (mask (B, L), 1 = valid); one host sync."""
-    used = (mask != 0).any(0)
-    return int(torch.where(used.any(), used.long().argmax(), used.new_tensor(used.numel(), dtype=torch.long)))
-
-
 def pad_left(x: torch.Tensor, width: int) -> torch.Tensor:
     """(rows, w) -> (rows, width) with zeros (False) in front: masks, ids and tails of rows that join."""
     return x if x.shape[1] == width else torch.cat([x.new_zeros(x.shape[0], width - x.shape[1]), x], 1)
 
 
-def trim_left(cache, n: int) -> None:
-    """Drop the first n slots of every row (slots every row masks: `leading_holes`)."""
+def drop_leading_holes(cache, mask: torch.Tensor) -> torch.Tensor:
+    """Drop the leading slots every row masks (mask (B, L), 1 = valid; e.g. a departed row's longer
+    prompt) from the cache and the mask; returns the mask that is left.  One host sync; the kept
+    slots are copied, so the dropped ones' memory is freed at once."""
+    used = (mask != 0).any(0)
+    n = int(torch.where(used.any(), used.long().argmax(), used.new_tensor(used.numel(), dtype=torch.long)))
     if n > 0:
         for layer in _layers(cache):
-            layer.keys, layer.values = layer.keys[:, :, n:].clone(), layer.values[:, :, n:].clone()  # frees the rest
+            layer.keys, layer.values = layer.keys[:, :, n:].clone(), layer.values[:, :, n:].clone()
+    return mask[:, n:]

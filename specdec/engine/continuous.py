@@ -104,9 +104,8 @@ class _Batch(_Decoder):
     def prefill(self) -> None:
         """Feed a pending prompt now, into the cache, without taking a step."""
         if self.prefix is not None:
-            pos = (self.mask[:, :-1].cumsum(1) - 1).clamp(min=0)
-            self.target(input_ids=self.prefix, attention_mask=self.tmask, position_ids=pos, cache=self.cache,
-                        use_cache=True, logits_to_keep=1)
+            self.target(input_ids=self.prefix, attention_mask=self.tmask, position_ids=self.prefix_pos,
+                        cache=self.cache, use_cache=True, logits_to_keep=1)
             self.prefix = None
 
     def admit(self, ids, mask, budgets, generators: RowGenerators) -> list[int]:

@@ -46,9 +46,9 @@ import torch
 
 from specdec.core.sampling import RowGenerators, SamplingConfig, logit_flags, raise_for_flags, sample
 from specdec.core.verify import greedy_verify, verify_unchecked
-from specdec.engine.cache import leading_holes, trim_left
+from specdec.engine.cache import drop_leading_holes
 from specdec.engine.drafters import as_drafter
-from specdec.engine.inputs import check_arguments, clip_k, peak_memory, prompts_of, stop_tokens
+from specdec.engine.inputs import check_arguments, clip_k, peak_memory, prompt_positions, prompts_of, stop_tokens
 from specdec.engine.kv import context_length, engine_model, now
 from specdec.engine.schedule import History, as_schedule
 from specdec.engine.stats import DecodeStats, GenerateResult
@@ -72,6 +72,7 @@ class _Decoder:
         B, T = ids.shape
         self.ids, self.mask, self.cache = ids, mask, DynamicCache()
         self.prefix = ids[:, :-1] if T > 1 else None  # fed with the first step: no separate prefill call
+        self.prefix_pos = prompt_positions(mask[:, :-1])  # its positions count only its real tokens
         self.tmask = mask[:, :-1].clone()  # (A, L): valid slots of the target cache (after the first step)
         self.pending = ids[:, -1]  # (A,) last committed token, not yet in the cache
         self.pos = mask.sum(1) - 1  # (A,) position of pending
@@ -104,9 +105,8 @@ class _Decoder:
         j = self._arange(s)
         self.tmask = torch.cat([self.tmask, self.tmask.new_ones(A, s)], 1)
         pos = (self.pos[:, None] + j).clamp(max=self.n_ctx - 1)
-        if self.prefix is not None:  # first step: the prompt's positions count only its real tokens
-            pm = self.mask[:, :-1]
-            feed, pos = torch.cat([self.prefix, feed], 1), torch.cat([(pm.cumsum(1) - 1).clamp(min=0), pos], 1)
+        if self.prefix is not None:  # first step: the prompt, then the pending token and the drafts
+            feed, pos = torch.cat([self.prefix, feed], 1), torch.cat([self.prefix_pos, pos], 1)
             self.prefix = None
         logits = self.target(input_ids=feed, attention_mask=self.tmask, position_ids=pos, cache=self.cache,
                              use_cache=True, logits_to_keep=s).logits  # (A, s, V)
@@ -186,9 +186,7 @@ class _Decoder:
                 self.generator = self.generator.select(kept)
             if self.drafter is not None:
                 self.drafter.select(keep)
-            drop = leading_holes(self.tmask)
-            trim_left(self.cache, drop)
-            self.tmask = self.tmask[:, drop:]
+            self.tmask = drop_leading_holes(self.cache, self.tmask)
 
     def result(self, stats, cancelled: bool) -> GenerateResult:
         B = len(self.out)

@@ -31,7 +31,8 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from specdec.core.sampling import SamplingConfig, logit_flags, sample
-from specdec.engine.cache import join_caches, leading_holes, pad_left, trim_left
+from specdec.engine.cache import drop_leading_holes, join_caches, pad_left
+from specdec.engine.inputs import prompt_positions
 from specdec.engine.kv import context_length, engine_model, now
 
 __all__ = ["Drafter", "ModelDrafter", "as_drafter", "sample_with_q"]
@@ -85,8 +86,9 @@ class ModelDrafter:
     token; the first slot masked in rows that need none), plus one token per step without drafts
     (`advance`); `propose` feeds it in one forward.  The prompt is not fed by `begin`: the first
     `propose` feeds it together with the tail (one forward instead of two).  `admit` feeds new rows'
-    prompts at once and joins their cache to the running one (`specdec.engine.cache.join_caches`).  ``flags``: `logit_flags` of every draft
-    forward since `begin` (NaN, +inf, an all -inf row), checked by the engine.
+    prompts at once and joins their cache to the running one (`specdec.engine.cache.join_caches`).
+    ``flags``: `logit_flags` of every draft forward since `begin` (NaN, +inf, an all -inf row),
+    checked by the engine.
     """
 
     def __init__(self, model):
@@ -116,7 +118,7 @@ class ModelDrafter:
         self.cache = self._Cache()
         self.mask = mask[:, :-1].to(self.device).clone()  # (B, T-1): the prompt's slots, our own copy
         self.pos = mask.sum(1) - 1  # (B,) positions of the next slot = real tokens before the tail
-        self.prefix = (ids[:, :-1], (mask[:, :-1].cumsum(1) - 1).clamp(min=0)) if T > 1 else None  # fed first
+        self.prefix = (ids[:, :-1], prompt_positions(mask[:, :-1])) if T > 1 else None  # fed first
         self.tail = ids[:, -1:]  # (B, m) committed tokens not yet fed
         self.tail_valid = torch.ones(B, 1, dtype=torch.bool, device=ids.device)  # (B, m)
         self.drafts, self._maxima, self._ahead = None, [], []
@@ -185,9 +187,7 @@ class ModelDrafter:
         if self.prefix is not None:
             self.prefix = (self.prefix[0][rows], self.prefix[1][rows])
         else:  # slots every remaining row masks (a departed row's longer prompt) are dropped
-            n = leading_holes(self.mask)
-            trim_left(self.cache, n)
-            self.mask = self.mask[:, n:]
+            self.mask = drop_leading_holes(self.cache, self.mask)
 
     def _prefill(self):
         """Feed a pending prompt now (its slots are already in the mask)."""

@@ -13,7 +13,7 @@ import torch
 
 from specdec.engine.kv import context_length
 
-__all__ = ["prompts_of", "check_arguments", "peak_memory", "stop_tokens", "clip_k"]
+__all__ = ["prompts_of", "prompt_positions", "check_arguments", "peak_memory", "stop_tokens", "clip_k"]
 
 
 def prompts_of(input_ids, vocab: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -42,6 +42,12 @@ def prompts_of(input_ids, vocab: int, device) -> tuple[torch.Tensor, torch.Tenso
         ids[b, T - r.numel():] = r.to(device)
         mask[b, T - r.numel():] = 1
     return ids, mask
+
+
+def prompt_positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids of left-padded prompt slots (mask (B, T), 1 = real): each real token's index among
+    its row's real tokens, 0 on padding.  Example: [[0, 1, 1]] -> [[0, 0, 1]]."""
+    return (mask.cumsum(1) - 1).clamp(min=0)
 
 
 def check_arguments(target, drafter, ids, method, max_new_tokens, verifier, cancel):
