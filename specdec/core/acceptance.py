@@ -128,50 +128,62 @@ def fit_alpha(counts) -> float:
     return succ / (succ + fail) if succ + fail > 0 else 0.0
 
 
-def _pool(observed: np.ndarray, expected: np.ndarray, min_expected: float):
-    """Merge adjacent bins left to right until each pooled bin expects >= min_expected."""
-    obs, exp, cur_o, cur_e = [], [], 0.0, 0.0
-    for o, e in zip(observed, expected):
-        cur_o, cur_e = cur_o + o, cur_e + e
+def _pool(expected: np.ndarray, min_expected: float) -> np.ndarray:
+    """The pooled bin of each bin (k+1,): adjacent bins merge left to right until each pooled bin
+    expects >= min_expected; a short tail joins the last pooled bin.  Example: expected [6, 2, 2, 3]
+    with min 5 -> [0, 1, 1, 1]"""
+    label, cur_e, cur = np.zeros(expected.size, dtype=np.int64), 0.0, 0
+    for j, e in enumerate(expected):
+        label[j], cur_e = cur, cur_e + e
         if cur_e >= min_expected:
-            obs.append(cur_o)
-            exp.append(cur_e)
-            cur_o, cur_e = 0.0, 0.0
-    if cur_e > 0 or cur_o > 0:
-        if obs:
-            obs[-1] += cur_o
-            exp[-1] += cur_e
-        else:
-            obs, exp = [cur_o], [cur_e]
-    return np.array(obs), np.array(exp)
+            cur, cur_e = cur + 1, 0.0
+    if cur > 0 and label[-1] == cur:  # a short tail joins the last pooled bin
+        label[label == cur] = cur - 1
+    return label
 
 
 def geometric_gof(counts, alpha: float | None = None, min_expected: float = 5.0) -> dict:
-    """G-test of the truncated-geometric law against an accepted-length histogram (k+1,).
+    """G-test of the truncated-geometric law against an accepted-length histogram (k+1,), or
+    against histograms per cluster (C, k+1) (e.g. per prompt: a prompt's steps are not independent).
 
-    alpha=None fits alpha by `fit_alpha` and removes one degree of freedom.  Bins expecting fewer
-    than `min_expected` steps are pooled with their neighbours.  G = 2 sum O log(O / E), compared
-    with chi2(bins - 1 - fitted).  Returns alpha, G, df, p_value, steps, bins.
+    alpha=None fits alpha by `fit_alpha` on the total and removes one degree of freedom.  Bins
+    expecting fewer than `min_expected` steps are pooled with their neighbours.  G = 2 sum O log(O / E),
+    compared with chi2(bins - 1 - fitted).  Per cluster (C >= 2), G is divided by the Rao-Scott mean
+    design effect of the pooled bins (`specdec.core.stats.rao_scott_deff`; an estimate below 1,
+    negative within-cluster correlation or noise, counts as 1: never more liberal than the
+    independent test), and p_value is the corrected one.  Returns alpha, G, df, p_value, steps,
+    bins, deff (1 without clusters), G_corrected, p_independent (the test as if steps were independent).
     Example: geometric_gof([500, 250, 250], alpha=0.5)["G"] -> 0.0
     """
     from scipy.stats import chi2
 
-    c = np.asarray(counts, dtype=np.float64)
+    from specdec.core.stats import rao_scott_deff
+
+    per = np.asarray(counts, dtype=np.float64)
+    if per.ndim not in (1, 2) or (per.ndim == 2 and per.shape[0] < 2):
+        raise ValueError(f"counts must be a histogram (k+1,) or per cluster (C >= 2, k+1), got shape {per.shape}")
+    c = per.sum(0) if per.ndim == 2 else per
     fitted = alpha is None
     a = fit_alpha(c) if fitted else float(alpha)
     total = float(c.sum())
-    obs, exp = _pool(c, truncated_geometric_pmf(a, c.size - 1) * total, min_expected)
+    pmf = truncated_geometric_pmf(a, c.size - 1)
+    label = _pool(pmf * total, min_expected)
+    obs, exp = np.bincount(label, weights=c), np.bincount(label, weights=pmf * total)
     df = obs.size - 1 - int(fitted)
+    out = {"alpha": a, "df": df, "steps": int(total), "bins": int(obs.size), "deff": 1.0}
     if df < 1:
-        return {"alpha": a, "G": float("nan"), "df": df, "p_value": float("nan"), "steps": int(total),
-                "bins": int(obs.size)}
+        return {**out, "G": float("nan"), "p_value": float("nan"), "G_corrected": float("nan"),
+                "p_independent": float("nan")}
     if np.any((exp <= 0) & (obs > 0)):  # a count where the law puts no mass: impossible under it
-        return {"alpha": a, "G": float("inf"), "df": df, "p_value": 0.0, "steps": int(total), "bins": int(obs.size)}
+        return {**out, "G": float("inf"), "p_value": 0.0, "G_corrected": float("inf"), "p_independent": 0.0}
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(obs > 0, obs * np.log(obs / exp), 0.0)
     g = float(2 * terms.sum())
-    return {"alpha": a, "G": g, "df": df, "p_value": float(chi2.sf(g, df)), "steps": int(total),
-            "bins": int(obs.size)}
+    if per.ndim == 2:
+        pooled = np.stack([np.bincount(label, weights=row, minlength=obs.size) for row in per])
+        out["deff"] = max(1.0, rao_scott_deff(pooled, exp / total))
+    return {**out, "G": g, "G_corrected": g / out["deff"], "p_value": float(chi2.sf(g / out["deff"], df)),
+            "p_independent": float(chi2.sf(g, df))}
 
 
 def _check_step_matrix(x, name: str) -> np.ndarray:
@@ -212,8 +224,11 @@ def summarize_steps(steps: list[dict], k: int, level: float = 0.95) -> dict:
     interval; the two predictions; the G-test of the geometric law; mean beta overall and per
     position (beta_pos_1..k).  Intervals: when the steps carry ``rows`` (the prompt of each row)
     and there are at least two prompts, a bootstrap over prompts (`specdec.core.stats.
-    cluster_ratio_interval`: the steps of one prompt are not independent); otherwise Wilson (alpha)
-    and normal (means) intervals over steps.  ``interval_unit`` says which.
+    cluster_ratio_interval`: the steps of one prompt are not independent) and the G-test on the
+    histograms per prompt (Rao-Scott-corrected, `geometric_gof`; ``gof_p_independent`` is the test
+    as if steps were independent, ``gof_deff`` the design effect), and ``counts_by_prompt``, the
+    histogram of each prompt (in order of prompt id); otherwise Wilson (alpha) and normal (means)
+    intervals over steps and the G-test on the total.  ``interval_unit`` says which.
     """
     full = [s for s in steps if s["k"] == k]
     if not full:
@@ -235,21 +250,26 @@ def summarize_steps(steps: list[dict], k: int, level: float = 0.95) -> dict:
         el, el_lo, el_hi = cluster_ratio_interval(per(L), steps_p, level)
         d, d_lo, d_hi = cluster_ratio_interval(per(L - rb), steps_p, level)
         unit = "prompts"
+        by_prompt = np.stack([np.bincount(n[ids == c], minlength=k + 1) for c in range(ids.max() + 1)])
     else:
         lo, hi = wilson_interval(succ, max(succ + fail, 1), level) if succ + fail else (float("nan"),) * 2
         two = n.size >= 2
         el, el_lo, el_hi = mean_interval(L, level) if two else (float(L.mean()), float("nan"), float("nan"))
         d, d_lo, d_hi = mean_interval(L - rb, level) if two else (float((L - rb).mean()), float("nan"), float("nan"))
         unit = "steps"
-    gof = geometric_gof(counts)
+        by_prompt = None
+    gof = geometric_gof(counts if by_prompt is None else by_prompt)
     out = {"steps": int(n.size), "alpha_mle": alpha, "alpha_lo": lo, "alpha_hi": hi,
            "el_measured": el, "el_lo": el_lo, "el_hi": el_hi, "el_pred_conditional": float(rb.mean()),
            "el_pred_independent": float(ind.mean()), "el_minus_pred": d, "el_minus_pred_lo": d_lo,
            "el_minus_pred_hi": d_hi, "beta_mean": float(beta.mean()), "gof_G": gof["G"], "gof_df": gof["df"],
-           "gof_p": gof["p_value"], "interval_unit": unit}
+           "gof_p": gof["p_value"], "gof_p_independent": gof["p_independent"], "gof_deff": gof["deff"],
+           "interval_unit": unit}
     for i in range(k):
         out[f"beta_pos_{i + 1}"] = float(beta[:, i].mean())
     out["counts"] = counts.tolist()
+    if by_prompt is not None:
+        out["counts_by_prompt"] = by_prompt.tolist()
     return out
 
 

@@ -18,6 +18,13 @@ Power.  If TV(P, p) >= eps then the chi-square divergence sum (P - p)^2 / p >= (
 lambda = 4 N eps^2.  `sample_size` is the smallest N whose worst-case power reaches the target
 at level alpha.  It is stated for the cells actually tested (after pooling).
 
+Clustered counts.  When the samples come in clusters (the steps of one prompt share its context),
+the G-test's statistic is too large by about the mean design effect.  `rao_scott_deff` is the
+first-order correction of Rao and Scott (1981): per cell j the design effect d_j = (variance of
+the cell's share between clusters, as a ratio estimator) / (p_j (1 - p_j) / N), and
+delta = sum_j (1 - pi_j) d_j / (m - 1) under the tested law pi; G / delta is referred to the same
+chi-square.
+
 Intervals and spread of measurements: Wilson's interval for a proportion, a normal interval for a
 mean, and `spread` (median, quartiles, extremes) -- the one quantile helper of the project.
 
@@ -35,7 +42,7 @@ import numpy as np
 from scipy import stats as _st
 
 __all__ = ["GofResult", "gof_test", "tv_interval", "power", "sample_size", "counts_of", "pool_cells",
-           "wilson_interval", "mean_interval", "spread"]
+           "rao_scott_deff", "wilson_interval", "mean_interval", "spread"]
 
 
 @dataclass(frozen=True)
@@ -224,6 +231,26 @@ def cluster_ratio_interval(num, den, level: float = 0.95, seed: int = 0,
                         vectorized=False, confidence_level=level, n_resamples=n_resamples, method="percentile",
                         random_state=np.random.default_rng(seed))
     return est, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def rao_scott_deff(cluster_counts, probs) -> float:
+    """The first-order Rao-Scott mean design effect (module docstring) of counts per cluster
+    (C, m) against the tested cell probabilities ``probs`` (m,); 1 for independent samples on
+    average, about r when every sample is repeated r times within its cluster.  Needs C >= 2.
+    Example: rao_scott_deff([[2, 0], [0, 2]], [0.5, 0.5]) -> 2.0 (each cluster's 2 samples agree)"""
+    y = np.asarray(cluster_counts, dtype=np.float64)
+    pi = np.asarray(probs, dtype=np.float64)
+    if y.ndim != 2 or y.shape[0] < 2 or y.shape[1] < 2 or y.shape[1] != pi.size or np.any(y < 0) \
+            or not np.all(np.isfinite(y)) or y.sum() <= 0:
+        raise ValueError(f"need non-negative counts of shape (clusters >= 2, cells >= 2) matching probs, got "
+                         f"{y.shape} and {pi.shape}")
+    m_i, total = y.sum(1), y.sum()
+    share = y.sum(0) / total
+    c = y.shape[0]
+    v_clus = c / (c - 1) * ((y - np.outer(m_i, share)) ** 2).sum(0) / total ** 2
+    v_srs = share * (1 - share) / total
+    d = np.where(v_srs > 0, v_clus / np.where(v_srs > 0, v_srs, 1.0), 1.0)
+    return float(((1 - pi) * d).sum() / (pi.size - 1))
 
 
 def spread(values) -> dict:

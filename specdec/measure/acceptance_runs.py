@@ -64,14 +64,17 @@ def configurations(drafts, temperatures, methods, top_p: float, top_p_temperatur
 def summary_row(cfg: dict, summary: dict, k: int, prompts: int, beta_real_text: float, distinct: float,
                 distinct_n: int = 4) -> dict:
     """The table row of one configuration: its settings (top_p None written 1.0), k, prompts, the
-    statistics of `summarize_steps` (counts last, as space-separated integers), beta on real text,
-    and the distinct n-gram share (column ``distinct_<n>gram``).
+    statistics of `summarize_steps` (counts last, as space-separated integers; when the steps carry
+    their prompts, ``counts_by_prompt``: one histogram per prompt, separated by ";"), beta on real
+    text, and the distinct n-gram share (column ``distinct_<n>gram``).
     Example: summary_row({"draft": "a", "temperature": 0.0, "top_p": None, "method": "token"},
              {"steps": 2, "counts": [1, 1]}, 1, 2, 0.5, 1.0) -> {..., "top_p": 1.0, "counts": "1 1"}
     """
-    stats = {c: v for c, v in summary.items() if c != "counts"}
+    stats = {c: v for c, v in summary.items() if c not in ("counts", "counts_by_prompt")}
+    by_prompt = summary.get("counts_by_prompt")
     return {**cfg, "top_p": cfg["top_p"] or 1.0, "k": k, "prompts": prompts, **stats, "beta_real_text": beta_real_text,
-            f"distinct_{distinct_n}gram": distinct, "counts": " ".join(map(str, summary["counts"]))}
+            f"distinct_{distinct_n}gram": distinct, "counts": " ".join(map(str, summary["counts"])),
+            **({"counts_by_prompt": ";".join(" ".join(map(str, c)) for c in by_prompt)} if by_prompt else {})}
 
 
 def tokens_per_step_by_row(res) -> list[float]:
@@ -84,9 +87,13 @@ def tokens_per_step_by_row(res) -> list[float]:
 
 
 def parse_counts(counts: str) -> np.ndarray:
-    """The ``counts`` column back as integers (k+1,): steps that accepted 0..k drafts.
-    Example: parse_counts("290 105 38 10 23") -> array([290, 105, 38, 10, 23])
+    """The ``counts`` column back as integers (k+1,): steps that accepted 0..k drafts; or the
+    ``counts_by_prompt`` column (prompts separated by ";") as (prompts, k+1).
+    Example: parse_counts("290 105 38 10 23") -> array([290, 105, 38, 10, 23]);
+             parse_counts("1 2;3 4") -> array([[1, 2], [3, 4]])
     """
+    if ";" in str(counts):
+        return np.stack([parse_counts(c) for c in str(counts).split(";")])
     return np.array([int(c) for c in str(counts).split()], dtype=np.int64)
 
 
