@@ -29,9 +29,9 @@ from __future__ import annotations
 import numpy as np
 
 from specdec.core.acceptance import truncated_geometric_pmf
-from specdec.core.stats import wilson_interval
+from specdec.core.stats import cluster_ratio_interval, wilson_interval
 from specdec.measure.acceptance_runs import parse_counts
-from specdec.measure.protocol import paired_interval, verdict
+from specdec.measure.protocol import comparison, simultaneous_words
 from specdec.report.results import records
 
 __all__ = ["token_rows", "shown_draft", "position_rows", "geometric_rows", "predicted_rows", "alpha_rows",
@@ -59,18 +59,29 @@ def shown_draft(drafts) -> str:
 
 def position_rows(summary, temperature: float, level: float = 0.95) -> list[dict]:
     """Per draft and position i = 1..k (token verification, no nucleus, at ``temperature``):
-    reached = #(N >= i-1), accepted = #(N >= i), conditional_rate = accepted / reached with its
-    Wilson interval [lo, hi] at ``level`` (reached 0 is counted as 1), mean_beta = mean recorded beta_i."""
+    reached = #(N >= i-1), accepted = #(N >= i), conditional_rate = accepted / reached (reached 0
+    is counted as 1) with its interval [lo, hi] at ``level`` ([0, 1] at a position no step
+    reached), mean_beta = mean recorded beta_i.
+    The interval resamples prompts (`specdec.core.stats.cluster_ratio_interval` on the rows'
+    ``counts_by_prompt``: one prompt's steps are not independent); a table without that column
+    gets Wilson's interval over steps.  ``interval_unit`` says which."""
     rows = []
+    by_prompt = "counts_by_prompt" in summary.columns
     for r in token_rows(summary, temperature).itertuples(index=False):
         n = parse_counts(r.counts)
         ge = n[::-1].cumsum()[::-1]                       # #(N >= i), (k+1,)
         cond = ge[1:] / np.maximum(ge[:-1], 1)            # P(accept i | reached i)
-        lo, hi = wilson_interval(ge[1:], np.maximum(ge[:-1], 1), level)
+        if by_prompt:
+            gp = parse_counts(r.counts_by_prompt)[:, ::-1].cumsum(1)[:, ::-1]  # per prompt #(N >= i)
+            lo, hi = np.array([cluster_ratio_interval(gp[:, j + 1], gp[:, j], level)[1:] if ge[j] else
+                               (0.0, 1.0) for j in range(len(n) - 1)]).T
+        else:
+            lo, hi = wilson_interval(ge[1:], np.maximum(ge[:-1], 1), level)
         betas = [getattr(r, f"beta_pos_{j}") for j in range(1, len(n))]
         rows += [dict(draft=r.draft, temperature=float(r.temperature), position=j + 1, reached=int(ge[j]),
                       accepted=int(ge[j + 1]), conditional_rate=float(cond[j]), lo=float(lo[j]), hi=float(hi[j]),
-                      mean_beta=float(betas[j])) for j in range(len(n) - 1)]
+                      mean_beta=float(betas[j]), interval_unit="prompts" if by_prompt else "steps")
+                 for j in range(len(n) - 1)]
     return rows
 
 
@@ -123,19 +134,25 @@ def alpha_rows(summary, top_p: float) -> list[dict]:
 def gof_by_temperature(summary, level: float):
     """A DataFrame, per (temperature, top_p) of the token-verification rows: configurations, how
     many the G-test of the geometric law rejects at ``level`` (p < level; no test, p NaN, is no
-    rejection), and the smallest p-value.
+    rejection), the smallest p-value, and the same two as if steps were independent
+    (``rejected_independent``, ``min_p_independent``: from ``gof_p_independent``, or ``gof_p``
+    where the table has no such column) with the median design effect (``deff``, 1 without it).
     Example: p-values 1e-4 and 0.3 at T = 0 -> row temperature 0.0, configurations 2, rejected 1
     """
     import pandas as pd
 
     tok = token_rows(summary, plain=False)
+    ind = "gof_p_independent" if "gof_p_independent" in tok.columns else "gof_p"
+    low = lambda p: float(np.nanmin(p)) if np.isfinite(p).any() else float("nan")  # noqa: E731
     rows = []
     for (T, top_p), g in tok.groupby(["temperature", "top_p"], sort=False):
-        p = g["gof_p"].to_numpy(float)
+        p, pi = g["gof_p"].to_numpy(float), g[ind].to_numpy(float)
         rows.append({"temperature": float(T), "top_p": float(top_p), "configurations": int(len(g)),
-                     "rejected": int(np.sum(p < level)),
-                     "min_p": float(np.nanmin(p)) if np.isfinite(p).any() else float("nan")})
-    return pd.DataFrame(rows, columns=["temperature", "top_p", "configurations", "rejected", "min_p"])
+                     "rejected": int(np.sum(p < level)), "min_p": low(p),
+                     "deff": float(g["gof_deff"].median()) if "gof_deff" in g.columns else 1.0,
+                     "rejected_independent": int(np.sum(pi < level)), "min_p_independent": low(pi)})
+    return pd.DataFrame(rows, columns=["temperature", "top_p", "configurations", "rejected", "min_p", "deff",
+                                       "rejected_independent", "min_p_independent"])
 
 
 def gof_scope(gof) -> dict:
@@ -148,7 +165,10 @@ def gof_scope(gof) -> dict:
              (True, True): "for greedy and sampled decoding", (False, False): "in no configuration"}
     return {"gof_greedy_rejected": g_rej, "gof_greedy_n": int(greedy["configurations"].sum()),
             "gof_sampled_rejected": s_rej, "gof_sampled_n": int(sampled["configurations"].sum()),
-            "gof_scope": where[(g_rej > 0, s_rej > 0)]}
+            "gof_scope": where[(g_rej > 0, s_rej > 0)],
+            "gof_greedy_rejected_ind": int(greedy["rejected_independent"].sum()),
+            "gof_sampled_rejected_ind": int(sampled["rejected_independent"].sum()),
+            "gof_deff_min": float(gof["deff"].min()), "gof_deff_max": float(gof["deff"].max())}
 
 
 def greedy_vs_text(summary, distinct_col: str = "distinct_4gram") -> dict:
@@ -186,31 +206,36 @@ def prediction_check(summary) -> dict:
 
 
 def block_vs_token_values(rows) -> dict:
-    """How many block-vs-token comparisons had more, fewer or undecided tokens per step, and the
-    range of the median gains."""
+    """How many block-vs-token comparisons had more, fewer or undecided tokens per step, the range of
+    the median gains, and what the simultaneous intervals over the settings allow (``bt_sim_words``)."""
     rows = records(rows)
     g = [r["gain"] for r in rows]
+    sim = simultaneous_words([r["words_sim"] for r in rows], [r["prompts"] for r in rows], len(rows),
+                             words=("more tokens per step", "fewer tokens per step")) if rows else ""
     return {"bt_n": len(rows), "bt_more": sum(r["words"] == "more tokens per step" for r in rows),
             "bt_fewer": sum(r["words"] == "fewer tokens per step" for r in rows),
-            "bt_min": float(min(g)) if g else float("nan"), "bt_max": float(max(g)) if g else float("nan")}
+            "bt_min": float(min(g)) if g else float("nan"), "bt_max": float(max(g)) if g else float("nan"),
+            "bt_sim_words": sim}
 
 
 def block_vs_token(summary, level: float = 0.95) -> list[dict]:
     """Block against token verification, paired on the prompts: per (draft, temperature, top_p) the
     median over prompts of block's tokens per step / token's on the same prompt, its bootstrap
-    interval (`specdec.measure.protocol.paired_interval`; prompts are the units) and the words it
-    allows ("faster" here: more tokens per step)."""
+    interval and the simultaneous one over the settings compared (`specdec.measure.protocol.
+    comparison`; prompts are the units) and the words each allows ("faster" here: more tokens per
+    step)."""
     on = ["draft", "temperature", "top_p"]
     pairs = summary[summary["method"] == "block"].merge(token_rows(summary, plain=False), on=on, suffixes=("_b", "_t"))
     out = []
+    words = {"faster": "more tokens per step", "slower": "fewer tokens per step"}
     for r in pairs.to_dict("records"):
         b = [float(x) for x in str(r["el_by_prompt_b"]).split()]
         t = [float(x) for x in str(r["el_by_prompt_t"]).split()]
-        med, lo, hi = paired_interval(b, t, level=level)
+        c = comparison(b, t, level=level, family_size=len(pairs))
         out.append({"draft": r["draft"], "temperature": r["temperature"], "top_p": r["top_p"], "prompts": len(b),
-                    "gain": med, "lo": lo, "hi": hi,
-                    "words": {"faster": "more tokens per step", "slower": "fewer tokens per step"}.get(
-                        verdict(lo, hi), verdict(lo, hi))})
+                    "gain": c["median"], "lo": c["lo"], "hi": c["hi"], "words": words.get(c["verdict"], c["verdict"]),
+                    "lo_sim": c["lo_sim"], "hi_sim": c["hi_sim"],
+                    "words_sim": words.get(c["verdict_sim"], c["verdict_sim"])})
     return out
 
 

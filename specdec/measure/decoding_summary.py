@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specdec.measure.protocol import LEVEL, paired_interval, paired_speedups, spec_bench, summarize, verdict
+from specdec.measure.protocol import LEVEL, comparison, paired_interval, paired_speedups, spec_bench, summarize
 from specdec.report.results import records
 
 __all__ = ["CELL", "PAIR", "SUMMARY_INTERVALS", "PREDICTION_INTERVALS", "paired", "summary_table",
@@ -86,7 +86,8 @@ def summary_table(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
         out.append({**dict(zip(CELL + ("config",), key)), "k": rr[0]["k"], "runs": len(rr),
                     "speedup": s["speedup_median"], "speedup_lo": s["speedup_lo"], "speedup_hi": s["speedup_hi"],
                     "half_width": s["half_width"], "verdict": s["verdict"], "speedup_lo_sim": s["speedup_lo_sim"],
-                    "speedup_hi_sim": s["speedup_hi_sim"], "verdict_sim": s["verdict_sim"],
+                    "speedup_hi_sim": s["speedup_hi_sim"], "verdict_sim": s["verdict_sim"], "level_sim": s["level_sim"],
+                    "pairs_sim": s["pairs_sim"],
                     "steady_speedup": st[0], "steady_lo": st[1], "steady_hi": st[2],
                     "sb_mean": sb[key]["speedup_mean"], "sb_sd": sb[key]["speedup_sd"],
                     "tokens_per_s": med("tokens_per_s"), "tokens_per_step": float(np.mean(steps)),
@@ -139,18 +140,23 @@ def prediction_summary(pred_rows, *, level: float = LEVEL, seed: int = 0, tolera
 
 
 def draft_summary(draft_rows, rule_rows, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
-    """Per draft of the comparison: the end-to-end speedup with interval and words, tokens per step,
-    alpha, and the rule's prediction where the draft was a candidate (`specdec.measure.draft_choice`)."""
+    """Per draft of the comparison: the end-to-end speedup with interval and words, and the
+    simultaneous interval over the drafts compared (`specdec.measure.protocol.comparison`), tokens
+    per step, alpha, and the rule's prediction where the draft was a candidate
+    (`specdec.measure.draft_choice`)."""
     rule = {r["draft"]: r for r in records(rule_rows)}
     rows = paired(draft_rows)
     out = []
-    for (name,), rr in groups([r for r in rows if r["config"] != "baseline"], ("config",)).items():
-        med, lo, hi = paired_interval([r["base_s_per_token"] for r in rr], [r["wall_s"] / r["tokens"] for r in rr],
-                                      level=level, seed=seed)
+    by_draft = groups([r for r in rows if r["config"] != "baseline"], ("config",))
+    for (name,), rr in by_draft.items():
+        c = comparison([r["base_s_per_token"] for r in rr], [r["wall_s"] / r["tokens"] for r in rr], level=level,
+                       family_size=len(by_draft), seed=seed)
         steps = [(r["tokens"] - r["first_step_tokens"]) / max(r["steps"] - 1, 1) for r in rr]
         ru = rule.get(name, {})
-        out.append({"draft": name, "k": rr[0]["k"], "runs": len(rr), "speedup": med, "speedup_lo": lo,
-                    "speedup_hi": hi, "verdict": verdict(lo, hi), "tokens_per_step": float(np.mean(steps)),
+        out.append({"draft": name, "k": rr[0]["k"], "runs": len(rr), "speedup": c["median"], "speedup_lo": c["lo"],
+                    "speedup_hi": c["hi"], "verdict": c["verdict"], "speedup_lo_sim": c["lo_sim"],
+                    "speedup_hi_sim": c["hi_sim"], "verdict_sim": c["verdict_sim"],
+                    "tokens_per_step": float(np.mean(steps)),
                     "alpha_mle": float(np.nanmedian([r["alpha_mle"] for r in rr])),
                     "beta": ru.get("beta", float("nan")), "c": ru.get("c", float("nan")),
                     "rule_predicted": ru.get("predicted", float("nan")), "chosen": bool(ru.get("chosen", False))})
@@ -159,10 +165,14 @@ def draft_summary(draft_rows, rule_rows, *, level: float = LEVEL, seed: int = 0)
 
 def dynamic_vs_fixed(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
     """Per (temperature, L, B): the dynamic rule against the best fixed k of that cell (by median
-    speedup), paired on (group, repeat): the fixed run's time per token over the dynamic run's."""
+    speedup), paired on (group, repeat): the fixed run's time per token over the dynamic run's, with
+    its interval and words, and the simultaneous interval over the cells compared
+    (`specdec.measure.protocol.comparison`)."""
     rows = records(runs)
     out = []
-    for cell, rr in groups(paired(rows), CELL).items():
+    cells = groups(paired(rows), CELL)
+    n_cells = sum(any(r["config"] == "dynamic" for r in rr) for rr in cells.values())
+    for cell, rr in cells.items():
         fixed = {name: float(np.median([r["speedup"] for r in g]))
                  for (name,), g in sorted(groups(rr, ("config",)).items(), key=lambda kv: _config_order(kv[0][0]))
                  if name.startswith("k=")}
@@ -171,10 +181,11 @@ def dynamic_vs_fixed(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]
         best = max(fixed, key=fixed.get)  # the median speedup of summary_table, without its intervals
         by = {(r["config"], r["group"], r["repeat"]): r["wall_s"] / r["tokens"] for r in rr}
         units = [(g, rep) for (c, g, rep) in by if c == "dynamic"]
-        med, lo, hi = paired_interval([by[(best, *u)] for u in units], [by[("dynamic", *u)] for u in units],
-                                      level=level, seed=seed)
-        out.append({**dict(zip(CELL, cell)), "best_fixed": best, "dynamic_over_best": med, "lo": lo, "hi": hi,
-                    "verdict": verdict(lo, hi)})
+        c = comparison([by[(best, *u)] for u in units], [by[("dynamic", *u)] for u in units], level=level,
+                       family_size=n_cells, seed=seed)
+        out.append({**dict(zip(CELL, cell)), "best_fixed": best, "dynamic_over_best": c["median"], "lo": c["lo"],
+                    "hi": c["hi"], "verdict": c["verdict"], "lo_sim": c["lo_sim"], "hi_sim": c["hi_sim"],
+                    "verdict_sim": c["verdict_sim"], "pairs": len(units), "pairs_sim": c["pairs_sim"]})
     return out
 
 
@@ -185,10 +196,10 @@ def hf_summary(hf_rows, *, level: float = LEVEL, seed: int = 0) -> dict:
     plain = next(r["config"] for r in rr if r["k"] == 0)
     rows = paired_speedups(rr, baseline=plain, keys=("group", "repeat"), impl="config")
     asst = [r for r in rows if r["k"] > 0]
-    med, lo, hi = paired_interval([r["base_s_per_token"] for r in asst], [r["wall_s"] / r["tokens"] for r in asst],
-                                  level=level, seed=seed)
+    c = comparison([r["base_s_per_token"] for r in asst], [r["wall_s"] / r["tokens"] for r in asst], level=level,
+                   seed=seed)
     rate = lambda sel: float(np.median([r["tokens"] / r["wall_s"] for r in sel]))  # noqa: E731
-    return {"hf_ratio": med, "hf_ratio_lo": lo, "hf_ratio_hi": hi, "hf_words": verdict(lo, hi),
+    return {"hf_ratio": c["median"], "hf_ratio_lo": c["lo"], "hf_ratio_hi": c["hi"], "hf_words": c["verdict"],
             "hf_plain_tps": rate([r for r in rr if r["k"] == 0]), "hf_assisted_tps": rate(asst),
             "hf_pairs": len(asst)}
 

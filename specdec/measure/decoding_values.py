@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from specdec.measure.decoding_summary import CELL, groups, paired
-from specdec.measure.protocol import repeats_for_half_width
+from specdec.measure.protocol import repeats_for_half_width, simultaneous_words
 from specdec.report.results import records
 
 __all__ = ["SHOWN", "headline", "curve_values", "interleave_values", "curve_drift", "breakdown_values",
@@ -44,6 +44,7 @@ def headline(summary, pred_summary, *, temperature: float, output_len: int, batc
             "n_undecided": sum(r["verdict"] not in ("faster", "slower") for r in rows),
             "n_faster_sim": sum(r["verdict_sim"] == "faster" for r in rows),
             "n_slower_sim": sum(r["verdict_sim"] == "slower" for r in rows),
+            "sim_words": simultaneous_words([r["verdict_sim"] for r in rows], [r["runs"] for r in rows], len(rows)),
             "best_config": desc(best), "best_speedup": best["speedup"], "best_lo": best["speedup_lo"],
             "best_hi": best["speedup_hi"], "best_words": best["verdict"], "ref_speedup": ref["speedup"],
             "ref_lo": ref["speedup_lo"], "ref_hi": ref["speedup_hi"], "ref_words": ref["verdict"],
@@ -118,10 +119,13 @@ def misses_markdown(pred) -> str:
 
 
 def dynamic_values(dyn) -> dict:
-    """How many cells the dynamic rule was faster / slower than the best fixed k (table dynamic_vs_fixed)."""
+    """How many cells the dynamic rule was faster / slower than the best fixed k (table
+    dynamic_vs_fixed), and what the simultaneous intervals over the cells allow."""
     rows = records(dyn)
     return {"dyn_n": len(rows), "dyn_faster": sum(r["verdict"] == "faster" for r in rows),
-            "dyn_slower": sum(r["verdict"] == "slower" for r in rows)}
+            "dyn_slower": sum(r["verdict"] == "slower" for r in rows),
+            "dyn_sim_words": simultaneous_words([r["verdict_sim"] for r in rows], [r["pairs"] for r in rows],
+                                                len(rows))}
 
 
 def best_draft_values(by_draft) -> dict:
@@ -133,7 +137,9 @@ def best_draft_values(by_draft) -> dict:
     return {"best_draft": b["draft"], "best_draft_speedup": b["speedup"], "best_draft_lo": b["speedup_lo"],
             "best_draft_hi": b["speedup_hi"], "best_draft_words": b["verdict"], "chosen_predicted": c["rule_predicted"],
             "chosen_speedup": c["speedup"], "chosen_lo": c["speedup_lo"], "chosen_hi": c["speedup_hi"],
-            "chosen_words": c["verdict"]}
+            "chosen_words": c["verdict"],
+            "draft_sim_words": simultaneous_words([r["verdict_sim"] for r in rows], [r["runs"] for r in rows],
+                                                  len(rows))}
 
 
 def long_drafts(bench_summary, k_from: int) -> dict:

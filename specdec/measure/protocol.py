@@ -16,15 +16,22 @@ Stated before any result (`make bench` and the measured chapters use it as writt
   5. Words: "faster" only when the whole interval lies above 1, "slower" when it lies below 1,
      otherwise "no difference detected at this precision".
   6. Many comparisons: a chapter that words m speedups at once also gives each a simultaneous
-     interval at level 1 - (1 - LEVEL) / m (Bonferroni) and its words (`summarize(family_size=m)`),
-     and says how many there were.
-  7. Precision: the repeats are sized so that the interval's half-width is at most 3% of the
+     interval at level 1 - (1 - LEVEL) / m (Bonferroni) and its words (`summarize(family_size=m)`,
+     `comparison(family_size=m)`), and says how many there were.  The simultaneous interval is the
+     distribution-free order-statistic interval of the median (`median_interval`: exact coverage
+     from the binomial law of the signs, assuming only independent pairs), not a bootstrap: at a
+     level such as 99.8% with a handful of pairs a percentile bootstrap sits at the sample's extremes
+     and claims more than they give.
+  7. Small samples: [min, max] of n pairs covers the median with probability exactly 1 - 2 / 2^n
+     (96.9% at n = 6, 93.8% at n = 5), and no interval built from the pairs alone does better.  A
+     level above that is out of reach: the words are then "too few pairs for this level"
+     (`max_level`, `pairs_for_level` say what is reachable and what would be needed), never a
+     verdict.  Below about 8 pairs the 95% percentile bootstrap interval also covers somewhat less
+     than 95%; the pages say so.
+  8. Precision: the repeats are sized so that the interval's half-width is at most 3% of the
      median where the time budget allows (`repeats_for_half_width`); the achieved half-width is
-     reported beside every interval.  Small samples: with n pairs a percentile bootstrap interval
-     of the median stays inside the data's range, whose exact coverage as an interval for the
-     median is 1 - 2 / 2^n (96.9% at n = 6); with fewer than about 8 pairs the 95% interval covers
-     somewhat less than 95%, and a simultaneous level above 1 - 2 / 2^n is out of reach.
-  8. The field's convention beside ours (Spec-Bench): per run the mean speedup over prompts, then
+     reported beside every interval.
+  9. The field's convention beside ours (Spec-Bench): per run the mean speedup over prompts, then
      the mean and standard deviation of that over the runs (`spec_bench`).
 
 Example:
@@ -36,12 +43,15 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LEVEL", "HALF_WIDTH", "verdict", "paired_interval", "paired_speedups", "summarize", "bonferroni",
-           "repeats_for_half_width", "spec_bench"]
+__all__ = ["LEVEL", "HALF_WIDTH", "OUT_OF_REACH", "verdict", "paired_interval", "paired_speedups", "summarize",
+           "bonferroni", "max_level", "pairs_for_level", "median_interval", "comparison", "simultaneous_words",
+           "repeats_for_half_width",
+           "spec_bench"]
 
 LEVEL = 0.95  # confidence level of every interval
 HALF_WIDTH = 0.03  # the precision aimed at: interval half-width / median
 FASTER, SLOWER, UNDECIDED = "faster", "slower", "no difference detected at this precision"
+OUT_OF_REACH, ONE_RUN = "too few pairs for this level", "one run: no interval"
 
 
 def verdict(lo: float, hi: float) -> str:
@@ -94,6 +104,86 @@ def bonferroni(level: float, m: int) -> float:
     return 1 - (1 - level) / m
 
 
+def max_level(n: int) -> float:
+    """The highest confidence any interval for a median can have from n independent pairs alone:
+    that of [min, max], 1 - 2 / 2^n.  Example: max_level(6) -> 0.96875"""
+    if int(n) != n or n < 0:
+        raise ValueError(f"need a count of pairs n >= 0, got {n!r}")
+    return 1.0 - 2.0 * 0.5 ** n if n >= 1 else 0.0
+
+
+def pairs_for_level(level: float) -> int:
+    """The fewest pairs whose [min, max] reaches ``level`` (`max_level`).
+    Example: pairs_for_level(0.95) -> 6; pairs_for_level(1 - 0.05 / 30) -> 11"""
+    if not 0 < level < 1:
+        raise ValueError(f"need 0 < level < 1, got {level!r}")
+    return max(1, int(np.ceil(np.log2(2.0 / (1.0 - level)) - 1e-12)))
+
+
+def median_interval(x, level: float = LEVEL) -> tuple[float, float, float]:
+    """Distribution-free interval for the median of x (independent draws): the order statistics
+    [x_(j), x_(n+1-j)] with the largest j whose exact coverage 1 - 2 P(Bin(n, 1/2) <= j - 1) is at
+    least ``level``; returns (lo, hi, coverage).  When even [min, max] falls short of ``level``,
+    (nan, nan, max_level(n)): the level is out of reach (module docstring, item 7).
+    Example: median_interval([3, 1, 2, 5, 4, 6], 0.95) -> (1.0, 6.0, 0.96875)"""
+    from scipy.stats import binom
+
+    a = np.sort(np.asarray(x, dtype=np.float64).ravel())
+    if a.size == 0 or not np.all(np.isfinite(a)) or not 0 < level < 1:
+        raise ValueError(f"need finite values and 0 < level < 1, got {a.size} values, level {level!r}")
+    n = a.size
+    j = np.arange(1, n // 2 + 1)
+    cover = 1 - 2 * binom.cdf(j - 1, n, 0.5)
+    ok = j[cover >= level - 1e-12]
+    if ok.size == 0:
+        return float("nan"), float("nan"), max_level(n)
+    best = int(ok.max())
+    return float(a[best - 1]), float(a[n - best]), float(cover[best - 1])
+
+
+def comparison(base, other, *, level: float = LEVEL, family_size: int = 1, seed: int = 0) -> dict:
+    """One paired comparison by the protocol: the median of base/other with its bootstrap interval
+    at ``level`` (`paired_interval`), the half-width relative to the median and the words; and the
+    simultaneous interval of a family of ``family_size`` comparisons (`median_interval` at
+    `bonferroni(level, family_size)`), its words and the pairs that level needs.  Words at a level
+    the pairs cannot reach are `OUT_OF_REACH` (one pair: `ONE_RUN`).
+    Keys: median, lo, hi, half_width, verdict, lo_sim, hi_sim, level_sim, verdict_sim, pairs_sim."""
+    med, lo, hi = paired_interval(base, other, level=level, seed=seed)
+    n = len(base)
+    sim = bonferroni(level, family_size)
+    slo, shi, _ = median_interval(np.asarray(base, dtype=np.float64) / np.asarray(other, dtype=np.float64), sim)
+
+    def words(a, b, lev):
+        return ONE_RUN if n < 2 else OUT_OF_REACH if max_level(n) < lev - 1e-12 else verdict(a, b)
+
+    return {"median": med, "lo": lo, "hi": hi, "half_width": (hi - lo) / 2 / med if np.isfinite(lo) else float("nan"),
+            "verdict": words(lo, hi, level), "lo_sim": slo, "hi_sim": shi, "level_sim": sim,
+            "verdict_sim": words(slo, shi, sim), "pairs_sim": pairs_for_level(sim)}
+
+
+def simultaneous_words(verdicts, pairs, family: int, level: float = LEVEL, words=(FASTER, SLOWER)) -> str:
+    """The sentence a family of ``family`` comparisons allows at ``level`` together, from each one's
+    simultaneous verdict (`comparison`'s ``verdict_sim``, or its ``words`` for faster and slower)
+    and its number of pairs.
+    Example: simultaneous_words(["faster", "slower"], [12, 12], 2)
+      -> "with simultaneous intervals over all 2 comparisons (97.5% each): 1 faster, 1 slower"
+    Example: 30 comparisons of 6 pairs -> "... out of reach: 6 pairs give a median interval of at
+      most 96.9%, and 30 comparisons together need 99.83% each, that is 11 pairs" """
+    verdicts, pairs = list(verdicts), [int(n) for n in pairs]
+    if len(verdicts) != len(pairs) or not verdicts:
+        raise ValueError("need one verdict and one count of pairs per comparison")
+    sim, need = bonferroni(level, family), pairs_for_level(bonferroni(level, family))
+    short = sum(v in (OUT_OF_REACH, ONE_RUN) for v in verdicts)
+    if short == len(verdicts):
+        have = f"{min(pairs)}" if min(pairs) == max(pairs) else f"{min(pairs)}-{max(pairs)}"
+        return (f"a simultaneous statement over all {family} comparisons is out of reach: {have} pairs give a "
+                f"median interval of at most {max_level(max(pairs)):.1%}, and {family} comparisons together need "
+                f"{sim:.2%} each, that is {need} pairs")
+    text = (f"with simultaneous intervals over all {family} comparisons ({sim:.{1 if family <= 20 else 2}%} each): "
+            f"{sum(v == words[0] for v in verdicts)} {words[0]}, {sum(v == words[1] for v in verdicts)} {words[1]}")
+    return text + (f", {short} out of reach (fewer than {need} pairs)" if short else "")
+
+
 def repeats_for_half_width(rel_sd: float, *, half_width: float = HALF_WIDTH, level: float = LEVEL) -> int:
     """Paired samples needed for the median speedup's interval to have half-width ``half_width``
     (relative), when one pair's speedup has relative standard deviation ``rel_sd``: the median's
@@ -126,21 +216,19 @@ def spec_bench(rows: list[dict], *, by: tuple, run: str = "repeat", value: str =
 def summarize(rows: list[dict], *, by: tuple, level: float = LEVEL, seed: int = 0, family_size: int | None = None,
               time_per_token=lambda r: r["wall_s"] / r["tokens"]) -> list[dict]:
     """Per group of ``by``: runs, median speedup with its paired bootstrap interval, its half-width
-    relative to the median, and the verdict (module docstring).  Rows need ``base_s_per_token``.
-    ``family_size`` m (default: the number of groups): also the simultaneous interval at
-    `bonferroni(level, m)` (``speedup_lo_sim``, ``speedup_hi_sim``) and its verdict."""
+    relative to the median, and the verdict (module docstring); and, for a family of
+    ``family_size`` m (default: the number of groups), the simultaneous interval
+    (``speedup_lo_sim``, ``speedup_hi_sim``, ``level_sim``), its verdict and ``pairs_sim``, the
+    pairs that level needs (`comparison`).  Rows need ``base_s_per_token``."""
     groups: dict = {}
     for r in rows:
         groups.setdefault(tuple(r[k] for k in by), []).append(r)
-    sim = bonferroni(level, family_size or len(groups)) if groups else level
     out = []
     for key, rs in groups.items():
-        base, other = [r["base_s_per_token"] for r in rs], [time_per_token(r) for r in rs]
-        med, lo, hi = paired_interval(base, other, level=level, seed=seed)
-        _, slo, shi = paired_interval(base, other, level=sim, seed=seed)
-        one = "one run: no interval"
-        out.append({**dict(zip(by, key)), "runs": len(rs), "speedup_median": med, "speedup_lo": lo,
-                    "speedup_hi": hi, "half_width": (hi - lo) / 2 / med if np.isfinite(lo) else float("nan"),
-                    "verdict": verdict(lo, hi) if np.isfinite(lo) else one, "speedup_lo_sim": slo,
-                    "speedup_hi_sim": shi, "verdict_sim": verdict(slo, shi) if np.isfinite(slo) else one})
+        c = comparison([r["base_s_per_token"] for r in rs], [time_per_token(r) for r in rs], level=level,
+                       family_size=family_size or len(groups), seed=seed)
+        out.append({**dict(zip(by, key)), "runs": len(rs), "speedup_median": c["median"], "speedup_lo": c["lo"],
+                    "speedup_hi": c["hi"], "half_width": c["half_width"], "verdict": c["verdict"],
+                    "speedup_lo_sim": c["lo_sim"], "speedup_hi_sim": c["hi_sim"], "level_sim": c["level_sim"],
+                    "verdict_sim": c["verdict_sim"], "pairs_sim": c["pairs_sim"]})
     return out

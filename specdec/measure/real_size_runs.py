@@ -32,7 +32,7 @@ from specdec.family.architectures import build_model, param_count, real_size_con
 from specdec.measure.controlled import ControlledAcceptance
 from specdec.measure.cost_curve import cost_curve
 from specdec.measure.harness import Cell, Config, sweep
-from specdec.measure.protocol import paired_interval, verdict
+from specdec.measure.protocol import comparison, simultaneous_words
 from specdec.report.results import records
 
 __all__ = ["controlled_runs", "speedup_vs_alpha", "size_label", "headline"]
@@ -101,8 +101,9 @@ def controlled_runs(targets, draft: str, alphas, ks, *, new_tokens: int, context
 
 def speedup_vs_alpha(controlled, level: float = 0.95) -> list[dict]:
     """The surface's table: per (target, batch, k, alpha) the median measured speedup over rounds with
-    its paired bootstrap interval (`specdec.measure.protocol.paired_interval`: each round's baseline
-    against the same round's run), its verdict, and the two predictions."""
+    its paired bootstrap interval and verdict, and the simultaneous interval over every point of the
+    surface (`specdec.measure.protocol.comparison`: each round's baseline against the same round's
+    run), and the two predictions."""
     rows = records(controlled)
     groups: dict = {}
     for r in rows:
@@ -110,10 +111,11 @@ def speedup_vs_alpha(controlled, level: float = 0.95) -> list[dict]:
     out = []
     order = {t: i for i, t in enumerate(dict.fromkeys(r["target"] for r in rows))}
     for (name, B, k, a), ra in sorted(groups.items(), key=lambda kv: (order[kv[0][0]], *kv[0][1:])):
-        med, lo, hi = paired_interval([1 / r["baseline_tokens_per_s"] for r in ra], [1 / r["tokens_per_s"] for r in ra],
-                                      level=level)
-        out.append(dict(target=name, batch=B, k=k, alpha_set=a, runs=len(ra), speedup_median=med, speedup_lo=lo,
-                        speedup_hi=hi, verdict=verdict(lo, hi) if lo == lo else "one run: no interval",
+        c = comparison([1 / r["baseline_tokens_per_s"] for r in ra], [1 / r["tokens_per_s"] for r in ra],
+                       level=level, family_size=len(groups))
+        out.append(dict(target=name, batch=B, k=k, alpha_set=a, runs=len(ra), speedup_median=c["median"],
+                        speedup_lo=c["lo"], speedup_hi=c["hi"], verdict=c["verdict"], speedup_lo_sim=c["lo_sim"],
+                        speedup_hi_sim=c["hi_sim"], verdict_sim=c["verdict_sim"], pairs_sim=c["pairs_sim"],
                         predicted_ext=ra[0]["predicted_ext"], predicted_toy=ra[0]["predicted_toy"]))
     return out
 
@@ -139,6 +141,8 @@ def headline(cost_curve, controlled, draft_params: int, n: int, tolerance: float
             "real_c": float(last[0]["c"]), "real_points": len(table),
             "real_faster": sum(r["verdict"] == "faster" for r in table),
             "real_slower": sum(r["verdict"] == "slower" for r in table),
+            "real_sim_words": simultaneous_words([r["verdict_sim"] for r in table], [r["runs"] for r in table],
+                                                 len(table)),
             "real_best": float(best["speedup_median"]), "real_best_lo": float(best["speedup_lo"]),
             "real_best_hi": float(best["speedup_hi"]),
             "real_best_at": f"alpha {best['alpha_set']:g}, k = {best['k']}, batch {best['batch']}",

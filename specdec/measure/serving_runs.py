@@ -144,7 +144,7 @@ def speedups(rows: list[dict], *, level: float = LEVEL, seed: int = 0) -> list[d
         out.append({"policy": pol, "rate": rate, "pairs": r["runs"], "latency_speedup": r["speedup_median"],
                     "latency_lo": r["speedup_lo"], "latency_hi": r["speedup_hi"], "half_width": r["half_width"],
                     "verdict": r["verdict"], "latency_lo_sim": r["speedup_lo_sim"], "latency_hi_sim": r["speedup_hi_sim"],
-                    "verdict_sim": r["verdict_sim"], "throughput_ratio": t["speedup_median"],
+                    "verdict_sim": r["verdict_sim"], "pairs_sim": r["pairs_sim"], "throughput_ratio": t["speedup_median"],
                     "throughput_lo": t["speedup_lo"], "throughput_hi": t["speedup_hi"],
                     "goodput_ratio": float(go.sum() / gb.sum()) if gb.sum() > 0 else math.nan,
                     "rounds_base_goodput_0": int((gb == 0).sum()),

@@ -222,6 +222,34 @@ def comparison_rows(published, root: Path = RESULTS_DIR) -> list[dict]:
     return rows
 
 
+FAMILIES = (("acc", "block_vs_token", "block against token verification", "lo_sim", "words_sim"),
+            ("dec", "summary", "chapter 06's sweep", "speedup_lo_sim", "verdict_sim"),
+            ("dec", "draft_summary", "the drafts", "speedup_lo_sim", "verdict_sim"),
+            ("dec", "dynamic_vs_fixed", "the dynamic rule against fixed k", "lo_sim", "verdict_sim"),
+            ("dec", "real_size_speedup_vs_alpha", "the real-size surface", "speedup_lo_sim", "verdict_sim"),
+            ("alt", "speedup", "the approximate algorithms", "speedup_lo_sim", "verdict_sim"),
+            ("serve", "speedup", "the serving policies", "latency_lo_sim", "verdict_sim"))
+
+
+def multiplicity_words(root: Path = RESULTS_DIR) -> str:
+    """Per family of comparisons the measured chapters word together: its size and what its
+    simultaneous intervals decided, or that the level was out of reach (no interval: too few pairs).
+    Example: "the drafts (5): 1 decided; chapter 06's sweep (30): out of reach" """
+    parts = []
+    for chapter, table, name, lo, words in FAMILIES:
+        t = _t(root, chapter, table)
+        t = t[t["config"] != "baseline"] if "config" in t.columns else t
+        if lo not in t.columns:
+            continue
+        reach = t[lo].notna()
+        decided = int(t.loc[reach, words].isin(["faster", "slower", "more tokens per step",
+                                                 "fewer tokens per step"]).sum())
+        state = ("out of reach with so few pairs" if not reach.any() else
+                 f"{decided} decided" + (f", {int((~reach).sum())} out of reach" if not reach.all() else ""))
+        parts.append(f"{name} ({len(t)}): {state}")
+    return "; ".join(parts)
+
+
 def scope(root: Path = RESULTS_DIR) -> dict:
     """What the measurements cover, for the limitations: model scale, machine, lengths, batches,
     temperatures, prompts, and how many intervals the measured chapters state."""
@@ -237,6 +265,6 @@ def scope(root: Path = RESULTS_DIR) -> dict:
             "output_lens": ", ".join(str(x) for x in p6["OUTPUT_LENS"]), "batches": ", ".join(str(x) for x in p6["BATCHES"]),
             "temperatures": ", ".join("greedy" if t == 0 else f"{t:g}" for t in p6["TEMPERATURES"]),
             "prompt_groups": int(p6["GROUPS"]), "rounds": int(p6["REPEATS"]), "acc_prompts": int(p5["N_PROMPTS"]),
-            "n_intervals": n_intervals, "real_new": int(p6["REAL_NEW"]), "draft_len": int(p6["DRAFT_LEN"]),
+            "n_intervals": n_intervals, "multiplicity": multiplicity_words(root), "real_new": int(p6["REAL_NEW"]), "draft_len": int(p6["DRAFT_LEN"]),
             "acc_k": int(p5["K"]), "tolerance": float(p6["TOLERANCE"]), "cpu": hw.get("cpu", "unnamed CPU"),
             "cpu_count": int(hw.get("cpu_count", 0))}

@@ -51,6 +51,21 @@ def test_position_rows_by_hand(summary):
     assert rows[2]["reached"] == 4 and rows[2]["accepted"] == 4  # "0 2 2": no step stops at position 1
 
 
+def test_position_rows_resample_prompts_when_the_table_has_them(summary):
+    """ngram at temperature 1, counts "2 1 1" split over two prompts as "2 0 0" and "0 1 1": position
+    1 is reached 2 + 2 times and accepted 0 + 2 times; its interval is the bootstrap over the two
+    prompts (`cluster_ratio_interval([0, 2], [2, 2])`), not Wilson's over 4 steps."""
+    from specdec.core.stats import cluster_ratio_interval
+
+    s = summary.assign(counts_by_prompt="2 0 0;0 1 1")
+    rows = at.position_rows(s, 1.0, 0.95)
+    first = rows[0]
+    assert (first["reached"], first["accepted"], first["interval_unit"]) == (4, 2, "prompts")
+    _, lo, hi = cluster_ratio_interval([0, 2], [2, 2], 0.95)
+    assert (first["lo"], first["hi"]) == (pytest.approx(lo), pytest.approx(hi)) and (lo, hi) == (0.0, 1.0)
+    assert at.position_rows(summary, 1.0)[0]["interval_unit"] == "steps"
+
+
 def test_position_rows_count_an_unreached_position_as_one_trial():
     s = pd.DataFrame([_row("a", 1.0, "token", "3 0 0", 0.0)])
     last = at.position_rows(s, 1.0)[-1]
@@ -89,7 +104,13 @@ def test_gof_counts_rejections_per_temperature(summary):
     assert gof["min_p"].tolist() == [1e-5, 0.3, 0.02]  # a NaN p-value (no test) is neither a rejection nor a minimum
     scope = at.gof_scope(gof)
     assert scope == {"gof_greedy_rejected": 1, "gof_greedy_n": 2, "gof_sampled_rejected": 0, "gof_sampled_n": 4,
-                     "gof_scope": "only for greedy decoding"}
+                     "gof_scope": "only for greedy decoding", "gof_greedy_rejected_ind": 1,
+                     "gof_sampled_rejected_ind": 0, "gof_deff_min": 1.0, "gof_deff_max": 1.0}
+    # per prompt: the corrected p beside the one as if steps were independent, and the design effect
+    s = summary.assign(gof_p_independent=summary["gof_p"] / 100, gof_deff=2.0)
+    g = at.gof_by_temperature(s, 1e-3)
+    assert g["rejected_independent"].tolist() == [1, 0, 1] and g["rejected"].tolist() == [1, 0, 0]
+    assert g["deff"].tolist() == [2.0] * 3 and at.gof_scope(g)["gof_sampled_rejected_ind"] == 1
     assert at.gof_scope(at.gof_by_temperature(summary, 0.05))["gof_scope"] == "for greedy and sampled decoding"
     assert at.gof_scope(at.gof_by_temperature(summary, 1e-9))["gof_scope"] == "in no configuration"
 
@@ -115,16 +136,28 @@ def test_prediction_check_by_hand(summary):
 
 
 def test_block_vs_token_is_paired_on_prompts(summary):
-    """ngram: per-prompt ratios 2.3/1.8, 2.7/2.2, 2.4/2.0, 2.6/2.1, all above 1 -> more tokens per step;
-    draft-small: 0.9, 1.1, 1.0, 1.2 straddle 1 -> undecided (its mean gain 1.1 alone would not say so)."""
-    rows = {r["draft"]: r for r in at.block_vs_token(summary)}
+    """Each prompt's tokens twice (8 prompts): ngram's per-prompt ratios 2.3/1.8, 2.7/2.2, 2.4/2.0,
+    2.6/2.1, all above 1 -> more tokens per step, also with the simultaneous interval over the 2
+    settings ([min, max] of 8 pairs covers the median with 99.2% >= 97.5%); draft-small: 0.9, 1.1,
+    1.0, 1.2 straddle 1 -> undecided (its mean gain 1.1 alone would not say so)."""
+    twice = summary.assign(el_by_prompt=summary["el_by_prompt"] + " " + summary["el_by_prompt"])
+    rows = {r["draft"]: r for r in at.block_vs_token(twice)}
     assert set(rows) == {"ngram", "draft-small"}
     ng, ds = rows["ngram"], rows["draft-small"]
-    assert ng["words"] == "more tokens per step" and ng["lo"] > 1 and ng["prompts"] == 4
+    assert ng["words"] == "more tokens per step" and ng["lo"] > 1 and ng["prompts"] == 8
+    assert ng["words_sim"] == "more tokens per step" and ng["lo_sim"] == pytest.approx(2.4 / 2.0)
     assert ng["gain"] == pytest.approx(float(np.median([2.3 / 1.8, 2.7 / 2.2, 2.4 / 2.0, 2.6 / 2.1])))
     assert ds["words"] == "no difference detected at this precision" and ds["lo"] <= 1 <= ds["hi"]
-    v = at.block_vs_token_values(at.block_vs_token(summary))
+    v = at.block_vs_token_values(at.block_vs_token(twice))
     assert (v["bt_n"], v["bt_more"], v["bt_fewer"]) == (2, 1, 0)
+
+
+def test_block_vs_token_refuses_a_level_four_prompts_cannot_reach(summary):
+    """4 prompts: no interval for a median reaches 95% ([min, max] covers it with 1 - 2/16 = 87.5%),
+    so the words say so instead of a verdict, although every ngram prompt gained."""
+    rows = {r["draft"]: r for r in at.block_vs_token(summary)}
+    assert rows["ngram"]["words"] == rows["ngram"]["words_sim"] == "too few pairs for this level"
+    assert at.block_vs_token_values(at.block_vs_token(summary))["bt_more"] == 0
 
 
 def test_derived_tables_survive_the_results_round_trip(summary, tmp_path):

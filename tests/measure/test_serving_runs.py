@@ -125,12 +125,12 @@ def test_break_even_running_batch_counts_tied_rounds():
 
 
 def test_speedups_pair_by_round_and_word_by_the_interval():
-    base = {1.0: [2.0, 3.0, 2.5, 2.2, 2.6], 2.0: [1.0, 1.0, 1.0, 1.0, 1.0], 4.0: [1.0, 1.2, 0.9, 1.1, 0.8]}
-    pol = {1.0: [1.0, 2.0, 1.0, 1.0, 2.0], 2.0: [2.0, 4.0, 1.6, 2.5, 1.25], 4.0: [1.0, 1.0, 1.0, 1.0, 1.0]}
-    tput_b, tput_p = [10.0, 20.0, 10.0, 40.0, 10.0], [15.0, 20.0, 30.0, 50.0, 12.0]  # ratios 1.5 1 3 1.25 1.2
+    base = {1.0: [2.0, 3.0, 2.5, 2.2, 2.6, 2.0], 2.0: [1.0] * 6, 4.0: [1.0, 1.2, 0.9, 1.1, 0.8, 1.0]}
+    pol = {1.0: [1.0, 2.0, 1.0, 1.0, 2.0, 1.0], 2.0: [2.0, 4.0, 1.6, 2.5, 1.25, 2.0], 4.0: [1.0] * 6}
+    tput_b, tput_p = [10.0, 20.0, 10.0, 40.0, 10.0, 10.0], [15.0, 20.0, 30.0, 50.0, 12.0, 12.5]  # 1.5 1 3 1.25 1.2 1.25
     rows = []
     for rate in base:
-        for rep in range(5):
+        for rep in range(6):
             common = {"rate": rate, "repeat": rep, "goodput_tokens_per_s": 5.0}
             rows.append({**common, "policy": NONE, "e2e_mean_s": base[rate][rep], "serve_tokens_per_s": tput_b[rep],
                          "mean_running": 1.0 + rep})
@@ -142,9 +142,9 @@ def test_speedups_pair_by_round_and_word_by_the_interval():
     with pytest.raises(ValueError, match="not paired"):
         speedups(unpaired)
     out = {r["rate"]: r for r in speedups(rows, seed=3)}
-    assert list(out) == [1.0, 2.0, 4.0] and all(r["policy"] == "spec" and r["pairs"] == 5 for r in out.values())
-    # hand medians of base / policy: rate 1: [2, 1.5, 2.5, 2.2, 1.3] -> 2.0; rate 2: [.5, .25, .625, .4, .8] -> 0.5;
-    # rate 4: [1, 1.2, .9, 1.1, .8] -> 1.0
+    assert list(out) == [1.0, 2.0, 4.0] and all(r["policy"] == "spec" and r["pairs"] == 6 for r in out.values())
+    # hand medians of base / policy: rate 1: [2, 1.5, 2.5, 2.2, 1.3, 2] -> 2.0; rate 2: [.5, .25, .625, .4, .8, .5]
+    # -> 0.5; rate 4: [1, 1.2, .9, 1.1, .8, 1] -> 1.0
     assert [out[r]["latency_speedup"] for r in (1.0, 2.0, 4.0)] == pytest.approx([2.0, 0.5, 1.0])
     for r in out.values():
         assert r["latency_lo"] <= r["latency_speedup"] <= r["latency_hi"]
@@ -152,12 +152,16 @@ def test_speedups_pair_by_round_and_word_by_the_interval():
                                 else "no difference detected at this precision")
     assert [out[r]["verdict"] for r in (1.0, 2.0, 4.0)] == ["faster", "slower",
                                                             "no difference detected at this precision"]
-    # throughput: policy / plain tokens/s, median of [1.5, 1, 3, 1.25, 1.2] = 1.25 (not its inverse, 0.8)
+    # throughput: policy / plain tokens/s, median of [1.5, 1, 3, 1.25, 1.2, 1.25] = 1.25 (not its inverse, 0.8)
     assert all(r["throughput_ratio"] == pytest.approx(1.25) for r in out.values())
     assert all(r["goodput_ratio"] == pytest.approx(1.0) for r in out.values())
-    assert all(r["running_base"] == 3.0 and r["running"] == 4.0 for r in out.values())
-    for r in out.values():  # the simultaneous interval (3 comparisons) contains the per-comparison one
+    assert all(r["running_base"] == 3.5 and r["running"] == 4.5 for r in out.values())
+    # 3 comparisons together need 98.3%; 6 rounds reach at most 1 - 2/64 = 96.9% for a median: no words
+    assert all(r["verdict_sim"] == "too few pairs for this level" and r["pairs_sim"] == 7 for r in out.values())
+    more = rows + [{**r, "repeat": r["repeat"] + 6} for r in rows]  # 12 rounds: [min, max] covers 99.95%
+    for r in speedups(more, seed=3):
         assert r["latency_lo_sim"] <= r["latency_lo"] and r["latency_hi_sim"] >= r["latency_hi"]
+        assert r["verdict_sim"] in ("faster", "slower", "no difference detected at this precision")
         assert r["half_width"] == pytest.approx((r["latency_hi"] - r["latency_lo"]) / 2 / r["latency_speedup"])
 
 
