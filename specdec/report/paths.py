@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["ROOT", "DATA", "CORPUS_DIR", "CACHE_DIR", "MODELS_DIR", "CHECKPOINTS_DIR", "RESULTS_DIR",
+__all__ = ["ROOT", "DATA", "CORPUS_DIR", "CACHE_DIR", "MODELS_DIR", "CHECKPOINTS_DIR", "RESULTS_DIR", "RERUNS_DIR",
            "BUILD_DIR", "resolve"]
 
 ROOT = Path(__file__).resolve().parents[2]   # the repository: specdec/report/paths.py -> ../../
@@ -22,6 +22,7 @@ CACHE_DIR = DATA / "cache"                    # downloads and the train text (no
 MODELS_DIR = DATA / "models"                  # the embedded family, tokenizer, SHA256SUMS, card
 CHECKPOINTS_DIR = DATA / "checkpoints"        # training state for resuming (not committed)
 RESULTS_DIR = DATA / "results"                # the small committed results the book renders from
+RERUNS_DIR = DATA / "reruns"                  # re-runs of a measured chapter in fresh processes (small tables)
 BUILD_DIR = ROOT / "build"                    # executed notebooks, the book (not committed)
 
 

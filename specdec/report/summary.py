@@ -10,7 +10,8 @@ quote.  Nothing here measures; every function reads the tables the chapters wrot
     model's hit rate, the real-size surface, and whether GPU numbers exist (07);
   * `guide_rows`: the decision guide's evidence (alpha against c, T(2)/T(1), batch, output length);
   * `comparison_rows`: published rows beside this report's own (marked as whose);
-  * `scope`: model scale, machine, lengths, batches, temperatures, prompts and tests, for the limitations.
+  * `scope`: model scale, machine, lengths, batches, temperatures, prompts, tests and re-runs, for
+    the limitations.
 
 Example: speed()["n_faster"] -> 7 (of speed()["n_spec"] -> 30) for the committed chapter 06.
 """
@@ -22,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.report.paths import RESULTS_DIR
+from specdec.report.paths import RESULTS_DIR, RERUNS_DIR
 from specdec.report.results import read_table, records
+from specdec.report.robustness import multiplicity_words, rerun_values
 from specdec.report.serving import rate_text
 
 __all__ = ["exactness", "acceptance_by_draft", "speed", "guide_rows", "comparison_rows", "scope"]
@@ -222,37 +224,11 @@ def comparison_rows(published, root: Path = RESULTS_DIR) -> list[dict]:
     return rows
 
 
-FAMILIES = (("acc", "block_vs_token", "block against token verification", "lo_sim", "words_sim"),
-            ("dec", "summary", "chapter 06's sweep", "speedup_lo_sim", "verdict_sim"),
-            ("dec", "draft_summary", "the drafts", "speedup_lo_sim", "verdict_sim"),
-            ("dec", "dynamic_vs_fixed", "the dynamic rule against fixed k", "lo_sim", "verdict_sim"),
-            ("dec", "real_size_speedup_vs_alpha", "the real-size surface", "speedup_lo_sim", "verdict_sim"),
-            ("alt", "speedup", "the approximate algorithms", "speedup_lo_sim", "verdict_sim"),
-            ("serve", "speedup", "the serving policies", "latency_lo_sim", "verdict_sim"))
-
-
-def multiplicity_words(root: Path = RESULTS_DIR) -> str:
-    """Per family of comparisons the measured chapters word together: its size and what its
-    simultaneous intervals decided, or that the level was out of reach (no interval: too few pairs).
-    Example: "the drafts (5): 1 decided; chapter 06's sweep (30): out of reach" """
-    parts = []
-    for chapter, table, name, lo, words in FAMILIES:
-        t = _t(root, chapter, table)
-        t = t[t["config"] != "baseline"] if "config" in t.columns else t
-        if lo not in t.columns:
-            continue
-        reach = t[lo].notna()
-        decided = int(t.loc[reach, words].isin(["faster", "slower", "more tokens per step",
-                                                 "fewer tokens per step"]).sum())
-        state = ("out of reach with so few pairs" if not reach.any() else
-                 f"{decided} decided" + (f", {int((~reach).sum())} out of reach" if not reach.all() else ""))
-        parts.append(f"{name} ({len(t)}): {state}")
-    return "; ".join(parts)
-
-
-def scope(root: Path = RESULTS_DIR) -> dict:
+def scope(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> dict:
     """What the measurements cover, for the limitations: model scale, machine, lengths, batches,
-    temperatures, prompts, and how many intervals the measured chapters state."""
+    temperatures, prompts, how many intervals the measured chapters state, what each family's
+    simultaneous intervals decided, and how chapter 06 agrees with its re-runs under ``reruns``
+    (`specdec.report.robustness`)."""
     ppl = _t(root, "family", "perplexity").set_index("model")
     dec = _chapter(root, "dec")
     p6, p5, hw = dec["parameters"], _params(root, "acc"), dec["provenance"].get("hardware", {})
@@ -265,6 +241,7 @@ def scope(root: Path = RESULTS_DIR) -> dict:
             "output_lens": ", ".join(str(x) for x in p6["OUTPUT_LENS"]), "batches": ", ".join(str(x) for x in p6["BATCHES"]),
             "temperatures": ", ".join("greedy" if t == 0 else f"{t:g}" for t in p6["TEMPERATURES"]),
             "prompt_groups": int(p6["GROUPS"]), "rounds": int(p6["REPEATS"]), "acc_prompts": int(p5["N_PROMPTS"]),
-            "n_intervals": n_intervals, "multiplicity": multiplicity_words(root), "real_new": int(p6["REAL_NEW"]), "draft_len": int(p6["DRAFT_LEN"]),
+            "n_intervals": n_intervals, "multiplicity": multiplicity_words(root),
+            **rerun_values(s, reruns / CH["dec"]), "real_new": int(p6["REAL_NEW"]), "draft_len": int(p6["DRAFT_LEN"]),
             "acc_k": int(p5["K"]), "tolerance": float(p6["TOLERANCE"]), "cpu": hw.get("cpu", "unnamed CPU"),
             "cpu_count": int(hw.get("cpu_count", 0))}

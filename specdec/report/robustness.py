@@ -1,0 +1,98 @@
+"""How far the measured words hold beyond one interval: the families of comparisons a chapter words
+together (multiplicity), and the committed run of chapter 06 against re-runs of it in fresh processes.
+
+  * `multiplicity_words`: per family (chapter 06's sweep, the drafts, ...), its size and what its
+    simultaneous intervals (`specdec.measure.protocol.comparison`) decided, or that their level was
+    out of reach (no interval: too few pairs);
+  * `agreement`: two runs' tables of the same configurations: how many intervals overlap, how many
+    verdicts agree, and which configurations' intervals miss each other;
+  * `rerun_values`: the committed summary against every re-run folder (a folder holding its own
+    ``summary.csv``), for the summary page's limitations.
+
+A within-run interval describes the spread of pairs inside one run; a shift of the whole run (the
+machine's other tenants, the heat of the moment) is not in it, which only re-runs can show.
+
+Example: agreement(run_a, run_b)["overlap"] -> 25 (of agreement(...)["n"] -> 30)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from specdec.report.paths import RERUNS_DIR, RESULTS_DIR
+from specdec.report.results import read_table
+
+__all__ = ["FAMILIES", "CHAPTERS", "multiplicity_words", "agreement", "rerun_values"]
+
+CHAPTERS = {"acc": "05_measured_acceptance", "dec": "06_measured_decoding", "alt": "08_alternatives",
+            "serve": "09_serving"}
+KEYS = ("temperature", "output_len", "batch", "config")
+DECIDED = ("faster", "slower", "more tokens per step", "fewer tokens per step")
+
+FAMILIES = (("acc", "block_vs_token", "block against token verification", "lo_sim", "words_sim"),
+            ("dec", "summary", "chapter 06's sweep", "speedup_lo_sim", "verdict_sim"),
+            ("dec", "draft_summary", "the drafts", "speedup_lo_sim", "verdict_sim"),
+            ("dec", "dynamic_vs_fixed", "the dynamic rule against fixed k", "lo_sim", "verdict_sim"),
+            ("dec", "real_size_speedup_vs_alpha", "the real-size surface", "speedup_lo_sim", "verdict_sim"),
+            ("alt", "speedup", "the approximate algorithms", "speedup_lo_sim", "verdict_sim"),
+            ("serve", "speedup", "the serving policies", "latency_lo_sim", "verdict_sim"))
+
+
+def multiplicity_words(root: Path = RESULTS_DIR, chapters: dict = CHAPTERS) -> str:
+    """Per family of comparisons the measured chapters word together: its size and what its
+    simultaneous intervals decided, or that the level was out of reach (no interval: too few pairs).
+    Example: "the drafts (5): 1 decided; chapter 06's sweep (30): out of reach" """
+    parts = []
+    for chapter, table, name, lo, words in FAMILIES:
+        t = read_table(Path(root) / chapters[chapter] / f"{table}.csv")
+        t = t[t["config"] != "baseline"] if "config" in t.columns else t
+        if lo not in t.columns:
+            continue
+        reach = t[lo].notna()
+        decided = int(t.loc[reach, words].isin(DECIDED).sum())
+        state = ("out of reach with so few pairs" if not reach.any() else
+                 f"{decided} decided" + (f", {int((~reach).sum())} out of reach" if not reach.all() else ""))
+        parts.append(f"{name} ({len(t)}): {state}")
+    return "; ".join(parts)
+
+
+def _describe(r) -> str:
+    temp = "greedy" if r["temperature"] == 0 else f"temperature {r['temperature']:g}"
+    return f"{r['config']}, batch {r['batch']}, {r['output_len']} tokens, {temp}"
+
+
+def agreement(a, b, keys=KEYS) -> dict:
+    """Two summary tables (chapter 06's ``summary``) on their shared speculative configurations:
+    n, how many 95% intervals overlap, how many verdicts are equal, and the configurations whose
+    intervals miss each other ("k=1, batch 1, 32 tokens, greedy: 1.00 [0.98, 1.02] against ...")."""
+    m = a[a["config"] != "baseline"].merge(b[b["config"] != "baseline"], on=list(keys), suffixes=("_a", "_b"))
+    hit = (m["speedup_lo_a"] <= m["speedup_hi_b"]) & (m["speedup_lo_b"] <= m["speedup_hi_a"])
+    miss = [f"{_describe(r)}: {r['speedup_a']:.3f} [{r['speedup_lo_a']:.3f}, {r['speedup_hi_a']:.3f}] against "
+            f"{r['speedup_b']:.3f} [{r['speedup_lo_b']:.3f}, {r['speedup_hi_b']:.3f}]"
+            for r in m[~hit].to_dict("records")]
+    return {"n": int(len(m)), "overlap": int(hit.sum()), "words_agree": int((m["verdict_a"] == m["verdict_b"]).sum()),
+            "missed": miss}
+
+
+def rerun_values(summary, reruns: Path = RERUNS_DIR / CHAPTERS["dec"]) -> dict:
+    """The committed summary against each re-run under ``reruns`` (folders with a ``summary.csv``
+    and a ``run.json``, in name order): how many re-runs, and in words per re-run its commit, the
+    overlapping intervals, the agreeing verdicts and each best configuration with its interval."""
+    runs = sorted(d for d in Path(reruns).glob("*") if (d / "summary.csv").exists()) if Path(reruns).exists() else []
+    best = lambda t: t[t["config"] != "baseline"].sort_values("speedup").iloc[-1]  # noqa: E731
+    words, missed = [], []
+    for d in runs:
+        other = read_table(d / "summary.csv")
+        ag = agreement(summary, other)
+        commit = json.loads((d / "run.json").read_text()).get("commit", "unknown")[:7]
+        o = best(other)
+        words.append(f"{d.name} (commit {commit}): {ag['overlap']} of {ag['n']} intervals overlap, {ag['words_agree']} "
+                     f"verdicts agree, its best {_describe(o)} at {o['speedup']:.3f} [{o['speedup_lo']:.3f}, "
+                     f"{o['speedup_hi']:.3f}]")
+        missed += ag["missed"]
+    b = best(summary) if len(summary) else None
+    return {"reruns_n": len(runs), "reruns_words": "; ".join(words) or "no re-run is committed",
+            "reruns_missed": "; ".join(missed) or "none",
+            "best_here": f"{_describe(b)} at {b['speedup']:.3f} [{b['speedup_lo']:.3f}, {b['speedup_hi']:.3f}]"
+            if b is not None else ""}
