@@ -151,7 +151,8 @@ def geometric_gof(counts, alpha: float | None = None, min_expected: float = 5.0)
     compared with chi2(bins - 1 - fitted).  Per cluster (C >= 2), G is divided by the Rao-Scott mean
     design effect of the pooled bins (`specdec.core.stats.rao_scott_deff`; an estimate below 1,
     negative within-cluster correlation or noise, counts as 1: never more liberal than the
-    independent test), and p_value is the corrected one.  Returns alpha, G, df, p_value, steps,
+    independent test), and p_value is the corrected one; clusters without steps are dropped, and
+    fewer than 2 clusters with steps give no corrected test (p_value NaN).  Returns alpha, G, df, p_value, steps,
     bins, deff (1 without clusters), G_corrected, p_independent (the test as if steps were independent).
     Example: geometric_gof([500, 250, 250], alpha=0.5)["G"] -> 0.0
     """
@@ -180,8 +181,8 @@ def geometric_gof(counts, alpha: float | None = None, min_expected: float = 5.0)
         terms = np.where(obs > 0, obs * np.log(obs / exp), 0.0)
     g = float(2 * terms.sum())
     if per.ndim == 2:
-        pooled = np.stack([np.bincount(label, weights=row, minlength=obs.size) for row in per])
-        out["deff"] = max(1.0, rao_scott_deff(pooled, exp / total))
+        pooled = np.stack([np.bincount(label, weights=row, minlength=obs.size) for row in per if row.sum() > 0])
+        out["deff"] = max(1.0, rao_scott_deff(pooled, exp / total)) if len(pooled) >= 2 else float("nan")
     return {**out, "G": g, "G_corrected": g / out["deff"], "p_value": float(chi2.sf(g / out["deff"], df)),
             "p_independent": float(chi2.sf(g, df))}
 

@@ -20,10 +20,12 @@ at level alpha.  It is stated for the cells actually tested (after pooling).
 
 Clustered counts.  When the samples come in clusters (the steps of one prompt share its context),
 the G-test's statistic is too large by about the mean design effect.  `rao_scott_deff` is the
-first-order correction of Rao and Scott (1981): per cell j the design effect d_j = (variance of
-the cell's share between clusters, as a ratio estimator) / (p_j (1 - p_j) / N), and
-delta = sum_j (1 - pi_j) d_j / (m - 1) under the tested law pi; G / delta is referred to the same
-chi-square.
+first-order correction of Rao and Scott (1981): with V_j the variance of cell j's share between
+clusters (a ratio estimator, factor C / (C - 1)) and pi the tested law, delta = sum_j N V_j / pi_j
+/ (m - 1), the mean eigenvalue of the design-effect matrix; G / delta is referred to the same
+chi-square.  (Under the tested law this is sum_j (1 - pi_j) d_j / (m - 1) with the cells' design
+effects d_j.)  With a fitted parameter, averaging over m - 1 cells instead of the test's degrees
+of freedom is an approximation.
 
 Intervals and spread of measurements: Wilson's interval for a proportion, a normal interval for a
 mean, and `spread` (median, quartiles, extremes) -- the one quantile helper of the project.
@@ -235,22 +237,22 @@ def cluster_ratio_interval(num, den, level: float = 0.95, seed: int = 0,
 
 def rao_scott_deff(cluster_counts, probs) -> float:
     """The first-order Rao-Scott mean design effect (module docstring) of counts per cluster
-    (C, m) against the tested cell probabilities ``probs`` (m,); 1 for independent samples on
-    average, about r when every sample is repeated r times within its cluster.  Needs C >= 2.
-    Example: rao_scott_deff([[2, 0], [0, 2]], [0.5, 0.5]) -> 2.0 (each cluster's 2 samples agree)"""
+    (C, m) against the tested cell probabilities ``probs`` (m,), all positive; about 1 for
+    independent samples and about r when every sample is repeated r times within its cluster (for
+    many clusters: the estimate is noisy with few).  Needs C >= 2.
+    Example: rao_scott_deff([[2, 0], [0, 2]], [0.5, 0.5]) -> 4.0 (2 clusters: the factor C/(C-1) = 2
+    on a between-cluster variance of 1/8 per cell, times N / pi = 8, summed over 2 cells, over 1)"""
     y = np.asarray(cluster_counts, dtype=np.float64)
     pi = np.asarray(probs, dtype=np.float64)
     if y.ndim != 2 or y.shape[0] < 2 or y.shape[1] < 2 or y.shape[1] != pi.size or np.any(y < 0) \
-            or not np.all(np.isfinite(y)) or y.sum() <= 0:
+            or not np.all(np.isfinite(y)) or y.sum() <= 0 or not np.all(pi > 0):
         raise ValueError(f"need non-negative counts of shape (clusters >= 2, cells >= 2) matching probs, got "
                          f"{y.shape} and {pi.shape}")
     m_i, total = y.sum(1), y.sum()
     share = y.sum(0) / total
     c = y.shape[0]
     v_clus = c / (c - 1) * ((y - np.outer(m_i, share)) ** 2).sum(0) / total ** 2
-    v_srs = share * (1 - share) / total
-    d = np.where(v_srs > 0, v_clus / np.where(v_srs > 0, v_srs, 1.0), 1.0)
-    return float(((1 - pi) * d).sum() / (pi.size - 1))
+    return float((total * v_clus / pi).sum() / (pi.size - 1))
 
 
 def spread(values) -> dict:

@@ -60,8 +60,9 @@ def shown_draft(drafts) -> str:
 def position_rows(summary, temperature: float, level: float = 0.95) -> list[dict]:
     """Per draft and position i = 1..k (token verification, no nucleus, at ``temperature``):
     reached = #(N >= i-1), accepted = #(N >= i), conditional_rate = accepted / reached (reached 0
-    is counted as 1) with its interval [lo, hi] at ``level`` ([0, 1] at a position no step
-    reached), mean_beta = mean recorded beta_i.
+    is counted as 1) with its interval [lo, hi] at ``level`` ([0, 1] where fewer than two prompts
+    reached the position: one prompt's steps say nothing about another's), mean_beta = mean
+    recorded beta_i.
     The interval resamples prompts (`specdec.core.stats.cluster_ratio_interval` on the rows'
     ``counts_by_prompt``: one prompt's steps are not independent); a table without that column
     gets Wilson's interval over steps.  ``interval_unit`` says which."""
@@ -73,8 +74,8 @@ def position_rows(summary, temperature: float, level: float = 0.95) -> list[dict
         cond = ge[1:] / np.maximum(ge[:-1], 1)            # P(accept i | reached i)
         if by_prompt:
             gp = parse_counts(r.counts_by_prompt)[:, ::-1].cumsum(1)[:, ::-1]  # per prompt #(N >= i)
-            lo, hi = np.array([cluster_ratio_interval(gp[:, j + 1], gp[:, j], level)[1:] if ge[j] else
-                               (0.0, 1.0) for j in range(len(n) - 1)]).T
+            lo, hi = np.array([cluster_ratio_interval(gp[:, j + 1], gp[:, j], level)[1:]
+                               if (gp[:, j] > 0).sum() >= 2 else (0.0, 1.0) for j in range(len(n) - 1)]).T
         else:
             lo, hi = wilson_interval(ge[1:], np.maximum(ge[:-1], 1), level)
         betas = [getattr(r, f"beta_pos_{j}") for j in range(1, len(n))]

@@ -171,7 +171,8 @@ def dynamic_vs_fixed(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]
     rows = records(runs)
     out = []
     cells = groups(paired(rows), CELL)
-    n_cells = sum(any(r["config"] == "dynamic" for r in rr) for rr in cells.values())
+    n_cells = sum(any(r["config"] == "dynamic" for r in rr) and any(r["config"].startswith("k=") for r in rr)
+                  for rr in cells.values())  # the cells compared below
     for cell, rr in cells.items():
         fixed = {name: float(np.median([r["speedup"] for r in g]))
                  for (name,), g in sorted(groups(rr, ("config",)).items(), key=lambda kv: _config_order(kv[0][0]))

@@ -29,6 +29,7 @@ CHAPTERS = {"acc": "05_measured_acceptance", "dec": "06_measured_decoding", "alt
             "serve": "09_serving"}
 KEYS = ("temperature", "output_len", "batch", "config")
 DECIDED = ("faster", "slower", "more tokens per step", "fewer tokens per step")
+STATEMENTS = ("faster", "slower", "no difference detected at this precision")  # what a verdict can say
 
 FAMILIES = (("acc", "block_vs_token", "block against token verification", "lo_sim", "words_sim"),
             ("dec", "summary", "chapter 06's sweep", "speedup_lo_sim", "verdict_sim"),
@@ -64,35 +65,42 @@ def _describe(r) -> str:
 
 def agreement(a, b, keys=KEYS) -> dict:
     """Two summary tables (chapter 06's ``summary``) on their shared speculative configurations:
-    n, how many 95% intervals overlap, how many verdicts are equal, and the configurations whose
-    intervals miss each other ("k=1, batch 1, 32 tokens, greedy: 1.00 [0.98, 1.02] against ...")."""
+    n, how many 95% intervals overlap (a lenient test: two 95% intervals of the same quantity
+    overlap far more often than 95% of the time), how many verdicts are equal statements (two
+    refusals, "too few pairs", do not count as agreeing), and the configurations whose intervals
+    miss each other ("k=1, batch 1, 32 tokens, greedy: 1.00 [0.98, 1.02] against ...", a's first)."""
     m = a[a["config"] != "baseline"].merge(b[b["config"] != "baseline"], on=list(keys), suffixes=("_a", "_b"))
     hit = (m["speedup_lo_a"] <= m["speedup_hi_b"]) & (m["speedup_lo_b"] <= m["speedup_hi_a"])
     miss = [f"{_describe(r)}: {r['speedup_a']:.3f} [{r['speedup_lo_a']:.3f}, {r['speedup_hi_a']:.3f}] against "
             f"{r['speedup_b']:.3f} [{r['speedup_lo_b']:.3f}, {r['speedup_hi_b']:.3f}]"
             for r in m[~hit].to_dict("records")]
-    return {"n": int(len(m)), "overlap": int(hit.sum()), "words_agree": int((m["verdict_a"] == m["verdict_b"]).sum()),
-            "missed": miss}
+    same = (m["verdict_a"] == m["verdict_b"]) & m["verdict_a"].isin(STATEMENTS)
+    return {"n": int(len(m)), "overlap": int(hit.sum()), "words_agree": int(same.sum()), "missed": miss}
 
 
 def rerun_values(summary, reruns: Path = RERUNS_DIR / CHAPTERS["dec"]) -> dict:
-    """The committed summary against each re-run under ``reruns`` (folders with a ``summary.csv``
-    and a ``run.json``, in name order): how many re-runs, and in words per re-run its commit, the
-    overlapping intervals, the agreeing verdicts and each best configuration with its interval."""
+    """The committed summary against each re-run under ``reruns`` (folders with a ``summary.csv``,
+    in name order; the commit from their ``run.json`` where there is one): how many re-runs, and in
+    words per re-run its commit, the overlapping intervals, the agreeing verdicts (`agreement`) and
+    its best configuration with its interval; the committed run's best; and, per re-run, the
+    configurations whose intervals miss (committed first)."""
     runs = sorted(d for d in Path(reruns).glob("*") if (d / "summary.csv").exists()) if Path(reruns).exists() else []
-    best = lambda t: t[t["config"] != "baseline"].sort_values("speedup").iloc[-1]  # noqa: E731
     words, missed = [], []
     for d in runs:
         other = read_table(d / "summary.csv")
         ag = agreement(summary, other)
-        commit = json.loads((d / "run.json").read_text()).get("commit", "unknown")[:7]
-        o = best(other)
-        words.append(f"{d.name} (commit {commit}): {ag['overlap']} of {ag['n']} intervals overlap, {ag['words_agree']} "
-                     f"verdicts agree, its best {_describe(o)} at {o['speedup']:.3f} [{o['speedup_lo']:.3f}, "
-                     f"{o['speedup_hi']:.3f}]")
-        missed += ag["missed"]
-    b = best(summary) if len(summary) else None
+        run = json.loads((d / "run.json").read_text()) if (d / "run.json").exists() else {}
+        words.append(f"{d.name} (commit {str(run.get('commit', 'unknown'))[:7]}): {ag['overlap']} of {ag['n']} "
+                     f"intervals overlap, {ag['words_agree']} verdicts agree, its best {_best(other)}")
+        missed += [f"{d.name}: committed {x}" for x in ag["missed"]]
     return {"reruns_n": len(runs), "reruns_words": "; ".join(words) or "no re-run is committed",
-            "reruns_missed": "; ".join(missed) or "none",
-            "best_here": f"{_describe(b)} at {b['speedup']:.3f} [{b['speedup_lo']:.3f}, {b['speedup_hi']:.3f}]"
-            if b is not None else ""}
+            "reruns_missed": "; ".join(missed) or "none", "best_here": _best(summary)}
+
+
+def _best(summary) -> str:
+    """The highest median speculative configuration with its interval, in words ("none" without one)."""
+    spec = summary[summary["config"] != "baseline"]
+    if not len(spec):
+        return "none"
+    b = spec.sort_values("speedup").iloc[-1]
+    return f"{_describe(b)} at {b['speedup']:.3f} [{b['speedup_lo']:.3f}, {b['speedup_hi']:.3f}]"

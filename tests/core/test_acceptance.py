@@ -125,13 +125,18 @@ def test_rao_scott_design_effect_by_hand():
     """Two clusters of two samples each, all of a cluster in one cell: shares 1/2, between-cluster
     variance 2/1 * (1 + 1) / 4^2 = 1/4 against 1/2 * 1/2 / 4 = 1/16 -> d = 4 per cell, and
     delta = (1/2 * 4 + 1/2 * 4) / (2 - 1) = 4.  A histogram split into clusters in proportion has
-    no between-cluster variance beyond it: delta 0 (the test then keeps delta 1)."""
+    no between-cluster variance beyond it: delta 0 (the test then keeps delta 1).  One cluster with
+    steps (the others empty): no variance between clusters can be estimated, so no test."""
     from specdec.core.stats import rao_scott_deff
 
     assert rao_scott_deff([[2, 0], [0, 2]], [0.5, 0.5]) == pytest.approx(4.0)
+    # data away from the tested law: shares 1/2, 1/2 against pi = 1/4, 3/4; V = 2 * 2 / 8^2 = 1/16 per
+    # cell, delta = 8 (1/16) / (1/4) + 8 (1/16) / (3/4) = 8/3 (weighting d_j by 1 - pi_j would give 2)
+    assert rao_scott_deff([[3, 1], [1, 3]], [0.25, 0.75]) == pytest.approx(8 / 3)
     assert rao_scott_deff([[20, 10], [40, 20]], [2 / 3, 1 / 3]) == pytest.approx(0.0)
     with pytest.raises(ValueError):
         rao_scott_deff([[1, 2]], [0.5, 0.5])  # one cluster: no variance between clusters
+    assert np.isnan(geometric_gof([[30, 10, 5, 5], [0, 0, 0, 0]])["p_value"])  # one prompt with steps: no test
     flat = geometric_gof([290, 105, 38, 10, 23])
     split = geometric_gof([[145, 52, 19, 5, 12], [145, 53, 19, 5, 11]])
     assert split["G"] == pytest.approx(flat["G"]) and split["deff"] == 1.0

@@ -64,6 +64,8 @@ def test_position_rows_resample_prompts_when_the_table_has_them(summary):
     _, lo, hi = cluster_ratio_interval([0, 2], [2, 2], 0.95)
     assert (first["lo"], first["hi"]) == (pytest.approx(lo), pytest.approx(hi)) and (lo, hi) == (0.0, 1.0)
     assert at.position_rows(summary, 1.0)[0]["interval_unit"] == "steps"
+    # position 2 is reached by one prompt only ("0 1 1"): no interval from one prompt, [0, 1]
+    assert (rows[1]["reached"], rows[1]["lo"], rows[1]["hi"]) == (2, 0.0, 1.0)
 
 
 def test_position_rows_count_an_unreached_position_as_one_trial():

@@ -152,6 +152,7 @@ def test_median_interval_has_its_stated_coverage_where_the_bootstrap_falls_short
     x = np.sort(np.exp(rng.normal(np.log(true_median), 0.05, (4000, 12))), axis=1)
     lo, hi, cover = median_interval(x[0], 0.99)
     hits = np.mean((x[:, 1] <= true_median) & (true_median <= x[:, 10]))  # the same order statistics
+    assert (lo, hi) == (x[0, 1], x[0, 10])  # the order statistics whose coverage the hits count
     assert cover == pytest.approx(1 - 26 / 4096) and abs(hits - cover) < 0.005
     boot = 0
     for s in range(400):

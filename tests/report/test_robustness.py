@@ -13,7 +13,7 @@ from specdec.report.results import write_table
 def _summary(shift=0.0):
     rows = [{"temperature": 1.0, "output_len": 32, "batch": 1, "config": "baseline", "speedup": 1.0, "speedup_lo": 1.0,
              "speedup_hi": 1.0, "verdict": "(the baseline)"}]
-    for k, (est, lo, hi, words) in enumerate([(1.10, 1.05, 1.15, "faster"), (0.98, 0.95, 1.02, "undecided"),
+    for k, (est, lo, hi, words) in enumerate([(1.10, 1.05, 1.15, "faster"), (0.98, 0.95, 1.02, "no difference detected at this precision"),
                                               (0.90, 0.85, 0.95, "slower")], start=1):
         rows.append({"temperature": 1.0, "output_len": 32, "batch": 1, "config": f"k={k}", "speedup": est + shift,
                      "speedup_lo": lo + shift, "speedup_hi": hi + shift, "verdict": words})
@@ -27,6 +27,8 @@ def test_agreement_counts_overlaps_and_names_the_misses():
     assert moved["n"] == 3 and moved["overlap"] == 0 and moved["words_agree"] == 1
     assert moved["missed"][0] == ("k=1, batch 1, 32 tokens, temperature 1: 1.100 [1.050, 1.150] against "
                                   "1.210 [1.160, 1.260]")
+    refused = _summary().assign(verdict="too few pairs for this level")
+    assert rb.agreement(refused, refused)["words_agree"] == 0  # two refusals are not an agreement
 
 
 def test_rerun_values_read_every_rerun_folder(tmp_path):
@@ -42,6 +44,10 @@ def test_rerun_values_read_every_rerun_folder(tmp_path):
                                         "k=1, batch 1, 32 tokens, temperature 1 at 1.100 [1.050, 1.150]; run_b")
     assert "run_b (commit abcdef0): 0 of 3 intervals overlap" in v["reruns_words"]
     assert v["reruns_missed"].count("against") == 3 and v["best_here"].endswith("1.100 [1.050, 1.150]")
+    assert v["reruns_missed"].startswith("run_b: committed k=1, batch 1, 32 tokens, temperature 1: 1.100")
+    (tmp_path / "run_b" / "run.json").unlink()
+    assert "run_b (commit unknown)" in rb.rerun_values(_summary(), tmp_path)["reruns_words"]
+    assert rb.rerun_values(_summary().iloc[:1], tmp_path)["best_here"] == "none"  # only the baseline
     assert rb.rerun_values(_summary(), tmp_path / "none")["reruns_words"] == "no re-run is committed"
 
 
