@@ -23,6 +23,9 @@ with its interval and the target the issue set for it:
                  the start (context: prompt + half the output): how far isolated forwards predict
                  the loop's, on a machine whose speed drifts
     overhead     the share of step time outside the model forwards      (<= 0.10), median and max
+baseline and vs_hf are worded by `specdec.measure.protocol.comparison`: the verdict of the 95%
+interval, and the simultaneous interval over the comparisons of their kind with its verdict (a
+level the pairs cannot reach is said to be out of reach).
 
 Usage: python -m specdec.measure.bench [--out data/results/bench] [--smoke]
 Example: python -m specdec.measure.bench --smoke --out /tmp/bench   (about a minute)
@@ -43,7 +46,7 @@ from specdec.family.tokens import prompt_checksum
 from specdec.measure.cost_curve import cost_curve
 from specdec.measure.harness import Cell, Config, protocol_sweep, sweep
 from specdec.measure.hf import hf_assisted
-from specdec.measure.protocol import paired_interval, paired_speedups, summarize, verdict
+from specdec.measure.protocol import comparison, paired_interval, paired_speedups, summarize
 from specdec.measure.subjects import load_subjects
 from specdec.report.paths import RESULTS_DIR
 from specdec.report.results import provenance, write_table
@@ -95,15 +98,18 @@ def _same_run_prediction(base, r) -> float:
     return _el(r) * t1 / step
 
 
-def _row(name, temperature, batch, k, med, lo, hi, runs) -> dict:
-    """One comparison: the median with its interval (for overhead: the median and the range), the
-    words for a speedup, and whether the median -- and the whole interval -- meet the target."""
+def _row(name, temperature, batch, k, med, lo, hi, runs, words: dict | None = None) -> dict:
+    """One comparison: the median with its interval (for overhead: the median and the range),
+    whether the median -- and the whole interval -- meet the target, and for a speedup (``words``:
+    `specdec.measure.protocol.comparison`'s dict) its verdict and its simultaneous interval and verdict
+    over the comparisons of its kind."""
     op, goal = TARGETS[name]
     meets = (lambda x: x >= goal) if op == ">=" else (lambda x: x <= goal)
     whole = (lo if op == ">=" else hi) if lo == lo else float("nan")
+    w = words or {"verdict": "", "lo_sim": float("nan"), "hi_sim": float("nan"), "verdict_sim": ""}
     return {"comparison": name, "temperature": temperature, "batch": batch, "k": k, "median": med, "lo": lo,
-            "hi": hi, "runs": runs, "verdict": verdict(lo, hi) if name in ("baseline", "vs_hf") else "",
-            "target": f"{op} {goal:g}", "target_met_by_median": bool(meets(med)),
+            "hi": hi, "runs": runs, "verdict": w["verdict"], "lo_sim": w["lo_sim"], "hi_sim": w["hi_sim"],
+            "verdict_sim": w["verdict_sim"], "target": f"{op} {goal:g}", "target_met_by_median": bool(meets(med)),
             "target_met_by_interval": bool(whole == whole and meets(whole))}
 
 
@@ -113,17 +119,19 @@ def comparisons(rows: list[dict], curve: dict, c: float) -> list[dict]:
     for r in rows:
         groups.setdefault((r["temperature"], r["batch"], r["impl"], r["k"]), []).append(r)
     key = lambda r: (r["prompt"], r["repeat"])  # noqa: E731  (the pairing unit)
+    family = {impl: sum(g[2] == impl for g in groups) for impl in ("ours_ar", "ours_spec")}
+
+    def speed(name, impl, other, T, B, k, rs):  # ours against HF's on the same (prompt, repeat)
+        hf = {key(r): r for r in groups.get((T, B, other, k), [])}
+        pairs = [(hf[key(r)], r) for r in rs if key(r) in hf]
+        w = comparison([_per_token(h) for h, _ in pairs], [_per_token(o) for _, o in pairs], family_size=family[impl])
+        return _row(name, T, B, k, w["median"], w["lo"], w["hi"], len(pairs), w)
+
     for (T, B, impl, k), rs in sorted(groups.items()):
         if impl == "ours_ar":
-            hf = {key(r): r for r in groups.get((T, B, "hf_ar", 0), [])}
-            pairs = [(hf[key(r)], r) for r in rs if key(r) in hf]
-            med, lo, hi = paired_interval([_per_token(h) for h, _ in pairs], [_per_token(o) for _, o in pairs])
-            out.append(_row("baseline", T, B, 0, med, lo, hi, len(pairs)))
+            out.append(speed("baseline", impl, "hf_ar", T, B, 0, rs))
         if impl == "ours_spec":
-            hf = {key(r): r for r in groups.get((T, B, "hf_assisted", k), [])}
-            pairs = [(hf[key(r)], r) for r in rs if key(r) in hf]
-            med, lo, hi = paired_interval([_per_token(h) for h, _ in pairs], [_per_token(o) for _, o in pairs])
-            out.append(_row("vs_hf", T, B, k, med, lo, hi, len(pairs)))
+            out.append(speed("vs_hf", impl, "hf_assisted", T, B, k, rs))
             base = {key(r): r for r in groups.get((T, B, "ours_ar", 0), [])}
             pairs = [(base[key(r)], r) for r in rs if key(r) in base]
             for name, pred in (("efficiency", [_same_run_prediction(b, r) for b, r in pairs]),
@@ -145,7 +153,8 @@ def main(argv=None) -> None:
     ap.add_argument("--batch", type=int, default=8, help="batch size of the second baseline comparison")
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=6, help="rounds: 6 is the fewest whose batch cell (one per "
+                    "round) reaches a 95%% interval of a median")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)

@@ -34,6 +34,8 @@ def test_bench_rows_summary_and_comparisons(tiny_pair, tmp_path):
     assert {("vs_hf", 1, k) for k in (1, 3)} | {("efficiency", 1, k) for k in (1, 3)} <= kinds
     for r in comp:
         assert r["lo"] <= r["median"] <= r["hi"] and r["runs"] == 2
+        if r["comparison"] in ("baseline", "vs_hf"):  # 2 pairs reach no 95% interval of a median: said so
+            assert r["verdict"] == r["verdict_sim"] == "too few pairs for this level"
         if r["comparison"] == "overhead":
             assert 0 <= r["lo"] <= r["hi"] <= 1
     path = write_table(comp, tmp_path / "c.csv", {"test": True}, kind="timing")
