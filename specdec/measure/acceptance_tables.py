@@ -136,21 +136,20 @@ def gof_by_temperature(summary, level: float):
     """A DataFrame, per (temperature, top_p) of the token-verification rows: configurations, how
     many the G-test of the geometric law rejects at ``level`` (p < level; no test, p NaN, is no
     rejection), the smallest p-value, and the same two as if steps were independent
-    (``rejected_independent``, ``min_p_independent``: from ``gof_p_independent``, or ``gof_p``
-    where the table has no such column) with the median design effect (``deff``, 1 without it).
+    (``rejected_independent``, ``min_p_independent``, from ``gof_p_independent``) with the median
+    design effect (``deff``).
     Example: p-values 1e-4 and 0.3 at T = 0 -> row temperature 0.0, configurations 2, rejected 1
     """
     import pandas as pd
 
     tok = token_rows(summary, plain=False)
-    ind = "gof_p_independent" if "gof_p_independent" in tok.columns else "gof_p"
     low = lambda p: float(np.nanmin(p)) if np.isfinite(p).any() else float("nan")  # noqa: E731
     rows = []
     for (T, top_p), g in tok.groupby(["temperature", "top_p"], sort=False):
-        p, pi = g["gof_p"].to_numpy(float), g[ind].to_numpy(float)
+        p, pi = g["gof_p"].to_numpy(float), g["gof_p_independent"].to_numpy(float)
         rows.append({"temperature": float(T), "top_p": float(top_p), "configurations": int(len(g)),
                      "rejected": int(np.sum(p < level)), "min_p": low(p),
-                     "deff": float(g["gof_deff"].median()) if "gof_deff" in g.columns else 1.0,
+                     "deff": float(g["gof_deff"].median()),
                      "rejected_independent": int(np.sum(pi < level)), "min_p_independent": low(pi)})
     return pd.DataFrame(rows, columns=["temperature", "top_p", "configurations", "rejected", "min_p", "deff",
                                        "rejected_independent", "min_p_independent"])

@@ -170,20 +170,17 @@ def dynamic_vs_fixed(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]
     (`specdec.measure.protocol.comparison`)."""
     rows = records(runs)
     out = []
-    cells = groups(paired(rows), CELL)
-    n_cells = sum(any(r["config"] == "dynamic" for r in rr) and any(r["config"].startswith("k=") for r in rr)
-                  for rr in cells.values())  # the cells compared below
-    for cell, rr in cells.items():
+    compared = {cell: rr for cell, rr in groups(paired(rows), CELL).items()  # cells with the rule and a fixed k
+                if any(r["config"] == "dynamic" for r in rr) and any(r["config"].startswith("k=") for r in rr)}
+    for cell, rr in compared.items():
         fixed = {name: float(np.median([r["speedup"] for r in g]))
                  for (name,), g in sorted(groups(rr, ("config",)).items(), key=lambda kv: _config_order(kv[0][0]))
                  if name.startswith("k=")}
-        if not fixed or not any(r["config"] == "dynamic" for r in rr):
-            continue
         best = max(fixed, key=fixed.get)  # the median speedup of summary_table, without its intervals
         by = {(r["config"], r["group"], r["repeat"]): r["wall_s"] / r["tokens"] for r in rr}
         units = [(g, rep) for (c, g, rep) in by if c == "dynamic"]
         c = comparison([by[(best, *u)] for u in units], [by[("dynamic", *u)] for u in units], level=level,
-                       family_size=n_cells, seed=seed)
+                       family_size=len(compared), seed=seed)
         out.append({**dict(zip(CELL, cell)), "best_fixed": best, "dynamic_over_best": c["median"], "lo": c["lo"],
                     "hi": c["hi"], "verdict": c["verdict"], "lo_sim": c["lo_sim"], "hi_sim": c["hi_sim"],
                     "verdict_sim": c["verdict_sim"], "pairs": len(units), "pairs_sim": c["pairs_sim"]})

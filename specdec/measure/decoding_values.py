@@ -10,6 +10,7 @@ import numpy as np
 
 from specdec.measure.decoding_summary import CELL, groups, paired
 from specdec.measure.protocol import repeats_for_half_width, simultaneous_words
+from specdec.report.formatting import config_text
 from specdec.report.results import records
 
 __all__ = ["SHOWN", "headline", "curve_values", "interleave_values", "curve_drift", "breakdown_values",
@@ -37,15 +38,11 @@ def headline(summary, pred_summary, *, temperature: float, output_len: int, batc
     ref = next(r for r in rows if (r["temperature"], r["output_len"], r["batch"], r["config"]) ==
                (temperature, output_len, batch, f"k={k_ref}"))
     pr = records(pred_summary)
-    desc = lambda r: (f"{r['config']}, batch {r['batch']}, {r['output_len']} tokens, "  # noqa: E731
-                      f"{'greedy' if r['temperature'] == 0 else 'temperature ' + format(r['temperature'], 'g')}")
     return {"n_spec": len(rows), "n_faster": sum(r["verdict"] == "faster" for r in rows),
             "n_slower": sum(r["verdict"] == "slower" for r in rows),
             "n_undecided": sum(r["verdict"] not in ("faster", "slower") for r in rows),
-            "n_faster_sim": sum(r["verdict_sim"] == "faster" for r in rows),
-            "n_slower_sim": sum(r["verdict_sim"] == "slower" for r in rows),
             "sim_words": simultaneous_words([r["verdict_sim"] for r in rows], [r["runs"] for r in rows], len(rows)),
-            "best_config": desc(best), "best_speedup": best["speedup"], "best_lo": best["speedup_lo"],
+            "best_config": config_text(best), "best_speedup": best["speedup"], "best_lo": best["speedup_lo"],
             "best_hi": best["speedup_hi"], "best_words": best["verdict"], "ref_speedup": ref["speedup"],
             "ref_lo": ref["speedup_lo"], "ref_hi": ref["speedup_hi"], "ref_words": ref["verdict"],
             "ref_alpha": ref["alpha_mle"], "ref_tokens_per_step": ref["tokens_per_step"],
@@ -112,9 +109,8 @@ def shown(summary):
 def misses_markdown(pred) -> str:
     """One Markdown bullet per configuration the prediction missed, with its ratio and reason."""
     rows = [r for r in records(pred) if not r["within"]]
-    return "\n".join(f"* {r['config']}, batch {r['batch']}, {r['output_len']} tokens, "
-                     f"{'greedy' if r['temperature'] == 0 else 'temperature ' + format(r['temperature'], 'g')}: measured/"
-                     f"predicted {r['ratio']:.2f} ({r['ratio_lo']:.2f}-{r['ratio_hi']:.2f}); {r['reason']}."
+    return "\n".join(f"* {config_text(r)}: measured/predicted {r['ratio']:.2f} "
+                     f"({r['ratio_lo']:.2f}-{r['ratio_hi']:.2f}); {r['reason']}."
                      for r in rows) or "*Every configuration is within the tolerance.*"
 
 

@@ -45,8 +45,7 @@ import numpy as np
 
 __all__ = ["LEVEL", "HALF_WIDTH", "OUT_OF_REACH", "verdict", "paired_interval", "paired_speedups", "summarize",
            "bonferroni", "max_level", "pairs_for_level", "median_interval", "comparison", "simultaneous_words",
-           "repeats_for_half_width",
-           "spec_bench"]
+           "repeats_for_half_width", "spec_bench"]
 
 LEVEL = 0.95  # confidence level of every interval
 HALF_WIDTH = 0.03  # the precision aimed at: interval half-width / median

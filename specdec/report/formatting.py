@@ -16,9 +16,17 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-__all__ = ["p_value_text", "fraction_text", "with_p_values", "markdown_table"]
+__all__ = ["p_value_text", "fraction_text", "with_p_values", "markdown_table", "config_text"]
 
 FLOOR = 1e-300  # below this a double p-value has lost all meaning (the smallest normal is 2.2e-308)
+
+
+def config_text(r) -> str:
+    """A measured configuration (a row with config, batch, output_len, temperature) in words.
+    Example: config_text({"config": "k=2", "batch": 1, "output_len": 256, "temperature": 0.0})
+      -> "k=2, batch 1, 256 tokens, greedy" """
+    temp = "greedy" if r["temperature"] == 0 else "temperature " + format(r["temperature"], "g")
+    return f"{r['config']}, batch {r['batch']}, {r['output_len']} tokens, {temp}"
 
 
 def p_value_text(p: float, digits: int = 2) -> str:

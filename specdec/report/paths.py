@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["ROOT", "DATA", "CORPUS_DIR", "CACHE_DIR", "MODELS_DIR", "CHECKPOINTS_DIR", "RESULTS_DIR", "RERUNS_DIR",
+__all__ = ["ROOT", "DATA", "CORPUS_DIR", "CACHE_DIR", "MODELS_DIR", "CHECKPOINTS_DIR", "RESULTS_DIR", "RERUNS_DIR", "CHAPTERS",
            "BUILD_DIR", "resolve"]
 
 ROOT = Path(__file__).resolve().parents[2]   # the repository: specdec/report/paths.py -> ../../
@@ -23,6 +23,9 @@ MODELS_DIR = DATA / "models"                  # the embedded family, tokenizer, 
 CHECKPOINTS_DIR = DATA / "checkpoints"        # training state for resuming (not committed)
 RESULTS_DIR = DATA / "results"                # the small committed results the book renders from
 RERUNS_DIR = DATA / "reruns"                  # re-runs of a measured chapter in fresh processes (small tables)
+CHAPTERS = {"one": "01_acceptance_and_residual", "seq": "02_distribution_tests", "cost": "03_cost_model",
+            "family": "04_model_family", "acc": "05_measured_acceptance", "dec": "06_measured_decoding",
+            "gpu": "07_gpu_decoding", "alt": "08_alternatives", "serve": "09_serving"}  # results folder by short name
 BUILD_DIR = ROOT / "build"                    # executed notebooks, the book (not committed)
 
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specdec.report.paths import RERUNS_DIR, RESULTS_DIR
+from specdec.report.formatting import config_text
+from specdec.report.paths import CHAPTERS, RERUNS_DIR, RESULTS_DIR
 from specdec.report.results import read_table
 
-__all__ = ["FAMILIES", "CHAPTERS", "multiplicity_words", "agreement", "rerun_values"]
+__all__ = ["FAMILIES", "multiplicity_words", "agreement", "rerun_values"]
 
-CHAPTERS = {"acc": "05_measured_acceptance", "dec": "06_measured_decoding", "alt": "08_alternatives",
-            "serve": "09_serving"}
 KEYS = ("temperature", "output_len", "batch", "config")
 DECIDED = ("faster", "slower", "more tokens per step", "fewer tokens per step")
 STATEMENTS = ("faster", "slower", "no difference detected at this precision")  # what a verdict can say
@@ -58,11 +57,6 @@ def multiplicity_words(root: Path = RESULTS_DIR, chapters: dict = CHAPTERS) -> s
     return "; ".join(parts)
 
 
-def _describe(r) -> str:
-    temp = "greedy" if r["temperature"] == 0 else f"temperature {r['temperature']:g}"
-    return f"{r['config']}, batch {r['batch']}, {r['output_len']} tokens, {temp}"
-
-
 def agreement(a, b, keys=KEYS) -> dict:
     """Two summary tables (chapter 06's ``summary``) on their shared speculative configurations:
     n, how many 95% intervals overlap (a lenient test: two 95% intervals of the same quantity
@@ -71,7 +65,7 @@ def agreement(a, b, keys=KEYS) -> dict:
     miss each other ("k=1, batch 1, 32 tokens, greedy: 1.00 [0.98, 1.02] against ...", a's first)."""
     m = a[a["config"] != "baseline"].merge(b[b["config"] != "baseline"], on=list(keys), suffixes=("_a", "_b"))
     hit = (m["speedup_lo_a"] <= m["speedup_hi_b"]) & (m["speedup_lo_b"] <= m["speedup_hi_a"])
-    miss = [f"{_describe(r)}: {r['speedup_a']:.3f} [{r['speedup_lo_a']:.3f}, {r['speedup_hi_a']:.3f}] against "
+    miss = [f"{config_text(r)}: {r['speedup_a']:.3f} [{r['speedup_lo_a']:.3f}, {r['speedup_hi_a']:.3f}] against "
             f"{r['speedup_b']:.3f} [{r['speedup_lo_b']:.3f}, {r['speedup_hi_b']:.3f}]"
             for r in m[~hit].to_dict("records")]
     same = (m["verdict_a"] == m["verdict_b"]) & m["verdict_a"].isin(STATEMENTS)
@@ -103,4 +97,4 @@ def _best(summary) -> str:
     if not len(spec):
         return "none"
     b = spec.sort_values("speedup").iloc[-1]
-    return f"{_describe(b)} at {b['speedup']:.3f} [{b['speedup_lo']:.3f}, {b['speedup_hi']:.3f}]"
+    return f"{config_text(b)} at {b['speedup']:.3f} [{b['speedup_lo']:.3f}, {b['speedup_hi']:.3f}]"

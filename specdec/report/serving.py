@@ -108,8 +108,7 @@ def headline(speed: pd.DataFrame, be: pd.DataFrame, lat: pd.DataFrame, baseline:
            "top_light_speed": top["latency_speedup"], "top_light_lo": top["latency_lo"],
            "top_light_hi": top["latency_hi"], "top_light_verdict": top["verdict"],
            "n_faster": int((speed["verdict"] == "faster").sum()), "n_slower": int((speed["verdict"] == "slower").sum()),
-           "n_faster_sim": int((speed["verdict_sim"] == "faster").sum()),
-           "n_slower_sim": int((speed["verdict_sim"] == "slower").sum()), "n_comparisons": len(speed),
+           "n_comparisons": len(speed),
            "half_width_median": float(speed["half_width"].median()), "running_light": base.loc[lo_rate, "mean_running"],
            "running_heavy": base.loc[hi_rate, "mean_running"], "base_tps_heavy": base.loc[hi_rate, "serve_tokens_per_s"]}
     for r in speed[speed["rate"] == lo_rate].itertuples():

@@ -23,29 +23,26 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.report.paths import RESULTS_DIR, RERUNS_DIR
+from specdec.report.paths import CHAPTERS, RESULTS_DIR, RERUNS_DIR
 from specdec.report.results import read_table, records
 from specdec.report.robustness import multiplicity_words, rerun_values
 from specdec.report.serving import rate_text
 
 __all__ = ["exactness", "acceptance_by_draft", "speed", "guide_rows", "comparison_rows", "scope"]
 
-CH = {"one": "01_acceptance_and_residual", "seq": "02_distribution_tests", "cost": "03_cost_model",
-      "family": "04_model_family", "acc": "05_measured_acceptance", "dec": "06_measured_decoding",
-      "gpu": "07_gpu_decoding", "alt": "08_alternatives", "serve": "09_serving"}
 
 
 def _t(root: Path, chapter: str, name: str):
-    return read_table(Path(root) / CH[chapter] / f"{name}.csv")
+    return read_table(Path(root) / CHAPTERS[chapter] / f"{name}.csv")
 
 
 def _values(root: Path, chapter: str) -> dict:
-    return json.loads((Path(root) / CH[chapter] / "values.json").read_text())["values"]
+    return json.loads((Path(root) / CHAPTERS[chapter] / "values.json").read_text())["values"]
 
 
 def _chapter(root: Path, chapter: str) -> dict:
     """The chapter's chapter.json: its parameters and the provenance of its run."""
-    return json.loads((Path(root) / CH[chapter] / "chapter.json").read_text())
+    return json.loads((Path(root) / CHAPTERS[chapter] / "chapter.json").read_text())
 
 
 def _params(root: Path, chapter: str) -> dict:
@@ -242,6 +239,6 @@ def scope(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> dict:
             "temperatures": ", ".join("greedy" if t == 0 else f"{t:g}" for t in p6["TEMPERATURES"]),
             "prompt_groups": int(p6["GROUPS"]), "rounds": int(p6["REPEATS"]), "acc_prompts": int(p5["N_PROMPTS"]),
             "n_intervals": n_intervals, "multiplicity": multiplicity_words(root),
-            **rerun_values(s, reruns / CH["dec"]), "real_new": int(p6["REAL_NEW"]), "draft_len": int(p6["DRAFT_LEN"]),
+            **rerun_values(s, reruns / CHAPTERS["dec"]), "real_new": int(p6["REAL_NEW"]), "draft_len": int(p6["DRAFT_LEN"]),
             "acc_k": int(p5["K"]), "tolerance": float(p6["TOLERANCE"]), "cpu": hw.get("cpu", "unnamed CPU"),
             "cpu_count": int(hw.get("cpu_count", 0))}

@@ -21,6 +21,7 @@ def _row(draft, T, method, counts, alpha, top_p=1.0, gof_p=0.5, real=0.4, distin
             "el_measured": el, "el_lo": el - 0.2, "el_hi": el + 0.2, "el_pred_conditional": el - d,
             "el_pred_independent": el - 0.3, "el_minus_pred": d, "el_minus_pred_lo": d - half,
             "el_minus_pred_hi": d + half, "beta_mean": alpha - 0.05, "gof_G": 1.0, "gof_df": 1, "gof_p": gof_p,
+            "gof_p_independent": gof_p, "gof_deff": 1.0,
             **{f"beta_pos_{i}": 0.1 * i for i in range(1, k + 1)}, "beta_real_text": real,
             "distinct_4gram": distinct, "counts": counts, "el_by_prompt": by_prompt}
 
