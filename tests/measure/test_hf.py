@@ -50,3 +50,20 @@ def test_plain_generate_takes_a_batch_and_matches_the_engine(tiny_pair):
     theirs, row = hf_assisted(target, None, ids, k=0, max_new_tokens=10, temperature=0, seed=0)
     assert theirs.shape == (3, 10) and row["tokens"] == 30
     assert [t.tolist() for t in ours] == theirs.tolist()
+
+
+def test_hf_compiled_mode_really_compiles_and_decodes_the_same_tokens(tiny_pair):
+    """HF's compiled mode (static cache + compile_config): plain and assisted greedy output equal the
+    engine's, and torch.compile really ran (off CUDA, HF skips compiling silently without
+    ``_compile_all_devices``: the graph count would not move); the model's own config is untouched."""
+    from specdec.engine.compiled import graph_count
+
+    target, draft = tiny_pair
+    ids = torch.randint(0, 64, (1, 6), generator=torch.Generator().manual_seed(6))
+    ours = generate(target, ids, max_new_tokens=12, temperature=0).tokens[0].tolist()
+    before, cfg = graph_count(), target.generation_config.to_dict()
+    for k in (0, 2):
+        theirs, row = hf_assisted(target, draft, ids, k=k, max_new_tokens=12, temperature=0, seed=0, compiled=True)
+        assert theirs[0].tolist() == ours and row["tokens"] == 12
+    assert graph_count() > before
+    assert target.generation_config.to_dict() == cfg and target.generation_config.cache_implementation is None

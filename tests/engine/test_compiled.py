@@ -1,0 +1,53 @@
+"""specdec.engine.compiled: the graph-compiled execution mode is the same algorithm with another forward."""
+
+import pytest
+import torch
+
+from specdec.engine.compiled import RECOMPILE_LIMIT, CompiledModel, compiled, graph_count
+from specdec.engine.decode import generate
+from specdec.engine.kv import KVCompat, engine_model
+
+
+def test_compiled_engine_decodes_what_the_eager_engine_decodes(tiny_pair):
+    """Greedy, ragged batch of two, plain and speculative (k = 2): token for token the eager run's.
+    The compiled forward's logits agree with the eager ones to fp32 rounding, the wrapper passes the
+    engine's keyword through, and a repeated call of the same shapes compiles nothing new."""
+    target, draft = tiny_pair
+    ct, cd = compiled(target), compiled(draft)
+    assert engine_model(ct) is ct and ct.config is target.config
+    prompts = [torch.tensor([3, 7, 1, 9, 4]), torch.tensor([5, 2, 8])]
+    for drafter, cdrafter in ((None, None), (draft, cd)):
+        eager = generate(target, prompts, drafter=drafter, k=2, max_new_tokens=10, temperature=0)
+        comp = generate(ct, prompts, drafter=cdrafter, k=2, max_new_tokens=10, temperature=0)
+        assert [t.tolist() for t in comp.tokens] == [t.tolist() for t in eager.tokens]
+    before = graph_count()
+    again = generate(ct, prompts, drafter=cd, k=2, max_new_tokens=10, temperature=0)
+    assert graph_count() == before > 0, "the same shapes again must not compile again"
+    assert [t.tolist() for t in again.tokens] == [t.tolist() for t in comp.tokens]
+    ids = torch.tensor([[3, 7, 1, 9]])
+    with torch.inference_mode():
+        a = target(input_ids=ids).logits
+        b = ct(input_ids=ids).logits
+    assert torch.allclose(a, b, atol=1e-4, rtol=1e-4) and not torch.equal(a, torch.zeros_like(a))
+
+
+def test_compiled_raises_the_recompile_limit_and_refuses_bad_models():
+    import torch._dynamo
+
+    compiled(torch.nn.Linear(2, 2))
+    assert torch._dynamo.config.recompile_limit >= RECOMPILE_LIMIT
+    with pytest.raises(ValueError, match="torch.nn.Module"):
+        compiled(lambda **kw: None)
+    with pytest.raises(ValueError, match="already compiled"):
+        compiled(compiled(torch.nn.Linear(2, 2)))
+
+
+def test_compiled_model_renames_the_kv_keyword_for_older_releases():
+    class Old(torch.nn.Module):
+        def forward(self, input_ids=None, past_key_values=None):
+            return input_ids * 2 if past_key_values == "kv" else input_ids
+
+    m = compiled(Old())
+    assert isinstance(m, CompiledModel) and isinstance(m, KVCompat) and m.kv_name == "past_key_values"
+    assert torch.equal(m(input_ids=torch.ones(2), cache="kv"), torch.full((2,), 2.0))
+    assert compiled(KVCompat(Old())).inner.__class__ is Old  # an engine wrapper is unwrapped, not nested
