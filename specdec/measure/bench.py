@@ -10,8 +10,14 @@ re-run, medians with paired bootstrap intervals, words that follow the intervals
     ours_spec    our engine with the draft model, k drafts, token verification, k in KS
     hf_assisted  `generate(assistant_model=draft)` with k pinned (`specdec.measure.hf`)
 and at batch 8 (all prompts in one batch) ours_ar and hf_ar (HF's assisted generation takes batch 1
-only).  Both engines run exactly new_tokens (no stop token).  The comparisons, each a paired median
-with its interval and the target the issue set for it:
+only).  Both engines run exactly new_tokens (no stop token).  Every configuration runs in two
+execution modes, interleaved in the same rounds: "eager" (the forward as written) and "compiled"
+(ours: `specdec.engine.compiled`, torch.compile with dynamic shapes on the ordinary cache; HF's:
+its static cache with compile_config, `specdec.measure.hf`), compiled at k in KS_COMPILED, after
+one untimed warm-up round of every compiled configuration at full length; the graphs compiled
+while timing are counted and recorded (0 means no timed run paid for a compile).  Each engine is
+compared with the other in the same mode.  The comparisons, each a paired median with its interval
+and the target the issue set for it (per mode):
     baseline     hf_ar time per token / ours_ar time per token        (>= 1: ours is not slower)
     vs_hf        hf_assisted / ours_spec at the same k                  (>= 1.1)
     efficiency   measured speedup / predicted speedup of the same run   (>= 0.95): the measured one
@@ -23,6 +29,8 @@ with its interval and the target the issue set for it:
                  the start (context: prompt + half the output): how far isolated forwards predict
                  the loop's, on a machine whose speed drifts
     overhead     the share of step time outside the model forwards      (<= 0.10), median and max
+    compile_gain ours eager time per token / ours compiled, same (prompt, repeat)   (>= 1: compiling
+                 pays), for the baseline and each compiled k
 baseline and vs_hf are worded by `specdec.measure.protocol.comparison`: the verdict of the 95%
 interval, and the simultaneous interval over the comparisons of their kind with its verdict (a
 level the pairs cannot reach is said to be out of reach).
@@ -40,6 +48,7 @@ import sys
 import torch
 
 from specdec.core.cost import draft_cost
+from specdec.engine.compiled import compiled, graph_count
 from specdec.engine.decode import generate
 from specdec.engine.kv import now
 from specdec.family.tokens import prompt_checksum
@@ -54,11 +63,20 @@ from specdec.report.results import provenance, write_table
 __all__ = ["configs", "comparisons", "main"]
 
 TARGETS = {"baseline": (">=", 1.0), "vs_hf": (">=", 1.1), "efficiency": (">=", 0.95), "overhead": ("<=", 0.10),
-           "isolated_forwards": (">=", 0.95)}
+           "isolated_forwards": (">=", 0.95), "compile_gain": (">=", 1.0)}
+MODES = ("eager", "compiled")
+KS_COMPILED = (1, 2, 4, 8)  # the compiled mode at fewer k: both modes at every k would not fit in 15 minutes
 
 
-def configs(target, draft, ks, temperature: float, n_new: int, spec: bool = True) -> list[Config]:
-    """ours_ar and hf_ar, then (spec) ours_spec and hf_assisted for each k."""
+def configs(target, draft, ks, temperature: float, n_new: int, spec: bool = True, mode: str = "eager"
+            ) -> list[Config]:
+    """ours_ar and hf_ar, then (spec) ours_spec and hf_assisted for each k, in ``mode``: "eager", or
+    "compiled" (then target and draft are `specdec.engine.compiled` wrappers; HF unwraps them and
+    runs its own compiled mode)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    suffix = "" if mode == "eager" else f" {mode}"
+
     def ours(k):
         return lambda ids, seed: generate(target, ids, drafter=draft if k else None, k=max(k, 1), max_new_tokens=n_new,
                                           temperature=temperature, generator=torch.Generator().manual_seed(seed)
@@ -66,12 +84,14 @@ def configs(target, draft, ks, temperature: float, n_new: int, spec: bool = True
 
     def hf(k):
         return lambda ids, seed: hf_assisted(target, draft, ids if ids.dim() == 2 else ids[None], k=k,
-                                             max_new_tokens=n_new, temperature=temperature, seed=seed)[1]
+                                             max_new_tokens=n_new, temperature=temperature, seed=seed,
+                                             compiled=mode == "compiled")[1]
 
-    out = [Config("ours_ar", ours(0), impl="ours_ar", k=0), Config("hf_ar", hf(0), impl="hf_ar", k=0)]
+    out = [Config("ours_ar" + suffix, ours(0), impl="ours_ar", k=0, mode=mode),
+           Config("hf_ar" + suffix, hf(0), impl="hf_ar", k=0, mode=mode)]
     for k in ks if spec else ():
-        out += [Config(f"ours_spec k={k}", ours(k), impl="ours_spec", k=k),
-                Config(f"hf_assisted k={k}", hf(k), impl="hf_assisted", k=k)]
+        out += [Config(f"ours_spec k={k}{suffix}", ours(k), impl="ours_spec", k=k, mode=mode),
+                Config(f"hf_assisted k={k}{suffix}", hf(k), impl="hf_assisted", k=k, mode=mode)]
     return out
 
 
@@ -98,7 +118,7 @@ def _same_run_prediction(base, r) -> float:
     return _el(r) * t1 / step
 
 
-def _row(name, temperature, batch, k, med, lo, hi, runs, words: dict | None = None) -> dict:
+def _row(name, mode, temperature, batch, k, med, lo, hi, runs, words: dict | None = None) -> dict:
     """One comparison: the median with its interval (for overhead: the median and the range),
     whether the median -- and the whole interval -- meet the target, and for a speedup (``words``:
     `specdec.measure.protocol.comparison`'s dict) its verdict and its simultaneous interval and verdict
@@ -107,40 +127,49 @@ def _row(name, temperature, batch, k, med, lo, hi, runs, words: dict | None = No
     meets = (lambda x: x >= goal) if op == ">=" else (lambda x: x <= goal)
     whole = (lo if op == ">=" else hi) if lo == lo else float("nan")
     w = words or {"verdict": "", "lo_sim": float("nan"), "hi_sim": float("nan"), "verdict_sim": ""}
-    return {"comparison": name, "temperature": temperature, "batch": batch, "k": k, "median": med, "lo": lo,
+    return {"comparison": name, "mode": mode, "temperature": temperature, "batch": batch, "k": k, "median": med, "lo": lo,
             "hi": hi, "runs": runs, "verdict": w["verdict"], "lo_sim": w["lo_sim"], "hi_sim": w["hi_sim"],
             "verdict_sim": w["verdict_sim"], "target": f"{op} {goal:g}", "target_met_by_median": bool(meets(med)),
             "target_met_by_interval": bool(whole == whole and meets(whole))}
 
 
 def comparisons(rows: list[dict], curve: dict, c: float) -> list[dict]:
-    """The baseline, vs_hf, efficiency and overhead rows (module docstring) from the paired runs."""
+    """The baseline, vs_hf, efficiency, overhead and compile_gain rows (module docstring) from the
+    paired runs, per execution mode (isolated_forwards: eager only, the curve's mode)."""
     out, groups = [], {}
     for r in rows:
-        groups.setdefault((r["temperature"], r["batch"], r["impl"], r["k"]), []).append(r)
+        groups.setdefault((r.get("mode", "eager"), r["temperature"], r["batch"], r["impl"], r["k"]), []).append(r)
     key = lambda r: (r["prompt"], r["repeat"])  # noqa: E731  (the pairing unit)
-    family = {impl: sum(g[2] == impl for g in groups) for impl in ("ours_ar", "ours_spec")}
+    family = {(mode, impl): sum(g[0] == mode and g[3] == impl for g in groups)
+              for mode, impl in {(g[0], g[3]) for g in groups}}
 
-    def speed(name, impl, other, T, B, k, rs):  # ours against HF's on the same (prompt, repeat)
-        hf = {key(r): r for r in groups.get((T, B, other, k), [])}
-        pairs = [(hf[key(r)], r) for r in rs if key(r) in hf]
-        w = comparison([_per_token(h) for h, _ in pairs], [_per_token(o) for _, o in pairs], family_size=family[impl])
-        return _row(name, T, B, k, w["median"], w["lo"], w["hi"], len(pairs), w)
+    def pairs_of(rs, mode, T, B, impl, k):  # (other's run, this run) on the same (prompt, repeat)
+        other = {key(r): r for r in groups.get((mode, T, B, impl, k), [])}
+        return [(other[key(r)], r) for r in rs if key(r) in other]
 
-    for (T, B, impl, k), rs in sorted(groups.items()):
+    def speed(name, mode, other, T, B, k, rs, family_size, other_mode=None):  # other's time per token / this one's
+        pairs = pairs_of(rs, other_mode or mode, T, B, other, k)
+        w = comparison([_per_token(h) for h, _ in pairs], [_per_token(o) for _, o in pairs], family_size=family_size)
+        return _row(name, mode, T, B, k, w["median"], w["lo"], w["hi"], len(pairs), w)
+
+    n_gain = sum(g[0] == "compiled" and g[3] in ("ours_ar", "ours_spec") for g in groups)
+    for (mode, T, B, impl, k), rs in sorted(groups.items()):
         if impl == "ours_ar":
-            out.append(speed("baseline", impl, "hf_ar", T, B, 0, rs))
+            out.append(speed("baseline", mode, "hf_ar", T, B, 0, rs, family[mode, impl]))
         if impl == "ours_spec":
-            out.append(speed("vs_hf", impl, "hf_assisted", T, B, k, rs))
-            base = {key(r): r for r in groups.get((T, B, "ours_ar", 0), [])}
-            pairs = [(base[key(r)], r) for r in rs if key(r) in base]
-            for name, pred in (("efficiency", [_same_run_prediction(b, r) for b, r in pairs]),
-                               ("isolated_forwards", [_el(r) / (curve[k + 1] / curve[1] + k * c) for _, r in pairs])):
+            out.append(speed("vs_hf", mode, "hf_assisted", T, B, k, rs, family[mode, impl]))
+            pairs = pairs_of(rs, mode, T, B, "ours_ar", 0)
+            preds = [("efficiency", [_same_run_prediction(b, r) for b, r in pairs])]
+            if mode == "eager":
+                preds.append(("isolated_forwards", [_el(r) / (curve[k + 1] / curve[1] + k * c) for _, r in pairs]))
+            for name, pred in preds:
                 med, lo, hi = paired_interval([_steady(b) for b, _ in pairs],
                                               [_steady(r) * p for (_, r), p in zip(pairs, pred)])
-                out.append(_row(name, T, B, k, med, lo, hi, len(pairs)))
+                out.append(_row(name, mode, T, B, k, med, lo, hi, len(pairs)))
             share = [r["overhead_share"] for r in rs]
-            out.append(_row("overhead", T, B, k, statistics.median(share), min(share), max(share), len(rs)))
+            out.append(_row("overhead", mode, T, B, k, statistics.median(share), min(share), max(share), len(rs)))
+        if mode == "compiled" and impl in ("ours_ar", "ours_spec"):
+            out.append(speed("compile_gain", mode, impl, T, B, k, rs, n_gain, other_mode="eager"))
     return out
 
 
@@ -172,31 +201,47 @@ def main(argv=None) -> None:
     curve = {r["n"]: r["median_s"] for r in curve_rows}
     c = draft_cost(d1["median_s"], curve[1])
     log(f"{subj.kind}: T(1) {curve[1] * 1e3:.2f} ms, c {c:.3f}; {n_prompts} prompts x {n_new} tokens x {repeats} repeats")
+    ks_c = [k for k in KS_COMPILED if k in ks]
+    ct, cd = compiled(target), compiled(draft)
+
+    def all_configs(T, spec):  # both modes, interleaved by the protocol
+        return configs(target, draft, ks, T, n_new, spec) + configs(ct, cd, ks_c, T, n_new, spec, mode="compiled")
+
     sweep(configs(target, draft, [2], 1.0, 8), [Cell({}, prompts[0])], repeats=1)  # warm-up: one-off costs
+    g0 = graph_count()
+    for T in (0.0, 1.0):  # warm-up of every compiled configuration and shape, untimed
+        for cell, spec in ((prompts[0], True), (prompts[:batch], False)):
+            sweep(configs(ct, cd, ks_c, T, n_new, spec, mode="compiled"), [Cell({}, cell)], repeats=1)
+    g1 = graph_count()
+    log(f"compiled-mode warm-up: {g1 - g0} graphs")
     runs = []
     for T in (0.0, 1.0):
         plan = [([Cell({"temperature": T, "batch": 1, "prompt": i}, p) for i, p in enumerate(prompts[:n_prompts])],
                  True), ([Cell({"temperature": T, "batch": batch, "prompt": -1}, prompts[:batch])], False)]
         for cells, spec in plan:
-            runs += protocol_sweep(configs(target, draft, ks, T, n_new, spec), cells, repeats=repeats, seed=a.seed,
+            runs += protocol_sweep(all_configs(T, spec), cells, repeats=repeats, seed=a.seed,
                                    min_share=0.9, max_reruns=2, log=log)
-    runs = paired_speedups(runs, baseline="ours_ar", keys=("temperature", "batch", "prompt", "repeat"))
-    params = {"draft": a.draft, "models": subj.kind, "ks": ks, "temperatures": [0.0, 1.0], "prompts": n_prompts,
+    g2 = graph_count()
+    log(f"graphs compiled while timing: {g2 - g1}")
+    runs = paired_speedups(runs, baseline="ours_ar", keys=("mode", "temperature", "batch", "prompt", "repeat"))
+    params = {"draft": a.draft, "models": subj.kind, "ks": ks, "ks_compiled": ks_c, "modes": list(MODES),
+              "temperatures": [0.0, 1.0], "prompts": n_prompts,
               "batch": batch, "prompt_len": a.prompt_len, "new_tokens": n_new, "repeats": repeats,
               "threads": a.threads, "smoke": a.smoke, "method": "token", "curve_context": ctx, "c": c,
-              "prompt_sha256": prompt_checksum(prompts)}
+              "prompt_sha256": prompt_checksum(prompts), "graphs_compiled_warmup": g1 - g0,
+              "graphs_compiled_while_timing": g2 - g1}
     prov = provenance(params, a.seed, models=subj.sha256)
     write_table(runs, f"{a.out}/bench_runs.csv", prov, kind="timing")
     write_table([{**r, "model": "target"} for r in curve_rows] + [{**d1, "model": "draft", "ratio": float("nan")}],
                 f"{a.out}/bench_cost_curve.csv", prov, kind="timing")
-    write_table(summarize(runs, by=("temperature", "batch", "impl", "k")), f"{a.out}/bench_summary.csv", prov,
+    write_table(summarize(runs, by=("mode", "temperature", "batch", "impl", "k")), f"{a.out}/bench_summary.csv", prov,
                 kind="timing")
     comp = comparisons(runs, curve, c)
     write_table(comp, f"{a.out}/bench_comparisons.csv", prov, kind="timing")
     for r in comp:
         met = "met by the whole interval" if r["target_met_by_interval"] else \
             "met by the median only" if r["target_met_by_median"] else "not met"
-        print(f"{r['comparison']:<10} T={r['temperature']:g} B={r['batch']} k={r['k']}: {r['median']:.3f} "
+        print(f"{r['comparison']:<12} {r['mode']:<8} T={r['temperature']:g} B={r['batch']} k={r['k']}: {r['median']:.3f} "
               f"[{r['lo']:.3f}, {r['hi']:.3f}] {r['verdict']} (target {r['target']}: {met})")
     print(f"wrote {a.out}/bench_*.csv in {now() - t0:.0f} s; {sum(r['reruns'] for r in runs)} contended runs re-run",
           file=sys.stderr)

@@ -138,31 +138,63 @@ def best_draft_values(by_draft) -> dict:
                                                   len(rows))}
 
 
+def _mode(rows, mode: str = "eager") -> list[dict]:
+    """The rows of one execution mode of `make bench`'s tables (a table from before the compiled
+    mode has no mode column: all eager)."""
+    return [r for r in records(rows) if r.get("mode", "eager") == mode]
+
+
 def long_drafts(bench_summary, k_from: int) -> dict:
-    """What `make bench` measured for our speculative decoding at k >= k_from (the draft lengths this
-    chapter cuts): how many (temperature, k) settings, how many faster, and the largest median."""
-    rows = [r for r in records(bench_summary) if r["impl"] == "ours_spec" and r["k"] >= k_from]
+    """What `make bench` measured for our speculative decoding (eager, the chapter's mode) at
+    k >= k_from (the draft lengths this chapter cuts): how many (temperature, k) settings, how many
+    faster, and the largest median."""
+    rows = [r for r in _mode(bench_summary) if r["impl"] == "ours_spec" and r["k"] >= k_from]
     return {"long_n": len(rows), "long_faster": sum(r["verdict"] == "faster" for r in rows),
             "long_max": float(max((r["speedup_median"] for r in rows), default=float("nan"))),
             "long_k_from": k_from, "long_k_to": int(max((r["k"] for r in rows), default=k_from))}
 
 
-def engine_values(comp) -> dict:
-    """The numbers chapter 06 quotes from `make bench`'s comparisons table (`specdec.measure.bench`):
-    per (temperature, batch) the baseline ratio with its interval and words; the largest median
-    overhead share; the range of engine efficiency and of the ratio to HF assisted generation, and
-    how many (T, k) meet their targets by the median and by the whole interval."""
+def _range(rows, name: str, prefix: str) -> dict:
+    """Median range, count and counts meeting the target by median and by interval of one comparison."""
+    g = [r for r in rows if r["comparison"] == name]
+    med = [r["median"] for r in g]
+    return {f"{prefix}_min": float(min(med, default=float("nan"))), f"{prefix}_max": float(max(med, default=float("nan"))),
+            f"{prefix}_n": len(g), f"{prefix}_met_median": sum(bool(r["target_met_by_median"]) for r in g),
+            f"{prefix}_met_interval": sum(bool(r["target_met_by_interval"]) for r in g),
+            f"{prefix}_target": str(g[0]["target"]) if g else "",
+            f"{prefix}_faster": sum(r["verdict"] == "faster" for r in g),
+            f"{prefix}_slower": sum(r["verdict"] == "slower" for r in g)}
+
+
+def engine_values(comp, bench_summary=None) -> dict:
+    """The numbers chapter 06 quotes from `make bench`'s comparisons table (`specdec.measure.bench`).
+    Eager mode (the chapter's): per temperature, at batch 1 (b1) and at the bench's batch (bn,
+    ``bench_batch``), the baseline ratio with its interval and words; the range of overhead share, engine efficiency and ratio to HF assisted generation, and
+    how many (T, k) meet their targets by the median and by the whole interval.  Compiled mode
+    (prefix c, when the table has it): the same baseline and vs-HF figures against HF's compiled
+    mode, what compiling gains (``gain_ar_*``, ``gain_spec_*``) and, from the summary, the best
+    median speculative speedup over the same k in each mode (``spec_best_eager`` / ``_compiled``)."""
     out = {}
-    for r in comp[comp["comparison"] == "baseline"].to_dict("records"):
-        tag = f"base_t{int(r['temperature'])}_b{r['batch']}"
-        out.update({tag: r["median"], f"{tag}_lo": r["lo"], f"{tag}_hi": r["hi"], f"{tag}_words": r["verdict"]})
-    for name in ("overhead", "efficiency", "vs_hf"):
-        g = comp[comp["comparison"] == name]
-        out.update({f"{name}_min": float(g["median"].min()), f"{name}_max": float(g["median"].max()),
-                    f"{name}_n": len(g), f"{name}_met_median": int(g["target_met_by_median"].sum()),
-                    f"{name}_met_interval": int(g["target_met_by_interval"].sum()),
-                    f"{name}_target": str(g["target"].iloc[0]) if len(g) else ""})
-    vs = comp[comp["comparison"] == "vs_hf"]
-    out["vs_hf_faster"] = int((vs["verdict"] == "faster").sum())
-    out["vs_hf_slower"] = int((vs["verdict"] == "slower").sum())
+    for mode, pre in (("eager", ""), ("compiled", "c")):
+        rows = _mode(comp, mode)
+        for r in (r for r in rows if r["comparison"] == "baseline"):
+            tag = f"{pre}base_t{int(r['temperature'])}_{'b1' if r['batch'] == 1 else 'bn'}"  # bn: the batch cell
+            out["bench_batch"] = max(out.get("bench_batch", 1), int(r["batch"]))
+            out.update({tag: r["median"], f"{tag}_lo": r["lo"], f"{tag}_hi": r["hi"], f"{tag}_words": r["verdict"]})
+        names = ("overhead", "efficiency", "vs_hf") if mode == "eager" else ("vs_hf",)
+        for name in names:
+            out.update(_range(rows, name, pre + name))
+        if mode == "compiled" and rows:
+            gain = [r for r in rows if r["comparison"] == "compile_gain"]
+            out.update(_range([r for r in gain if r["k"] == 0], "compile_gain", "gain_ar"))
+            out.update(_range([r for r in gain if r["k"] > 0], "compile_gain", "gain_spec"))
+    if bench_summary is not None and _mode(bench_summary, "compiled"):
+        ks = {r["k"] for r in _mode(bench_summary, "compiled") if r["impl"] == "ours_spec"}
+        for mode in ("eager", "compiled"):
+            best = max((r for r in _mode(bench_summary, mode) if r["impl"] == "ours_spec" and r["k"] in ks),
+                       key=lambda r: r["speedup_median"])
+            out.update({f"spec_best_{mode}": float(best["speedup_median"]), f"spec_best_{mode}_lo": float(best["speedup_lo"]),
+                        f"spec_best_{mode}_hi": float(best["speedup_hi"]), f"spec_best_{mode}_words": best["verdict"],
+                        f"spec_best_{mode}_config": f"k={best['k']}, {'greedy' if best['temperature'] == 0 else 'T = 1'}"})
+        out["spec_ks_compiled"] = ", ".join(str(k) for k in sorted(ks))
     return out

@@ -2,6 +2,7 @@
 speedups, and the four comparisons with intervals and targets.  Timings are reported by the
 benchmark, never asserted here."""
 
+import pytest
 import torch
 
 from specdec.measure import bench
@@ -41,3 +42,48 @@ def test_bench_rows_summary_and_comparisons(tiny_pair, tmp_path):
     path = write_table(comp, tmp_path / "c.csv", {"test": True}, kind="timing")
     back = read_table(path)
     assert len(back) == len(comp) and back["target_met_by_interval"].dtype == bool
+
+
+def _run(mode, impl, k, prompt, repeat, wall, T=0.0, batch=1):
+    """A synthetic bench row: wall seconds for 10 tokens over 5 steps (the first feeding 2)."""
+    return {"mode": mode, "impl": impl, "k": k, "temperature": T, "batch": batch, "prompt": prompt, "repeat": repeat,
+            "wall_s": wall, "tokens": 10, "tokens_per_s": 10 / wall, "steps": 5, "first_step_tokens": 2,
+            "t_target_steady": 0.5 * wall, "t_draft_forward_steady": 0.1 * wall, "overhead_share": 0.05}
+
+
+def test_bench_compares_each_mode_with_its_own_kind_and_counts_what_compiling_gains():
+    """Hand-made timings: compiled runs take 0.8 of eager ones, HF compiled 1.1 of ours compiled,
+    HF eager 1.2 of ours eager.  compile_gain is eager / compiled of ours (1.25), baseline and
+    vs_hf pair each engine with the other in the same mode, isolated_forwards is eager only, and the
+    chapter's values read each mode apart (an old table without a mode column reads as eager)."""
+    import pandas as pd
+
+    from specdec.measure import decoding_values as dv
+
+    rows = []
+    for p in range(4):
+        for rep in range(6):
+            w = 1.0 + 0.01 * (p + rep)
+            for k, f in ((0, 1.0), (2, 0.7)):
+                ours = "ours_ar" if k == 0 else "ours_spec"
+                hf = "hf_ar" if k == 0 else "hf_assisted"
+                rows += [_run("eager", ours, k, p, rep, w * f), _run("eager", hf, k, p, rep, 1.2 * w * f),
+                         _run("compiled", ours, k, p, rep, 0.8 * w * f), _run("compiled", hf, k, p, rep, 0.88 * w * f)]
+    comp = bench.comparisons(rows, {1: 1.0, 2: 1.1, 3: 1.2}, 0.1)
+    got = {(r["comparison"], r["mode"], r["k"]): r for r in comp}
+    assert got["compile_gain", "compiled", 0]["median"] == pytest.approx(1.25)
+    assert got["compile_gain", "compiled", 2]["median"] == pytest.approx(1.25)
+    assert got["compile_gain", "compiled", 0]["verdict"] == "faster"
+    assert got["baseline", "eager", 0]["median"] == pytest.approx(1.2)
+    assert got["baseline", "compiled", 0]["median"] == pytest.approx(1.1)
+    assert got["vs_hf", "compiled", 2]["median"] == pytest.approx(1.1)
+    assert ("isolated_forwards", "eager", 2) in got and ("isolated_forwards", "compiled", 2) not in got
+    assert ("efficiency", "compiled", 2) in got
+    v = dv.engine_values(pd.DataFrame(comp))
+    assert v["base_t0_b1"] == pytest.approx(1.2) and v["cbase_t0_b1"] == pytest.approx(1.1)
+    assert v["gain_ar_min"] == pytest.approx(1.25) and v["gain_spec_n"] == 1 and v["cvs_hf_faster"] == 1
+    old = pd.DataFrame([r for r in comp if r["mode"] == "eager"]).drop(columns="mode")
+    assert dv.engine_values(old)["base_t0_b1"] == pytest.approx(1.2) and "cbase_t0_b1" not in dv.engine_values(old)
+    with pytest.raises(ValueError, match="mode"):
+        bench.configs(None, None, [1], 0.0, 4, mode="graph")
+    assert [c.labels["mode"] for c in bench.configs(None, None, [1], 0.0, 4, mode="compiled")] == ["compiled"] * 4
