@@ -173,7 +173,9 @@ def engine_values(comp, bench_summary=None) -> dict:
     how many (T, k) meet their targets by the median and by the whole interval.  Compiled mode
     (prefix c, when the table has it): the same baseline and vs-HF figures against HF's compiled
     mode, what compiling gains (``gain_ar_*``, ``gain_spec_*``) and, from the summary, the best
-    median speculative speedup over the same k in each mode (``spec_best_eager`` / ``_compiled``)."""
+    median speculative speedup over the same k in each mode (``spec_best_eager`` / ``_compiled``).
+    Against HF's compiled plain `generate`, the fastest plain decoding measured (prefix fast): every
+    configuration of ours in either mode, and our eager greedy batch-1 baseline (``fast_base``)."""
     out = {}
     for mode, pre in (("eager", ""), ("compiled", "c")):
         rows = _mode(comp, mode)
@@ -188,6 +190,15 @@ def engine_values(comp, bench_summary=None) -> dict:
             gain = [r for r in rows if r["comparison"] == "compile_gain"]
             out.update(_range([r for r in gain if r["k"] == 0], "compile_gain", "gain_ar"))
             out.update(_range([r for r in gain if r["k"] > 0], "compile_gain", "gain_spec"))
+    fast = [{**r, "mode": mode} for mode in ("eager", "compiled") for r in _mode(comp, mode)
+            if r["comparison"] == "vs_hf_compiled_ar"]
+    if fast:  # every configuration of ours against HF's compiled plain generate, the fastest plain decoding
+        out.update(_range(fast, "vs_hf_compiled_ar", "fast"))
+        base = next(r for r in fast if r["mode"] == "eager" and r["k"] == 0 and r["batch"] == 1 and r["temperature"] == 0)
+        out.update({"fast_base": base["median"], "fast_base_lo": base["lo"], "fast_base_hi": base["hi"]})
+        top = max(fast, key=lambda r: r["median"])
+        out["fast_best_config"] = (f"{'plain' if top['k'] == 0 else 'k=' + str(top['k'])}, {top['mode']}, "
+                                   f"batch {top['batch']}, {'greedy' if top['temperature'] == 0 else 'T = 1'}")
     if bench_summary is not None and _mode(bench_summary, "compiled"):
         ks = {r["k"] for r in _mode(bench_summary, "compiled") if r["impl"] == "ours_spec"}
         for mode in ("eager", "compiled"):

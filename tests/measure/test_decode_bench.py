@@ -79,9 +79,14 @@ def test_bench_compares_each_mode_with_its_own_kind_and_counts_what_compiling_ga
     assert got["vs_hf", "compiled", 2]["median"] == pytest.approx(1.1)
     assert ("isolated_forwards", "eager", 2) in got and ("isolated_forwards", "compiled", 2) not in got
     assert ("efficiency", "compiled", 2) in got
+    assert got["vs_hf_compiled_ar", "eager", 0]["median"] == pytest.approx(0.88)  # HF compiled plain / ours eager
+    assert got["vs_hf_compiled_ar", "compiled", 0]["median"] == pytest.approx(1.1)
+    assert got["vs_hf_compiled_ar", "eager", 2]["median"] == pytest.approx(0.88 / 0.7)
     v = dv.engine_values(pd.DataFrame(comp))
     assert v["base_t0_b1"] == pytest.approx(1.2) and v["cbase_t0_b1"] == pytest.approx(1.1)
     assert v["gain_ar_min"] == pytest.approx(1.25) and v["gain_spec_n"] == 1 and v["cvs_hf_faster"] == 1
+    assert v["fast_base"] == pytest.approx(0.88) and v["fast_n"] == 4 and v["fast_slower"] == 1
+    assert v["fast_max"] == pytest.approx(0.88 / 0.56) and v["fast_best_config"] == "k=2, compiled, batch 1, greedy"
     old = pd.DataFrame([r for r in comp if r["mode"] == "eager"]).drop(columns="mode")
     assert dv.engine_values(old)["base_t0_b1"] == pytest.approx(1.2) and "cbase_t0_b1" not in dv.engine_values(old)
     with pytest.raises(ValueError, match="mode"):

@@ -21,6 +21,22 @@ def test_speed_counts_are_the_summary_tables_verdicts():
     assert got["best_speedup"] == spec["speedup"].max() and got["best_lo"] <= got["best_speedup"] <= got["best_hi"]
 
 
+def test_fastest_plain_counts_the_bench_check_and_refuses_a_table_without_it(tmp_path):
+    from specdec.report.results import read_table, records, write_table
+
+    c = read_table(RESULTS_DIR / "bench" / "bench_comparisons.csv")
+    fast = c[c["comparison"] == "vs_hf_compiled_ar"]
+    got = summary.fastest_plain()
+    assert got["fast_n"] == len(fast) > 0 and got["fast_faster"] == (fast["verdict"] == "faster").sum()
+    assert got["fast_base_lo"] <= got["fast_base"] <= got["fast_base_hi"]
+    write_table(records(c[c["comparison"] != "vs_hf_compiled_ar"]), tmp_path / "bench" / "bench_comparisons.csv",
+                {"test": True}, kind="timing")
+    with pytest.raises(ValueError, match="vs_hf_compiled_ar"):
+        summary.fastest_plain(tmp_path)
+    with pytest.raises(FileNotFoundError, match="bench_comparisons"):
+        summary.fastest_plain(tmp_path / "nowhere")
+
+
 def test_exactness_counts_the_variants_the_tests_caught():
     f = pd.read_csv(RESULTS_DIR / "02_distribution_tests" / "frequency_tests.csv")
     got = summary.exactness()
