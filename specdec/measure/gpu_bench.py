@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,15 @@ from specdec.report.results import provenance, write_table
 __all__ = ["gpu_info", "Budget", "main"]
 
 
+def _source(module_file: str) -> str:
+    """Where a module was imported from: `make gpu`'s wheels (a PYTHONPATH entry) or the environment."""
+    here = Path(module_file).resolve()
+    for entry in filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)):
+        if here.is_relative_to(Path(entry).resolve()):
+            return "PYTHONPATH (make gpu's wheels)"
+    return "the environment's own"
+
+
 def gpu_info(device: torch.device) -> dict:
     info = {"device": str(device), "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "torch": torch.__version__, "cuda_runtime": torch.version.cuda}
@@ -38,6 +48,7 @@ def gpu_info(device: torch.device) -> dict:
         import transformers
 
         info["transformers"] = transformers.__version__
+        info["transformers_source"] = _source(transformers.__file__)
     except ImportError:
         pass
     if device.type == "cuda":
@@ -77,7 +88,9 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny configs: exercises the code path only")
     ap.add_argument("--target", default="")
     ap.add_argument("--draft", default="")
-    ap.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget for all sections")
+    ap.add_argument("--budget-s", type=float, default=420.0, help="wall-clock budget for all sections: every "
+                    "section checks what is left before it builds or loads a model, so with start-up the whole "
+                    "run is designed to end within 8 minutes")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     device = torch.device(args.device)

@@ -135,6 +135,8 @@ def embedded(args, device, dtype, budget, prov) -> None:
         log("embedded family: data/models/target not found, skipped")
         budget.skipped.append("embedded: no weights in data/models")
         return
+    if not budget.ok("embedded: loading the family", 45):
+        return
     try:
         target = load_model("target", dtype=dtype, device=str(device))
     except ModelUnavailableError as exc:
@@ -147,6 +149,8 @@ def embedded(args, device, dtype, budget, prov) -> None:
     for dname in (n for n in MEMBERS if n != "target"):
         if not (MODELS_DIR / dname).is_dir():
             continue
+        if not budget.ok(f"embedded/{dname}: loading", 20):
+            break
         try:
             draft = load_model(dname, dtype=dtype, device=str(device))
             sha.update({f"{dname}/{f}": h for f, h in draft.weights_sha256.items()})
@@ -159,6 +163,8 @@ def embedded(args, device, dtype, budget, prov) -> None:
 
 
 def hub(args, device, dtype, budget, prov) -> None:
+    if not budget.ok(f"hub pair {args.target}/{args.draft}: loading", 60):
+        return
     try:
         target = load_model(args.target, dtype=dtype, device=str(device))
         draft = load_model(args.draft, dtype=dtype, device=str(device))

@@ -104,3 +104,21 @@ def test_chapter_07_labels_non_gpu_tables_and_shows_them(smoke_run, tmp_path):
                                              "GPU_RESULTS": str(tmp_path / "none")}, "test")
     text, images = _page(tmp_path / "07n.ipynb")
     assert "no GPU results are committed" in text and "NOT from a GPU" not in text and images == 0
+
+
+def test_every_section_checks_the_budget_before_it_builds_or_loads_a_model(tmp_path, monkeypatch):
+    """With no budget left nothing is built or loaded (both patched to fail loudly), every section
+    is recorded as skipped, and the summary table is still written."""
+    def boom(*a, **k):
+        raise AssertionError("a model was built or loaded with no budget left")
+
+    monkeypatch.setattr(gpu_sections, "build_model", boom)
+    monkeypatch.setattr(gpu_sections, "load_model", boom)
+    out = tmp_path / "g"
+    assert gpu_bench.main(["--out", str(out), "--device", "cpu", "--smoke", "--budget-s", "0",
+                           "--target", "a", "--draft", "b"]) == 0
+    s = read_table(out / "run_summary.csv")
+    assert (s["status"] == "skipped").all()
+    skipped = " ".join(s["section"])
+    assert "llama-8b/llama-1b: everything" in skipped and "hub pair a/b: loading" in skipped
+    assert "FAILED" not in skipped and "failed" not in skipped
