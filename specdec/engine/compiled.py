@@ -17,8 +17,9 @@ after untimed warm-up rounds.
 Recompiles: guards on the cache's strides (a cropped cache is a view) and the two models sharing one
 forward function (transformers' ``generic.wrapper``) exceed PyTorch's default of 8 compiled
 variants per function, after which it silently runs eager.  `compiled` raises
-``torch._dynamo.config.recompile_limit`` to at least RECOMPILE_LIMIT (a process-wide setting, never
-lowered) and `graph_count` lets a caller check that timed runs compiled nothing new.
+``torch._dynamo.config.recompile_limit`` to at least RECOMPILE_LIMIT and makes hitting it an error
+(``fail_on_recompile_limit_hit``; both process-wide settings) instead of a silent fall-back, and
+`graph_count` lets a caller check that timed runs compiled nothing new.
 
 Example: generate(compiled(target), ids, drafter=compiled(draft), k=2, max_new_tokens=64,
 temperature=0).tokens[0] equals the eager run's tokens (tested on a tiny model).
@@ -59,6 +60,7 @@ def compiled(model, *, dynamic: bool = True) -> CompiledModel:
 
     cfg = torch._dynamo.config
     cfg.recompile_limit = max(cfg.recompile_limit, RECOMPILE_LIMIT)
+    cfg.fail_on_recompile_limit_hit = True  # never a silent fall-back to eager inside a "compiled" run
     return CompiledModel(model, dynamic=dynamic)
 
 

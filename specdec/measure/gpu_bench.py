@@ -91,8 +91,12 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=420.0, help="wall-clock budget for all sections: every "
                     "section checks what is left before it builds or loads a model, so with start-up the whole "
                     "run is designed to end within 8 minutes")
+    ap.add_argument("--modes", default="eager,compiled", help="execution modes of the real-size section, in order: "
+                    "eager, compiled (torch.compile, specdec.engine.compiled) or both")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    if not args.modes or any(m not in ("eager", "compiled") for m in args.modes.split(",")):
+        ap.error(f"--modes takes eager and/or compiled, comma-separated; got {args.modes!r}")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         print("gpu_bench: CUDA is not available on this machine; nothing measured, nothing written.",

@@ -2,7 +2,8 @@
 embedded family, and a named pair.  Each section writes its tables as soon as it has rows, so a run
 cut short by its budget keeps what it measured; each records what it skipped in the budget.
 
-Tables (tidy, provenance in the sidecar):
+Tables (tidy, provenance in the sidecar; the real-size ones carry ``mode``, eager or compiled, and
+a compiled pair's label ends in ", compiled", so every view of them keeps the modes apart):
   cost_curve.csv   T(n), n = 1..9, of each real-size target and T(1) of its draft (random weights)
   controlled.csv   controlled-acceptance surface: baseline and k in K_GRID at each alpha in ALPHAS
                    (INSTRUMENTATION, `specdec.measure.controlled`: measures the hardware, never
@@ -20,6 +21,7 @@ from pathlib import Path
 import torch
 
 from specdec.core.cost import draft_cost, extended_speedup
+from specdec.engine.compiled import compiled
 from specdec.engine.decode import generate
 from specdec.family.architectures import build_model, llama_config, param_count, real_size_config
 from specdec.family.loader import MEMBERS, load_model, load_tokenizer
@@ -31,9 +33,10 @@ from specdec.measure.harness import Cell, Config, run_row, sweep
 from specdec.report.paths import MODELS_DIR
 from specdec.report.results import write_table
 
-__all__ = ["K_GRID", "ALPHAS", "BATCHES", "log", "real_size", "embedded", "hub"]
+__all__ = ["K_GRID", "COMPILED_K", "ALPHAS", "BATCHES", "log", "real_size", "embedded", "hub"]
 
 K_GRID = (1, 2, 3, 4, 6, 8)
+COMPILED_K = (2, 4)  # the compiled mode's grid, at alpha 0.8: the seed's worked example (alpha 0.8, k = 4) and k = 2
 ALPHAS = (0.5, 0.7, 0.8, 0.9, 0.95)
 BATCHES = (1, 2, 4, 8, 16, 32)
 
@@ -54,35 +57,48 @@ def _pairs(smoke: bool):
 
 
 def real_size(args, device, dtype, budget, prov) -> None:
+    """Every pair eager first, then (``--modes`` with compiled) every pair again with compiled
+    forwards (`specdec.engine.compiled`), labelled "<pair>, compiled" in every table, on a smaller
+    grid (COMPILED_K at alpha 0.8) after an untimed run of every configuration; a mode's pair starts
+    only with the budget it needs."""
     gen = torch.Generator(device=device).manual_seed(args.seed)
     tables = {"cost_curve": [], "controlled": [], "batch": []}
-    for pair, t_cfg, d_cfg in _pairs(args.smoke):
-        if not budget.ok(f"{pair}: everything", 60):
-            continue
-        try:
-            _one_pair(pair, t_cfg, d_cfg, args, device, dtype, gen, budget, tables)
-        except Exception as exc:  # one failing pair must not cost the others (a single-shot GPU run)
-            log(f"{pair}: FAILED: {type(exc).__name__}: {exc}")
-            budget.skipped.append(f"{pair}: failed with {type(exc).__name__}: {str(exc)[:200]}")
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-        for name, rows in tables.items():
-            if rows:  # written after every pair: a run cut short keeps what it measured
-                write_table(rows, Path(args.out) / f"{name}.csv", prov, kind="timing")
+    for mode in args.modes.split(","):
+        for pair, t_cfg, d_cfg in _pairs(args.smoke):
+            label = pair if mode == "eager" else f"{pair}, {mode}"
+            if not budget.ok(f"{label}: everything", 60 if mode == "eager" else 120):
+                continue
+            try:
+                _one_pair(label, t_cfg, d_cfg, args, device, dtype, gen, budget, tables, mode)
+            except Exception as exc:  # one failing pair must not cost the others (a single-shot GPU run)
+                log(f"{label}: FAILED: {type(exc).__name__}: {exc}")
+                budget.skipped.append(f"{label}: failed with {type(exc).__name__}: {str(exc)[:200]}")
+            _write(tables, device, args, prov)
 
 
-def _one_pair(pair, t_cfg, d_cfg, args, device, dtype, gen, budget, tables) -> None:
+def _write(tables, device, args, prov) -> None:
+    """Written after every pair: a run cut short keeps what it measured."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    for name, rows in tables.items():
+        if rows:
+            write_table(rows, Path(args.out) / f"{name}.csv", prov, kind="timing")
+
+
+def _one_pair(pair, t_cfg, d_cfg, args, device, dtype, gen, budget, tables, mode: str = "eager") -> None:
     new, ctx, reps = (8, 16, 1) if args.smoke else (64, 128, 2)
-    ks, alphas = ((1, 2), (0.8,)) if args.smoke else (K_GRID, ALPHAS)
+    ks, alphas = ((1, 2), (0.8,)) if args.smoke else (K_GRID, ALPHAS) if mode == "eager" else (COMPILED_K, (0.8,))
     log(f"{pair}: building random-weight models")
     target = build_model(t_cfg, generator=gen, dtype=dtype, device=device)
     draft = build_model(d_cfg, generator=gen, dtype=dtype, device=device)
+    if mode == "compiled":
+        target, draft = compiled(target), compiled(draft)
     rows = cost_curve(target, range(1, max(ks) + 2), context=ctx, repeats=3 if args.smoke else 20,
                       warmup=1 if args.smoke else 3, generator=gen)
     d1 = cost_curve(draft, [1], context=ctx, repeats=3 if args.smoke else 20, generator=gen)[0]
     curve = {r["n"]: r["median_s"] for r in rows}
     c = draft_cost(d1["median_s"], curve[1])
-    tables["cost_curve"] += [{"pair": pair, "model": "target", "params": param_count(target), **r,
+    tables["cost_curve"] += [{"pair": pair, "mode": mode, "model": "target", "params": param_count(target), **r,
                               "draft_t1_s": d1["median_s"], "c": c} for r in rows]
     log(f"{pair}: T(1) {curve[1] * 1e3:.2f} ms, T({max(curve)})/T(1) {curve[max(curve)] / curve[1]:.2f}, c {c:.3f}")
     ids = torch.randint(0, int(target.config.vocab_size), (32, ctx), generator=gen, device=device)
@@ -96,18 +112,21 @@ def _one_pair(pair, t_cfg, d_cfg, args, device, dtype, gen, budget, tables) -> N
     configs = [Config("baseline", run(0, nan), k=0, alpha_set=nan, predicted_speedup=1.0)]
     configs += [Config(f"k={k} alpha={a}", run(k, a), k=k, alpha_set=a, predicted_speedup=extended_speedup(a, k, curve, c))
                 for a in alphas for k in ks]
-    run(2, 0.8)(None, 0)  # warm-up
+    for cfg in configs if mode == "compiled" else configs[1:2]:  # warm-up (compiled: every shape compiles here)
+        cfg.run(None, 0)
     for rep in range(reps):
         if not budget.ok(f"{pair}: controlled repeat {rep}", 30):
             break
-        tables["controlled"] += [{**r, "repeat": rep} for r in sweep(configs, [Cell({"pair": pair, "batch": 1}, None)],
-                                                                     repeats=1)]
+        tables["controlled"] += [{**r, "repeat": rep, "mode": mode}
+                                 for r in sweep(configs, [Cell({"pair": pair, "batch": 1}, None)], repeats=1)]
     for B in BATCHES if not args.smoke else (1, 2):
         if not budget.ok(f"{pair}: batch {B}", 20):
             break
         for k in (0, 4):
+            if mode == "compiled":  # a new batch size compiles on its first run: untimed
+                run(k, 0.8, B)(None, 0)
             summary = run(k, 0.8, B)(None, 0)
-            tables["batch"].append(run_row(summary, pair=pair, batch=B, k=k, alpha_set=0.8 if k else nan))
+            tables["batch"].append(run_row(summary, pair=pair, mode=mode, batch=B, k=k, alpha_set=0.8 if k else nan))
     log(f"{pair}: done ({budget.left():.0f} s left)")
 
 

@@ -8,9 +8,9 @@ left it at 1 draft per step, counted with forward hooks) -- top_k explicit (gene
 there; seen: runs of 1-5 tokens instead of 6 at T = 1).  HF assisted generation takes batch size
 1 only.  ``compiled=True`` is HF's own graph-compiled mode: a static cache with ``compile_config``
 (``_compile_all_devices``, which HF needs off CUDA), both documented by transformers for
-`generate`; measured on this CPU it compiles plain and assisted generation alike (about 1.3x fewer
-seconds per token after warm-up), so `make bench` compares each engine with the other in the same
-mode.
+`generate`.  It compiles the target's forward only: for assisted generation transformers 5.24
+clears compile_config and the cache implementation on the assistant (candidate_generator.py), so
+the draft runs eager.  `make bench` compares each engine with the other in the same mode and says so.
 
 Example: tokens, row = hf_assisted(target, draft, ids[:1], k=4, max_new_tokens=64, temperature=1.0, seed=0)
 """

@@ -84,8 +84,14 @@ def paired_interval(base, other, *, level: float = LEVEL, seed: int = 0, n_resam
 
 def paired_speedups(rows: list[dict], *, baseline: str, keys: tuple, impl: str = "impl",
                     time_per_token=lambda r: r["wall_s"] / r["tokens"]) -> list[dict]:
-    """Each row with ``base_s_per_token`` (the baseline's on the same keys) and ``speedup``."""
-    base = {tuple(r[k] for k in keys): time_per_token(r) for r in rows if r[impl] == baseline}
+    """Each row with ``base_s_per_token`` (the baseline's on the same keys) and ``speedup``.  Two
+    baseline runs on the same keys are an error: the keys do not identify the pairing unit."""
+    base = {}
+    for r in (r for r in rows if r[impl] == baseline):
+        key = tuple(r[k] for k in keys)
+        if key in base:
+            raise ValueError(f"two {baseline!r} runs for {dict(zip(keys, key))}: the keys {keys} do not identify a pair")
+        base[key] = time_per_token(r)
     out = []
     for r in rows:
         b = base.get(tuple(r[k] for k in keys))

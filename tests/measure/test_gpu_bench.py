@@ -14,7 +14,7 @@ from specdec.report.results import read_table
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu")
-    rc = gpu_bench.main(["--out", str(out), "--device", "cpu", "--smoke", "--budget-s", "300"])
+    rc = gpu_bench.main(["--out", str(out), "--device", "cpu", "--smoke", "--budget-s", "300", "--modes", "eager"])
     return rc, out
 
 
@@ -122,3 +122,30 @@ def test_every_section_checks_the_budget_before_it_builds_or_loads_a_model(tmp_p
     skipped = " ".join(s["section"])
     assert "llama-8b/llama-1b: everything" in skipped and "hub pair a/b: loading" in skipped
     assert "FAILED" not in skipped and "failed" not in skipped
+
+
+def test_the_compiled_mode_is_measured_apart_and_labelled(tmp_path, monkeypatch):
+    """--modes eager,compiled: every real-size pair again through `compiled` (here a stand-in that
+    records what it wraps: inductor's compile would take minutes on CPU), after every eager pair,
+    labelled "<pair>, compiled" with mode "compiled" in each table, on the smaller grid."""
+    from specdec.engine.kv import KVCompat
+
+    wrapped = []
+
+    def fake_compiled(model):
+        wrapped.append(model)
+        return KVCompat(model)
+
+    monkeypatch.setattr(gpu_sections, "compiled", fake_compiled)
+    out = tmp_path / "g"
+    assert gpu_bench.main(["--out", str(out), "--device", "cpu", "--smoke", "--budget-s", "300",
+                           "--modes", "eager,compiled", "--seed", "1"]) == 0
+    assert len(wrapped) == 4  # target and draft of both pairs
+    for name in ("cost_curve", "controlled", "batch"):
+        t = read_table(out / f"{name}.csv")
+        assert set(t["mode"]) == {"eager", "compiled"}, name
+        assert all(p.endswith(", compiled") == (m == "compiled") for p, m in zip(t["pair"], t["mode"])), name
+    ctrl = read_table(out / "controlled.csv")
+    assert list(dict.fromkeys(ctrl["mode"])) == ["eager", "compiled"]  # eager first, every pair
+    with pytest.raises(SystemExit):
+        gpu_bench.main(["--out", str(out), "--device", "cpu", "--modes", "graph"])

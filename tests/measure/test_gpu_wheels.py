@@ -76,7 +76,7 @@ def test_make_gpu_installs_the_wheels_offline_and_runs_on_them(wheels, tmp_path)
     out, site = tmp_path / "gpu", tmp_path / "site"
     proc = subprocess.run(["make", "--no-print-directory", "gpu", "ENV=system", f"PYTHON={sys.executable}",
                            f"GPU_WHEELS={local}", f"GPU_SITE={site}", f"GPU_OUT={out}", "GPU_DEVICE=cpu",
-                           "GPU_ARGS=--smoke --budget-s 300"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+                           "GPU_ARGS=--smoke --budget-s 300 --modes eager"], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "installed into" in proc.stdout and (site / "transformers").is_dir()
     for name in ("cost_curve", "controlled", "batch", "run_summary"):
@@ -91,7 +91,7 @@ def test_make_gpu_without_wheels_runs_on_the_environments_own(tmp_path):
     out = tmp_path / "gpu"
     proc = subprocess.run(["make", "--no-print-directory", "gpu", "ENV=system", f"PYTHON={sys.executable}",
                            f"GPU_WHEELS={tmp_path / 'none'}", f"GPU_OUT={out}", "GPU_DEVICE=cpu",
-                           "GPU_ARGS=--smoke --budget-s 300"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+                           "GPU_ARGS=--smoke --budget-s 300 --modes eager"], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "no wheels in" in proc.stdout
     env = read_table(out / "run_summary.csv").attrs["meta"]["provenance"]["gpu_environment"]
