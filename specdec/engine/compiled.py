@@ -48,9 +48,7 @@ class CompiledModel(KVCompat):
         super().__init__(model.inner if isinstance(model, KVCompat) else model)
         self._fwd = torch.compile(self.inner.forward, dynamic=dynamic)
 
-    def forward(self, **kw):
-        if self.kv_name != "cache" and "cache" in kw:
-            kw[self.kv_name] = kw.pop("cache")
+    def _call(self, **kw):
         return self._fwd(**kw)
 
 

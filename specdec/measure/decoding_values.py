@@ -11,6 +11,7 @@ import numpy as np
 from specdec.measure.decoding_summary import CELL, groups, paired
 from specdec.measure.protocol import repeats_for_half_width, simultaneous_words
 from specdec.report.formatting import config_text
+from specdec.report.summary import fastest_plain_values
 from specdec.report.results import records
 
 __all__ = ["SHOWN", "headline", "curve_values", "interleave_values", "curve_drift", "breakdown_values",
@@ -190,15 +191,8 @@ def engine_values(comp, bench_summary=None) -> dict:
             gain = [r for r in rows if r["comparison"] == "compile_gain"]
             out.update(_range([r for r in gain if r["k"] == 0], "compile_gain", "gain_ar"))
             out.update(_range([r for r in gain if r["k"] > 0], "compile_gain", "gain_spec"))
-    fast = [{**r, "mode": mode} for mode in ("eager", "compiled") for r in _mode(comp, mode)
-            if r["comparison"] == "vs_hf_compiled_ar"]
-    if fast:  # every configuration of ours against HF's compiled plain generate, the fastest plain decoding
-        out.update(_range(fast, "vs_hf_compiled_ar", "fast"))
-        base = next(r for r in fast if r["mode"] == "eager" and r["k"] == 0 and r["batch"] == 1 and r["temperature"] == 0)
-        out.update({"fast_base": base["median"], "fast_base_lo": base["lo"], "fast_base_hi": base["hi"]})
-        top = max(fast, key=lambda r: r["median"])
-        out["fast_best_config"] = (f"{'plain' if top['k'] == 0 else 'k=' + str(top['k'])}, {top['mode']}, "
-                                   f"batch {top['batch']}, {'greedy' if top['temperature'] == 0 else 'T = 1'}")
+    if any(r["comparison"] == "vs_hf_compiled_ar" for r in records(comp)):  # against the fastest plain decoding
+        out.update(fastest_plain_values(comp))
     if bench_summary is not None and _mode(bench_summary, "compiled"):
         ks = {r["k"] for r in _mode(bench_summary, "compiled") if r["impl"] == "ours_spec"}
         for mode in ("eager", "compiled"):

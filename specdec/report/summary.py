@@ -8,7 +8,8 @@ quote.  Nothing here measures; every function reads the tables the chapters wrot
   * `acceptance_by_draft`: per draft, teacher-forced beta (04) and measured alpha with its interval (05);
   * `speed`: chapter 06's counts of faster / slower / undecided, best and median speedups, the cost
     model's hit rate, the real-size surface, whether GPU numbers exist (07), and `fastest_plain`:
-    `make bench`'s check against Hugging Face's compiled plain decoding (``data/results/bench``);
+    `make bench`'s check against Hugging Face's compiled plain decoding (its own folder,
+    ``data/results/bench`` by default; `fastest_plain_values` is shared with chapter 06);
   * `guide_rows`: the decision guide's evidence (alpha against c, T(2)/T(1), batch, output length);
   * `comparison_rows`: published rows beside this report's own (marked as whose);
   * `scope`: model scale, machine, lengths, batches, temperatures, prompts, tests and re-runs, for
@@ -29,7 +30,8 @@ from specdec.report.results import read_table, records
 from specdec.report.robustness import multiplicity_words, rerun_values
 from specdec.report.serving import rate_text
 
-__all__ = ["exactness", "acceptance_by_draft", "speed", "fastest_plain", "guide_rows", "comparison_rows", "scope"]
+__all__ = ["exactness", "acceptance_by_draft", "speed", "fastest_plain", "fastest_plain_values", "guide_rows",
+           "comparison_rows", "scope"]
 
 
 
@@ -80,9 +82,10 @@ def acceptance_by_draft(root: Path = RESULTS_DIR, temperature: float = 1.0) -> l
              "alpha_lo": r["lo"], "alpha_hi": r["hi"]} for r in records(alpha)]
 
 
-def speed(root: Path = RESULTS_DIR) -> dict:
+def speed(root: Path = RESULTS_DIR, bench: Path = RESULTS_DIR / "bench") -> dict:
     """Chapter 06's headline: counts by verdict, best and median speedup, the cost model's hit
-    rate, the fastest drafter, the real-size surface; chapter 07's GPU status."""
+    rate, the fastest drafter, the real-size surface; chapter 07's GPU status; `make bench`'s check
+    against the fastest plain decoding (`fastest_plain`, from its own folder ``bench``)."""
     s = _t(root, "dec", "summary")
     spec = s[s["config"] != "baseline"]
     best = spec.loc[spec["speedup"].idxmax()]
@@ -110,23 +113,32 @@ def speed(root: Path = RESULTS_DIR) -> dict:
             "real_slower": int((real["verdict"] == "slower").sum()), "real_best": float(rbest["speedup_median"]),
             "real_best_lo": float(rbest["speedup_lo"]), "real_best_hi": float(rbest["speedup_hi"]),
             "real_best_at": f"batch {rbest['batch']}, k = {rbest['k']}, alpha {rbest['alpha_set']:g}",
-            "gpu_exists": bool(status["real_gpu"]), "gpu_status": str(status["status"]), **fastest_plain(root)}
+            "gpu_exists": bool(status["real_gpu"]), "gpu_status": str(status["status"]), **fastest_plain(bench)}
 
 
-def fastest_plain(root: Path = RESULTS_DIR) -> dict:
-    """`make bench`'s check of every configuration of ours (plain and speculative, eager and
+def fastest_plain_values(rows) -> dict:
+    """From `make bench`'s comparison rows: every setting of ours (plain and speculative, eager and
     compiled) against Hugging Face's compiled plain `generate`, the fastest plain decoding it
-    measured: how many faster, slower and in all, and our eager greedy batch-1 baseline's ratio
-    (the baseline chapter 06's speedups are over).  A table without the check is an error."""
-    rows = [r for r in records(read_table(Path(root) / "bench" / "bench_comparisons.csv"))
-            if r["comparison"] == "vs_hf_compiled_ar"]
-    base = [r for r in rows if (r["mode"], r["k"], r["batch"], r["temperature"]) == ("eager", 0, 1, 0.0)]
+    measured -- how many settings, faster, slower, the best median and its setting -- and our eager
+    greedy batch-1 baseline's ratio with its interval (the baseline chapter 06's speedups are over).
+    A table without the check is an error."""
+    fast = [{"mode": "eager", **r} for r in records(rows) if r["comparison"] == "vs_hf_compiled_ar"]
+    base = [r for r in fast if (r["mode"], r["k"], r["batch"], r["temperature"]) == ("eager", 0, 1, 0.0)]
     if not base:
-        raise ValueError(f"{Path(root) / 'bench'}: the bench table has no check against Hugging Face's compiled "
-                         "generate (vs_hf_compiled_ar, eager greedy batch 1): re-run make bench")
-    return {"fast_n": len(rows), "fast_faster": sum(r["verdict"] == "faster" for r in rows),
-            "fast_slower": sum(r["verdict"] == "slower" for r in rows), "fast_base": float(base[0]["median"]),
-            "fast_base_lo": float(base[0]["lo"]), "fast_base_hi": float(base[0]["hi"])}
+        raise ValueError("the bench table has no check against Hugging Face's compiled generate (vs_hf_compiled_ar, "
+                         "eager greedy batch 1): re-run make bench")
+    top = max(fast, key=lambda r: r["median"])
+    return {"fast_n": len(fast), "fast_faster": sum(r["verdict"] == "faster" for r in fast),
+            "fast_slower": sum(r["verdict"] == "slower" for r in fast),
+            "fast_base": float(base[0]["median"]), "fast_base_lo": float(base[0]["lo"]),
+            "fast_base_hi": float(base[0]["hi"]), "fast_max": float(top["median"]),
+            "fast_best_config": (f"{'plain' if top['k'] == 0 else 'k=' + str(top['k'])}, {top['mode']}, "
+                                 f"batch {top['batch']}, {'greedy' if top['temperature'] == 0 else 'T = 1'}")}
+
+
+def fastest_plain(bench: Path = RESULTS_DIR / "bench") -> dict:
+    """`fastest_plain_values` of the bench table committed under ``bench`` (a missing table is an error)."""
+    return fastest_plain_values(read_table(Path(bench) / "bench_comparisons.csv"))
 
 
 def _median_by(spec, col: str, temperature: float = 1.0) -> dict:

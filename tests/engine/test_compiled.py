@@ -36,6 +36,7 @@ def test_compiled_raises_the_recompile_limit_and_refuses_bad_models():
 
     compiled(torch.nn.Linear(2, 2))
     assert torch._dynamo.config.recompile_limit >= RECOMPILE_LIMIT
+    assert torch._dynamo.config.fail_on_recompile_limit_hit  # no silent eager fall-back
     with pytest.raises(ValueError, match="torch.nn.Module"):
         compiled(lambda **kw: None)
     with pytest.raises(ValueError, match="already compiled"):

@@ -92,3 +92,37 @@ def test_bench_compares_each_mode_with_its_own_kind_and_counts_what_compiling_ga
     with pytest.raises(ValueError, match="mode"):
         bench.configs(None, None, [1], 0.0, 4, mode="graph")
     assert [c.labels["mode"] for c in bench.configs(None, None, [1], 0.0, 4, mode="compiled")] == ["compiled"] * 4
+
+
+def test_bench_families_set_the_simultaneous_intervals():
+    """Each kind of comparison is one family (per mode for baseline and vs_hf): its simultaneous
+    interval is the order-statistic interval at the Bonferroni level of that family's size, checked
+    against `protocol.comparison` on the same pairs; the sizes differ between families."""
+    from specdec.measure.protocol import comparison
+
+    rows = []
+    for p in range(4):
+        for rep in range(6):
+            jitter = lambda i: 1 + (((6 * p + rep) * 37 + 11 * i) % 97) / 970  # noqa: E731  (pairs that differ)
+            for k in (0, 1, 2, 3, 4):
+                ours, hf = ("ours_ar", "hf_ar") if k == 0 else ("ours_spec", "hf_assisted")
+                for j, (mode, f) in enumerate((("eager", 1.0), ("compiled", 0.8))):
+                    rows += [_run(mode, ours, k, p, rep, f * jitter(k + 5 * j)),
+                             _run(mode, hf, k, p, rep, 1.1 * f * jitter(k + 5 * j + 1))]
+    curve = {n: 0.9 + 0.1 * n for n in range(1, 6)}
+    comp = {(r["comparison"], r["mode"], r["k"]): r for r in bench.comparisons(rows, curve, 0.1)}
+    per = {(r["mode"], r["impl"], r["k"], r["prompt"], r["repeat"]): r["wall_s"] / 10 for r in rows}
+    keys = [(p, rep) for p in range(4) for rep in range(6)]
+
+    def check(name, mode, k, theirs, mine, m):
+        want = comparison([per[(*theirs, *u)] for u in keys], [per[(*mine, *u)] for u in keys], family_size=m)
+        row = comp[name, mode, k]
+        assert (row["lo_sim"], row["hi_sim"]) == (want["lo_sim"], want["hi_sim"]), (name, mode, k)
+        other = comparison([per[(*theirs, *u)] for u in keys], [per[(*mine, *u)] for u in keys],
+                           family_size=1 if m > 1 else 5)  # the likely bug: the family forgotten
+        assert (other["lo_sim"], other["hi_sim"]) != (want["lo_sim"], want["hi_sim"]), "the size must matter here"
+
+    check("baseline", "eager", 0, ("eager", "hf_ar", 0), ("eager", "ours_ar", 0), 1)  # batch 1 only: 1 per mode
+    check("vs_hf", "compiled", 2, ("compiled", "hf_assisted", 2), ("compiled", "ours_spec", 2), 4)  # k = 1..4
+    check("compile_gain", "compiled", 1, ("eager", "ours_spec", 1), ("compiled", "ours_spec", 1), 5)  # plain, k = 1..4
+    check("vs_hf_compiled_ar", "eager", 2, ("compiled", "hf_ar", 0), ("eager", "ours_spec", 2), 10)  # 2 modes x 5

@@ -173,3 +173,14 @@ def test_simultaneous_words_count_verdicts_and_say_when_the_level_is_out_of_reac
     assert simultaneous_words(["faster", OUT_OF_REACH], [12, 6], 2).endswith("1 out of reach (fewer than 7 pairs)")
     with pytest.raises(ValueError):
         simultaneous_words(["faster"], [6, 6], 2)
+
+
+def test_paired_speedups_refuses_keys_that_do_not_identify_a_pair():
+    """Two baseline runs on the same keys (e.g. two execution modes, the mode left out of the keys)
+    would pair silently with whichever came last."""
+    from specdec.measure.protocol import paired_speedups
+
+    rows = [{"impl": "ours_ar", "mode": m, "prompt": 0, "wall_s": w, "tokens": 10} for m, w in (("eager", 1.0), ("compiled", 0.8))]
+    with pytest.raises(ValueError, match="do not identify a pair"):
+        paired_speedups(rows, baseline="ours_ar", keys=("prompt",))
+    assert [r["speedup"] for r in paired_speedups(rows, baseline="ours_ar", keys=("mode", "prompt"))] == [1.0, 1.0]

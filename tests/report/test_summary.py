@@ -26,13 +26,15 @@ def test_fastest_plain_counts_the_bench_check_and_refuses_a_table_without_it(tmp
 
     c = read_table(RESULTS_DIR / "bench" / "bench_comparisons.csv")
     fast = c[c["comparison"] == "vs_hf_compiled_ar"]
+    base = fast[(fast["mode"] == "eager") & (fast["k"] == 0) & (fast["batch"] == 1) & (fast["temperature"] == 0)]
     got = summary.fastest_plain()
     assert got["fast_n"] == len(fast) > 0 and got["fast_faster"] == (fast["verdict"] == "faster").sum()
+    assert len(base) == 1 and got["fast_base"] == base["median"].iloc[0] and got["fast_max"] == fast["median"].max()
     assert got["fast_base_lo"] <= got["fast_base"] <= got["fast_base_hi"]
     write_table(records(c[c["comparison"] != "vs_hf_compiled_ar"]), tmp_path / "bench" / "bench_comparisons.csv",
                 {"test": True}, kind="timing")
     with pytest.raises(ValueError, match="vs_hf_compiled_ar"):
-        summary.fastest_plain(tmp_path)
+        summary.fastest_plain(tmp_path / "bench")
     with pytest.raises(FileNotFoundError, match="bench_comparisons"):
         summary.fastest_plain(tmp_path / "nowhere")
 
