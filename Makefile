@@ -8,6 +8,8 @@ VENV ?= .venv
 BUILD ?= build
 # cpu | cuda  (passed to every notebook that has a DEVICE parameter)
 DEVICE ?= cpu
+# the models' weights in the measured chapters: float32 | bfloat16 | float16 (recorded with each chapter's parameters)
+DTYPE ?= float32
 # True: tiny sample counts, for tests
 SMOKE ?= False
 # target model: "embedded" or a Hugging Face id / local path
@@ -39,7 +41,7 @@ BIN := $(VENV)/bin/
 ENV_HASH := $(shell sha256sum environment.yml | cut -c1-16)
 ENV_STAMP := $(VENV)/.env-$(ENV_HASH)
 endif
-NB_PARAMS := DEVICE=$(DEVICE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRAFT=$(DRAFT)
+NB_PARAMS := DEVICE=$(DEVICE) DTYPE=$(DTYPE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRAFT=$(DRAFT)
 HTML := $(BUILD)/book/_build/html/index.html
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
@@ -47,7 +49,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "  variables: DEVICE=$(DEVICE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRAFT=$(DRAFT) VENV=$(VENV)"
+	@echo "  variables: DEVICE=$(DEVICE) DTYPE=$(DTYPE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRAFT=$(DRAFT) VENV=$(VENV)"
 
 env: $(ENV_STAMP) ## build the virtual environment .venv from environment.yml (once)
 

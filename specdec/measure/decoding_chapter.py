@@ -36,7 +36,7 @@ class Measurements:
                                | set(P.CURVE_CONTEXTS))
         self.n_prompts = max(P.GROUPS * max(P.BATCHES), P.DRAFT_GROUPS, P.HF_GROUPS)
         self.pair = runs_lib.EmbeddedPair(P.DEVICE, P.SEED, P.PROMPT_LEN, self.n_prompts, allow_stand_in=P.SMOKE,
-                                          target_wanted=P.TARGET)
+                                          target_wanted=P.TARGET, dtype=P.DTYPE)
         self.gen = torch.Generator().manual_seed(P.SEED)
 
     def curves(self, drafts: dict, *, when: str, interleaved: bool = False) -> list[dict]:

@@ -79,10 +79,11 @@ class EmbeddedPair:
     n_prompts: int = 8
     allow_stand_in: bool = False  # tiny random-weight stand-ins when the weights are absent (SMOKE)
     target_wanted: str = "embedded"
+    dtype: str = "float32"  # the weights' dtype (`specdec.family.loader.resolve_dtype`)
 
     @cached_property
     def subjects(self):
-        return load_subjects(self.device, allow_stand_in=self.allow_stand_in, seed=self.seed)
+        return load_subjects(self.device, self.dtype, allow_stand_in=self.allow_stand_in, seed=self.seed)
 
     @property
     def target(self):

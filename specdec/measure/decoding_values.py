@@ -6,17 +6,19 @@ Example: headline(summary, prediction, temperature=1.0, output_len=256, batch=1,
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from specdec.measure.decoding_summary import CELL, groups, paired
 from specdec.measure.protocol import repeats_for_half_width, simultaneous_words
 from specdec.report.formatting import config_text
 from specdec.report.summary import fastest_plain_values
-from specdec.report.results import records
+from specdec.report.results import read_table, records
 
 __all__ = ["SHOWN", "headline", "curve_values", "interleave_values", "curve_drift", "breakdown_values",
            "pairs_needed", "long_drafts", "shown", "misses_markdown", "dynamic_values", "best_draft_values",
-           "engine_values"]
+           "bench_tables", "engine_values"]
 
 SHOWN = ["temperature", "output_len", "batch", "config", "runs", "speedup", "speedup_lo", "speedup_hi", "half_width",
          "verdict", "tokens_per_step", "alpha_mle", "tokens_per_s", "ttft_ms", "lat_p95_ms", "reruns"]
@@ -137,6 +139,11 @@ def best_draft_values(by_draft) -> dict:
             "chosen_words": c["verdict"],
             "draft_sim_words": simultaneous_words([r["verdict_sim"] for r in rows], [r["runs"] for r in rows],
                                                   len(rows))}
+
+
+def bench_tables(folder) -> tuple:
+    """`make bench`'s committed comparisons and summary tables, read from ``folder``."""
+    return read_table(Path(folder) / "bench_comparisons.csv"), read_table(Path(folder) / "bench_summary.csv")
 
 
 def _mode(rows, mode: str = "eager") -> list[dict]:

@@ -70,8 +70,11 @@ def _stand_in(vocab: int, seed: int):
     return target, drafts
 
 
-def load_subjects(device: str = "cpu", dtype=torch.float32, allow_stand_in: bool = False, seed: int = 0) -> Subjects:
-    """The embedded family (module docstring); stand-ins only if allowed and the weights are absent."""
+def load_subjects(device: str = "cpu", dtype="float32", allow_stand_in: bool = False, seed: int = 0) -> Subjects:
+    """The embedded family (module docstring) on ``device`` with weights in ``dtype`` (a name such as
+    "float32", "bfloat16", "float16", or a torch.dtype: `specdec.family.loader.resolve_dtype`, which
+    refuses others by name); stand-ins only if allowed and the weights are absent."""
+    dtype = loader.resolve_dtype(dtype, device)
     notes: list = []
     present = [n for n in DRAFT_NAMES if (MODELS_DIR / n / "model.safetensors").is_file()]
     checked = (MODELS_DIR / SUMS).exists() or not (MODELS_DIR / "target" / "model.safetensors").is_file()
