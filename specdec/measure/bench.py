@@ -17,8 +17,8 @@ and draft; HF's: its static cache with compile_config, `specdec.measure.hf`, whi
 target only: its assisted generation runs the assistant eager), compiled at k in KS_COMPILED, after
 an untimed warm-up run of every compiled configuration on every timed prompt and batch at full
 length; the graphs compiled while timing are counted and recorded (0: no timed run paid for a
-compile; a run that did is kept).  Each engine is compared with the other in the same mode.  The comparisons, each a paired median with its interval
-and the target the issue set for it (per mode):
+compile; a run that did is kept).  Each engine is compared with the other in the same mode.  The
+comparisons, each a paired median with its interval and the target the issue set for it (per mode):
     baseline     hf_ar time per token / ours_ar time per token        (>= 1: ours is not slower)
     vs_hf        hf_assisted / ours_spec at the same k                  (>= 1.1)
     efficiency   measured speedup / predicted speedup of the same run   (>= 0.95): the measured one
@@ -138,8 +138,8 @@ def _row(name, mode, temperature, batch, k, med, lo, hi, runs, words: dict | Non
 
 
 def comparisons(rows: list[dict], curve: dict, c: float) -> list[dict]:
-    """The baseline, vs_hf, efficiency, overhead, compile_gain and vs_hf_compiled_ar rows (module docstring) from the
-    paired runs, per execution mode (isolated_forwards: eager only, the curve's mode)."""
+    """The baseline, vs_hf, efficiency, overhead, compile_gain and vs_hf_compiled_ar rows (module
+    docstring) from the paired runs, per execution mode (isolated_forwards: eager only, the curve's mode)."""
     out, groups = [], {}
     for r in rows:
         groups.setdefault((r.get("mode", "eager"), r["temperature"], r["batch"], r["impl"], r["k"]), []).append(r)
@@ -151,8 +151,8 @@ def comparisons(rows: list[dict], curve: dict, c: float) -> list[dict]:
         other = {key(r): r for r in groups.get((mode, T, B, impl, k), [])}
         return [(other[key(r)], r) for r in rs if key(r) in other]
 
-    def speed(name, mode, other, T, B, k, rs, family_size, other_mode=None):  # other's time per token / this one's
-        pairs = pairs_of(rs, other_mode or mode, T, B, other, k)
+    def speed(name, mode, other, T, B, k, rs, family_size, other_mode=None, other_k=None):  # other's / this one's
+        pairs = pairs_of(rs, other_mode or mode, T, B, other, k if other_k is None else other_k)
         w = comparison([_per_token(h) for h, _ in pairs], [_per_token(o) for _, o in pairs], family_size=family_size)
         return _row(name, mode, T, B, k, w["median"], w["lo"], w["hi"], len(pairs), w)
 
@@ -176,9 +176,7 @@ def comparisons(rows: list[dict], curve: dict, c: float) -> list[dict]:
         if mode == "compiled" and impl in ("ours_ar", "ours_spec"):
             out.append(speed("compile_gain", mode, impl, T, B, k, rs, n_gain, other_mode="eager"))
         if impl in ("ours_ar", "ours_spec") and (("compiled", T, B, "hf_ar", 0) in groups):
-            fast = pairs_of(rs, "compiled", T, B, "hf_ar", 0)
-            w = comparison([_per_token(h) for h, _ in fast], [_per_token(o) for _, o in fast], family_size=n_ours)
-            out.append(_row("vs_hf_compiled_ar", mode, T, B, k, w["median"], w["lo"], w["hi"], len(fast), w))
+            out.append(speed("vs_hf_compiled_ar", mode, "hf_ar", T, B, k, rs, n_ours, other_mode="compiled", other_k=0))
     return out
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from specdec.measure.decoding_summary import CELL, groups, paired
 from specdec.measure.protocol import repeats_for_half_width, simultaneous_words
-from specdec.report.formatting import config_text
+from specdec.report.formatting import config_text, temperature_text
 from specdec.report.summary import fastest_plain_values
 from specdec.report.results import read_table, records
 
@@ -177,8 +177,9 @@ def _range(rows, name: str, prefix: str) -> dict:
 def engine_values(comp, bench_summary=None) -> dict:
     """The numbers chapter 06 quotes from `make bench`'s comparisons table (`specdec.measure.bench`).
     Eager mode (the chapter's): per temperature, at batch 1 (b1) and at the bench's batch (bn,
-    ``bench_batch``), the baseline ratio with its interval and words; the range of overhead share, engine efficiency and ratio to HF assisted generation, and
-    how many (T, k) meet their targets by the median and by the whole interval.  Compiled mode
+    ``bench_batch``), the baseline ratio with its interval and words; the range of overhead share,
+    engine efficiency and ratio to HF assisted generation, and how many (T, k) meet their targets by
+    the median and by the whole interval.  Compiled mode
     (prefix c, when the table has it): the same baseline and vs-HF figures against HF's compiled
     mode, what compiling gains (``gain_ar_*``, ``gain_spec_*``) and, from the summary, the best
     median speculative speedup over the same k in each mode (``spec_best_eager`` / ``_compiled``).
@@ -207,6 +208,6 @@ def engine_values(comp, bench_summary=None) -> dict:
                        key=lambda r: r["speedup_median"])
             out.update({f"spec_best_{mode}": float(best["speedup_median"]), f"spec_best_{mode}_lo": float(best["speedup_lo"]),
                         f"spec_best_{mode}_hi": float(best["speedup_hi"]), f"spec_best_{mode}_words": best["verdict"],
-                        f"spec_best_{mode}_config": f"k={best['k']}, {'greedy' if best['temperature'] == 0 else 'T = 1'}"})
+                        f"spec_best_{mode}_config": f"k={best['k']}, {temperature_text(best['temperature'])}"})
         out["spec_ks_compiled"] = ", ".join(str(k) for k in sorted(ks))
     return out

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-__all__ = ["p_value_text", "fraction_text", "with_p_values", "markdown_table", "config_text"]
+__all__ = ["p_value_text", "fraction_text", "with_p_values", "markdown_table", "config_text", "temperature_text"]
 
 FLOOR = 1e-300  # below this a double p-value has lost all meaning (the smallest normal is 2.2e-308)
 
@@ -27,6 +27,12 @@ def config_text(r) -> str:
       -> "k=2, batch 1, 256 tokens, greedy" """
     temp = "greedy" if r["temperature"] == 0 else "temperature " + format(r["temperature"], "g")
     return f"{r['config']}, batch {r['batch']}, {r['output_len']} tokens, {temp}"
+
+
+def temperature_text(t: float) -> str:
+    """A sampling temperature in the bench's words.  Example: temperature_text(0.0) -> "greedy";
+    temperature_text(1.0) -> "T = 1" """
+    return "greedy" if t == 0 else f"T = {t:g}"
 
 
 def p_value_text(p: float, digits: int = 2) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specdec.report.formatting import temperature_text
 from specdec.report.paths import CHAPTERS, RESULTS_DIR, RERUNS_DIR
 from specdec.report.results import read_table, records
 from specdec.report.robustness import multiplicity_words, rerun_values
@@ -32,7 +33,6 @@ from specdec.report.serving import rate_text
 
 __all__ = ["exactness", "acceptance_by_draft", "speed", "fastest_plain", "fastest_plain_values", "guide_rows",
            "comparison_rows", "scope"]
-
 
 
 def _t(root: Path, chapter: str, name: str):
@@ -133,7 +133,7 @@ def fastest_plain_values(rows) -> dict:
             "fast_base": float(base[0]["median"]), "fast_base_lo": float(base[0]["lo"]),
             "fast_base_hi": float(base[0]["hi"]), "fast_max": float(top["median"]),
             "fast_best_config": (f"{'plain' if top['k'] == 0 else 'k=' + str(top['k'])}, {top['mode']}, "
-                                 f"batch {top['batch']}, {'greedy' if top['temperature'] == 0 else 'T = 1'}")}
+                                 f"batch {top['batch']}, {temperature_text(top['temperature'])}")}
 
 
 def fastest_plain(bench: Path = RESULTS_DIR / "bench") -> dict:

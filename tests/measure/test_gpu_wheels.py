@@ -61,7 +61,7 @@ def test_the_wheel_set_is_the_pinned_one_and_meets_transformers_requirements(whe
     assert needs["regex"].specifier.contains(pins["regex"])  # what transformers checks at import
     for name, w in wheels.items():  # every wheel loads on CPython 3.12 x86-64 Linux (the GPU machine)
         tags = parse_wheel_filename(w.name)[3]
-        assert any(t.interpreter in ("py3", "cp312") and t.platform in ("any",) or
+        assert any(t.interpreter in ("py3", "cp312") and t.platform == "any" or
                    (t.interpreter == "cp312" and "x86_64" in t.platform) for t in tags), (name, tags)
 
 
