@@ -35,6 +35,8 @@ def join_caches(a, b, rows_a: int, rows_b: int):
     """Cache `a` (rows_a rows) with `b`'s rows_b rows stacked after its own, both left-padded to the
     longer one's slots; returns the joined cache (`a`, changed in place, or `b` when `a` is empty).
     The caller pads the attention masks the same way: a pad slot is a hole like any other."""
+    if hasattr(a, "drop_leading") or hasattr(b, "drop_leading"):
+        raise ValueError("rows cannot join a preallocated (compiled-mode) cache: continuous batching runs eager")
     la, lb = _layers(a), _layers(b)
     if not lb and not la:
         return a
@@ -66,7 +68,9 @@ def drop_leading_holes(cache, mask: torch.Tensor) -> torch.Tensor:
     slots are copied, so the dropped ones' memory is freed at once."""
     used = (mask != 0).any(0)
     n = int(torch.where(used.any(), used.long().argmax(), used.new_tensor(used.numel(), dtype=torch.long)))
-    if n > 0:
+    if n > 0 and hasattr(cache, "drop_leading"):  # a preallocated cache shifts in place
+        cache.drop_leading(n)
+    elif n > 0:
         for layer in _layers(cache):
             layer.keys, layer.values = layer.keys[:, :, n:].clone(), layer.values[:, :, n:].clone()
     return mask[:, n:]

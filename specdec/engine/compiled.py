@@ -1,25 +1,29 @@
-"""A causal LM whose forward runs through `torch.compile`: the engine's graph-compiled execution mode.
+"""A causal LM whose forward runs through `torch.compile` on static shapes: the engine's compiled mode.
 
 The engine itself has no compile branch: ``generate(compiled(target), ids, drafter=compiled(draft))``
 is the same algorithm with a compiled forward, because the engine and `ModelDrafter` only call
-``model(...)``, read ``model.config`` and its parameters.  Outputs are the same law; only the forward's
-kernels differ (fp32 rounding, like any change of batch shape).
+``model(...)``, read ``model.config`` and its parameters, and take their caches from
+`specdec.engine.kv.new_cache`, which asks the model first.  Outputs are the same law; only the
+forward's kernels differ (fp32 rounding, like any change of batch shape).
 
-Why dynamic shapes and the ordinary DynamicCache rather than a static cache: the engine's cache is
-ragged (masked holes, crops of rejected drafts, rows that leave), which a static cache does not
-hold; with ``dynamic=True`` one graph serves every cache length and feed length above 1 (PyTorch
-specializes sizes 0 and 1, so the first step, a one-token step and a batch of one are graphs of
-their own, compiled on first use).  Measured on this CPU (embedded target, 1 thread, 64 tokens):
-per forward 4.9 -> 3.5 ms at one token and 6.1 -> 4.3 ms at five, the first calls compiling for
-about 30 s; `make bench` times both modes against Hugging Face's own compiled mode (static cache),
-after untimed warm-up rounds.
+Static shapes.  `CompiledModel.new_cache` hands out a preallocated `specdec.engine.slots.SlotCache`
+(transformers' StaticCache plus the engine's crop / row selection / leading-slot drop in place), and
+every call pads the engine's attention mask (one column per slot, holes masked) with zeros up to the
+cache's capacity.  A decoding step of a given (rows, fed tokens) then has one set of shapes, so
+``torch.compile(dynamic=False)`` specialises one graph for it, compiled on first use: one for plain
+decoding, one for verifying k drafts, one or two for the draft's own steps.  The first call on a
+fresh cache (the prompt, whose length varies) runs eager, as Hugging Face's compiled generate runs
+its prefill.  A cache that must grow (rejected-draft holes of a ragged batch; never at batch 1)
+reallocates, and the next step compiles its new shape once.  Measured on this CPU (embedded target,
+1 thread, greedy, 64 tokens, 8 interleaved repeats): per token 3.81 ms static against 3.89 ms with
+dynamic shapes on the growing DynamicCache (the previous design) and 3.82 ms for HF's compiled
+generate at batch 1; 8.92 / 10.08 / 8.41 ms at batch 8.  `make bench` measures it properly.
 
-Recompiles: guards on the cache's strides (a cropped cache is a view) and the two models sharing one
-forward function (transformers' ``generic.wrapper``) exceed PyTorch's default of 8 compiled
-variants per function, after which it silently runs eager.  `compiled` raises
-``torch._dynamo.config.recompile_limit`` to at least RECOMPILE_LIMIT and makes hitting it an error
-(``fail_on_recompile_limit_hit``; both process-wide settings) instead of a silent fall-back, and
-`graph_count` lets a caller check that timed runs compiled nothing new.
+Recompiles: PyTorch's default of 8 compiled variants per function is low for two models sharing
+transformers' forward wrapper at several shapes, after which it silently runs eager.  `compiled`
+raises ``torch._dynamo.config.recompile_limit`` to at least RECOMPILE_LIMIT and makes hitting it an
+error (``fail_on_recompile_limit_hit``; both process-wide settings) instead of a silent fall-back,
+and `graph_count` lets a caller check that timed runs compiled nothing new.
 
 Example: generate(compiled(target), ids, drafter=compiled(draft), k=2, max_new_tokens=64,
 temperature=0).tokens[0] equals the eager run's tokens (tested on a tiny model).
@@ -30,6 +34,7 @@ from __future__ import annotations
 import torch
 
 from specdec.engine.kv import KVCompat
+from specdec.engine.slots import SlotCache
 
 __all__ = ["CompiledModel", "compiled", "graph_count", "RECOMPILE_LIMIT"]
 
@@ -37,29 +42,48 @@ RECOMPILE_LIMIT = 64
 
 
 class CompiledModel(KVCompat):
-    """``model`` (an ``nn.Module`` causal LM) with its forward compiled, taking the engine's
-    ``cache=`` keyword whatever its transformers release calls it (`KVCompat`)."""
+    """``model`` (an ``nn.Module`` causal LM) with its forward compiled on static shapes, taking the
+    engine's ``cache=`` keyword whatever its transformers release calls it (`KVCompat`)."""
 
-    def __init__(self, model, *, dynamic: bool = True):
+    def __init__(self, model):
         if not isinstance(model, torch.nn.Module):
             raise ValueError(f"compiled() needs a torch.nn.Module causal LM, got {type(model).__name__}")
         if isinstance(model, CompiledModel):
             raise ValueError("this model is already compiled")
         super().__init__(model.inner if isinstance(model, KVCompat) else model)
-        self._fwd = torch.compile(self.inner.forward, dynamic=dynamic)
+        self._fwd = torch.compile(self.inner.forward, dynamic=False)
+
+    def new_cache(self, slots: int) -> SlotCache:
+        """A preallocated cache of `slots` slots (it grows if a ragged batch needs more)."""
+        return SlotCache(self.inner.config, slots)
 
     def _call(self, **kw):
-        return self._fwd(**kw)
+        cache = kw.get(self.kv_name)
+        if cache is None:  # no cache: a one-off forward, eager
+            return self.inner(**kw)
+        if not isinstance(cache, SlotCache):
+            raise ValueError(f"a compiled model decodes on the SlotCache its new_cache() returns, got "
+                             f"{type(cache).__name__}")
+        mask, s = kw.get("attention_mask"), kw["input_ids"].shape[1]
+        if mask is None or mask.dim() != 2 or mask.shape[1] != cache.length + s:
+            raise ValueError(f"a compiled model needs the 2-D attention mask of every slot: {cache.length} cached + "
+                             f"{s} fed, got {None if mask is None else tuple(mask.shape)}")
+        cache.reserve(mask.shape[1])
+        kw["attention_mask"] = torch.nn.functional.pad(mask, (0, cache.capacity - mask.shape[1]))
+        fwd = self._fwd if cache.filled else self.inner  # the prompt (any length) runs eager
+        out = fwd(**kw)
+        cache.fed(s)
+        return out
 
 
-def compiled(model, *, dynamic: bool = True) -> CompiledModel:
+def compiled(model) -> CompiledModel:
     """`CompiledModel(model)`, after raising PyTorch's recompile limit to RECOMPILE_LIMIT (module docstring)."""
     import torch._dynamo
 
     cfg = torch._dynamo.config
     cfg.recompile_limit = max(cfg.recompile_limit, RECOMPILE_LIMIT)
     cfg.fail_on_recompile_limit_hit = True  # never a silent fall-back to eager inside a "compiled" run
-    return CompiledModel(model, dynamic=dynamic)
+    return CompiledModel(model)
 
 
 def graph_count() -> int:

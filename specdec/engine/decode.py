@@ -49,7 +49,7 @@ from specdec.core.verify import greedy_verify, verify_unchecked
 from specdec.engine.cache import drop_leading_holes
 from specdec.engine.drafters import as_drafter
 from specdec.engine.inputs import check_arguments, clip_k, peak_memory, prompt_positions, prompts_of, stop_tokens
-from specdec.engine.kv import context_length, engine_model, now
+from specdec.engine.kv import context_length, engine_model, new_cache, now
 from specdec.engine.schedule import History, as_schedule
 from specdec.engine.stats import DecodeStats, GenerateResult
 
@@ -61,16 +61,14 @@ class _Decoder:
     output buffer, and the problems seen in logits so far; one method per phase of a step."""
 
     def __init__(self, target, drafter, ids, mask, *, max_new_tokens, stops, sampling, method, generator,
-                 verifier):
-        from transformers import DynamicCache
-
+                 verifier, slots_ahead: int = 0):
         self.target, self.drafter, self.sampling = target, drafter, sampling
         self.max_new, self.stops, self.method = max_new_tokens, stops, method
         self.generator, self.verifier = generator, verifier
         self.device = ids.device
         self.n_ctx = context_length(target) or 1 << 62
         B, T = ids.shape
-        self.ids, self.mask, self.cache = ids, mask, DynamicCache()
+        self.ids, self.mask, self.cache = ids, mask, new_cache(target, T + slots_ahead)
         self.prefix = ids[:, :-1] if T > 1 else None  # fed with the first step: no separate prefill call
         self.prefix_pos = prompt_positions(mask[:, :-1])  # its positions count only its real tokens
         self.tmask = mask[:, :-1].clone()  # (A, L): valid slots of the target cache (after the first step)
@@ -238,8 +236,12 @@ def _generate(target, input_ids, *, drafter, k, method, max_new_tokens, temperat
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     t_start = now(device)
+    k_max = 0 if drafter is None else k if isinstance(k, int) else getattr(schedule, "k_max", 8)
+    ahead = max_new_tokens + k_max  # slots beyond the prompt a row can need (a compiled model preallocates them)
     dec = _Decoder(target, drafter, ids, mask, max_new_tokens=max_new_tokens, stops=stops, sampling=sampling,
-                   method=method, generator=generator, verifier=verifier)
+                   method=method, generator=generator, verifier=verifier, slots_ahead=ahead)
+    if drafter is not None and hasattr(drafter, "slots_ahead"):
+        drafter.slots_ahead = ahead
     stats, history, cancelled = DecodeStats(), History(), False
     if verifier is not None and drafter is not None:  # a caller's rule: lossless only if it says so
         stats.lossless = getattr(verifier, "lossless", False) is True

@@ -33,7 +33,7 @@ import torch
 from specdec.core.sampling import SamplingConfig, logit_flags, sample
 from specdec.engine.cache import drop_leading_holes, join_caches, pad_left
 from specdec.engine.inputs import prompt_positions
-from specdec.engine.kv import context_length, engine_model, now
+from specdec.engine.kv import context_length, engine_model, new_cache, now
 
 __all__ = ["Drafter", "ModelDrafter", "as_drafter", "sample_with_q"]
 
@@ -92,9 +92,7 @@ class ModelDrafter:
     """
 
     def __init__(self, model):
-        from transformers import DynamicCache  # the engine owns caches; imported where used
-
-        self._Cache = DynamicCache
+        self.slots_ahead = 0  # new slots a cache should hold beyond the prompt (the engine sets it)
         self.model = engine_model(model)
         self.vocab_size = int(model.config.vocab_size)
         self.max_positions = context_length(model)
@@ -115,7 +113,7 @@ class ModelDrafter:
 
     def begin(self, ids, mask):
         B, T = ids.shape
-        self.cache = self._Cache()
+        self.cache = new_cache(self.model, T + self.slots_ahead)
         self.mask = mask[:, :-1].to(self.device).clone()  # (B, T-1): the prompt's slots, our own copy
         self.pos = mask.sum(1) - 1  # (B,) positions of the next slot = real tokens before the tail
         self.prefix = (ids[:, :-1], prompt_positions(mask[:, :-1])) if T > 1 else None  # fed first

@@ -1,6 +1,7 @@
 """The engine's view of a causal LM: the KV-cache keyword, the context length, a synchronized clock.
 
-Cache surgery (rows that join and leave a batch) is in `specdec.engine.cache`.
+Cache surgery (rows that join and leave a batch) is in `specdec.engine.cache`; `new_cache` gives the
+cache a model decodes on (a compiled model preallocates its own).
 
 The engine calls ``model(..., cache=DynamicCache)`` (transformers 5.24).  Older releases (e.g.
 5.17 on the GPU machine) name that keyword ``past_key_values``.  `engine_model` reads the model's
@@ -21,7 +22,7 @@ import time
 
 import torch
 
-__all__ = ["kv_keyword", "KVCompat", "engine_model", "context_length", "now"]
+__all__ = ["kv_keyword", "KVCompat", "engine_model", "new_cache", "context_length", "now"]
 
 
 def kv_keyword(model) -> str:
@@ -63,6 +64,18 @@ def engine_model(model):
     if isinstance(model, KVCompat) or kv_keyword(model) == "cache":
         return model
     return KVCompat(model)
+
+
+def new_cache(model, slots: int):
+    """The KV cache `model` decodes on: its own ``new_cache(slots)`` when it has one (a compiled
+    model's preallocated `specdec.engine.slots.SlotCache`, `slots` its first capacity), else an empty
+    DynamicCache (transformers 5.24), which grows as it goes."""
+    make = getattr(model, "new_cache", None)
+    if make is not None:
+        return make(slots)
+    from transformers import DynamicCache  # the engine owns caches; imported where used
+
+    return DynamicCache()
 
 
 def context_length(model) -> int | None:

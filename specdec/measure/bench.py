@@ -12,7 +12,7 @@ re-run, medians with paired bootstrap intervals, words that follow the intervals
 and at batch 8 (all prompts in one batch) ours_ar and hf_ar (HF's assisted generation takes batch 1
 only).  Both engines run exactly new_tokens (no stop token).  Every configuration runs in two
 execution modes, interleaved in the same rounds: "eager" (the forward as written) and "compiled"
-(ours: `specdec.engine.compiled`, torch.compile with dynamic shapes on the ordinary cache, target
+(ours: `specdec.engine.compiled`, torch.compile on static shapes over a preallocated cache, target
 and draft; HF's: its static cache with compile_config, `specdec.measure.hf`, which compiles the
 target only: its assisted generation runs the assistant eager), compiled at k in KS_COMPILED, after
 an untimed warm-up run of every compiled configuration on every timed prompt and batch at full

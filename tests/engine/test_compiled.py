@@ -44,11 +44,29 @@ def test_compiled_raises_the_recompile_limit_and_refuses_bad_models():
 
 
 def test_compiled_model_renames_the_kv_keyword_for_older_releases():
+    """A forward that takes ``past_key_values`` gets the engine's ``cache=`` under that name (None
+    here: a call without a cache runs the eager forward)."""
     class Old(torch.nn.Module):
-        def forward(self, input_ids=None, past_key_values=None):
-            return input_ids * 2 if past_key_values == "kv" else input_ids
+        def forward(self, input_ids=None, past_key_values="not passed"):
+            return input_ids * 2 if past_key_values is None else input_ids
 
     m = compiled(Old())
     assert isinstance(m, CompiledModel) and isinstance(m, KVCompat) and m.kv_name == "past_key_values"
-    assert torch.equal(m(input_ids=torch.ones(2), cache="kv"), torch.full((2,), 2.0))
+    assert torch.equal(m(input_ids=torch.ones(2), cache=None), torch.full((2,), 2.0))
     assert compiled(KVCompat(Old())).inner.__class__ is Old  # an engine wrapper is unwrapped, not nested
+
+
+def test_compiled_model_refuses_a_cache_or_mask_it_cannot_keep_static(tiny_pair):
+    """Only its own SlotCache, and a 2-D mask with one column per slot (cached + fed): anything else
+    would silently attend to the wrong slots."""
+    from transformers import DynamicCache
+
+    ct = compiled(tiny_pair[0])
+    ids = torch.tensor([[3, 7, 1]])
+    with pytest.raises(ValueError, match="SlotCache.*DynamicCache"):
+        ct(input_ids=ids, attention_mask=torch.ones_like(ids), cache=DynamicCache())
+    cache = ct.new_cache(8)
+    with pytest.raises(ValueError, match="0 cached \\+ 3 fed"):
+        ct(input_ids=ids, attention_mask=torch.ones(1, 4, dtype=torch.long), cache=cache)
+    with pytest.raises(ValueError, match="0 cached \\+ 3 fed"):
+        ct(input_ids=ids, cache=cache)
