@@ -86,9 +86,11 @@ def test_bench_compares_each_mode_with_its_own_kind_and_counts_what_compiling_ga
     assert v["base_t0_b1"] == pytest.approx(1.2) and v["cbase_t0_b1"] == pytest.approx(1.1)
     assert v["gain_ar_min"] == pytest.approx(1.25) and v["gain_spec_n"] == 1 and v["cvs_hf_faster"] == 1
     assert v["fast_base"] == pytest.approx(0.88) and v["fast_n"] == 4 and v["fast_slower"] == 1
+    assert v["fast_cbase"] == pytest.approx(1.1) and v["fast_cbase_lo"] <= 1.1 <= v["fast_cbase_hi"]
     assert v["fast_max"] == pytest.approx(0.88 / 0.56) and v["fast_best_config"] == "k=2, compiled, batch 1, greedy"
     old = pd.DataFrame([r for r in comp if r["mode"] == "eager"]).drop(columns="mode")
     assert dv.engine_values(old)["base_t0_b1"] == pytest.approx(1.2) and "cbase_t0_b1" not in dv.engine_values(old)
+    assert "fast_cbase" not in dv.engine_values(old)  # an eager-only bench has no compiled baseline to quote
     with pytest.raises(ValueError, match="mode"):
         bench.configs(None, None, [1], 0.0, 4, mode="graph")
     assert [c.labels["mode"] for c in bench.configs(None, None, [1], 0.0, 4, mode="compiled")] == ["compiled"] * 4

@@ -31,6 +31,8 @@ def test_fastest_plain_counts_the_bench_check_and_refuses_a_table_without_it(tmp
     assert got["fast_n"] == len(fast) > 0 and got["fast_faster"] == (fast["verdict"] == "faster").sum()
     assert len(base) == 1 and got["fast_base"] == base["median"].iloc[0] and got["fast_max"] == fast["median"].max()
     assert got["fast_base_lo"] <= got["fast_base"] <= got["fast_base_hi"]
+    cbase = fast[(fast["mode"] == "compiled") & (fast["k"] == 0) & (fast["batch"] == 1) & (fast["temperature"] == 0)]
+    assert len(cbase) == 1 and got["fast_cbase"] == cbase["median"].iloc[0] != got["fast_base"]
     write_table(records(c[c["comparison"] != "vs_hf_compiled_ar"]), tmp_path / "bench" / "bench_comparisons.csv",
                 {"test": True}, kind="timing")
     with pytest.raises(ValueError, match="vs_hf_compiled_ar"):
