@@ -19,15 +19,16 @@ from __future__ import annotations
 import torch
 
 from specdec.core.stats import spread
-from specdec.engine.kv import context_length, engine_model, now
+from specdec.engine.kv import context_length, engine_model, new_cache, now
 
 __all__ = ["cost_curve", "one_token_forward"]
 
 
 def _prefilled(model, batch: int, context: int, extra: int, generator: torch.Generator):
-    """(model, ids (B, context + extra), cache holding the first `context` ids) for timed appends."""
-    from transformers import DynamicCache
-
+    """(model, ids (B, context + extra), cache holding the first `context` ids, all-ones attention
+    mask (B, context + extra)) for timed appends.  The cache is the one the engine would give the
+    model (`specdec.engine.kv.new_cache`: a compiled model's preallocated one), and every call gets
+    the mask's first context + n columns, as the engine passes its mask at every step."""
     model = engine_model(model)
     device = next(model.parameters()).device
     V = int(model.config.vocab_size)
@@ -36,9 +37,9 @@ def _prefilled(model, batch: int, context: int, extra: int, generator: torch.Gen
         raise ValueError(f"context {context} + n {extra} exceeds the model's {n_ctx} positions")
     ids = torch.randint(0, V, (batch, context + extra), generator=generator,
                         device=generator.device).to(device)  # (B, T0 + n_max)
-    cache = DynamicCache()
-    model(input_ids=ids[:, :context], cache=cache, use_cache=True, logits_to_keep=1)
-    return model, ids, cache
+    cache, mask = new_cache(model, context + extra), torch.ones_like(ids)
+    model(input_ids=ids[:, :context], attention_mask=mask[:, :context], cache=cache, use_cache=True, logits_to_keep=1)
+    return model, ids, cache, mask
 
 
 @torch.inference_mode()
@@ -46,12 +47,12 @@ def one_token_forward(model, *, context: int, batch: int, generator: torch.Gener
     """A callable that runs one untimed forward of ``model`` appending 1 token to its own cached
     context (then cropped back): what a decoding loop does between two target forwards when a draft
     runs in between (`cost_curve(..., between=...)`)."""
-    model, ids, cache = _prefilled(model, batch, context, 1, generator)
+    model, ids, cache, mask = _prefilled(model, batch, context, 1, generator)
     pos = torch.full((batch, 1), context, device=ids.device)
 
     @torch.inference_mode()
     def run() -> None:
-        model(input_ids=ids[:, context:context + 1], position_ids=pos, cache=cache, use_cache=True)
+        model(input_ids=ids[:, context:context + 1], attention_mask=mask, position_ids=pos, cache=cache, use_cache=True)
         cache.crop(-1)
     return run
 
@@ -61,7 +62,7 @@ def cost_curve(model, n_values, *, context: int, batch: int = 1, repeats: int = 
                generator: torch.Generator, between=None, blocked: bool = False) -> list[dict]:
     """T(n): seconds of one forward appending n tokens to a cached context of `context` tokens.
 
-    A random context (ids from `generator`) is prefilled once into a DynamicCache; each timed call
+    A random context (ids from `generator`) is prefilled once into the model's cache; each timed call
     appends n tokens and the cache is cropped back.  ``between`` (a callable, untimed) runs before
     every timed call: e.g. another model's forward (`one_token_forward`), so the timed forward
     starts as it does inside a speculative loop, with the other model's data in the caches.  n
@@ -75,7 +76,7 @@ def cost_curve(model, n_values, *, context: int, batch: int = 1, repeats: int = 
     if not ns or min(ns) < 1 or context < 1 or batch < 1 or repeats < 1 or warmup < 0:
         raise ValueError(f"need n >= 1, context >= 1, batch >= 1, repeats >= 1, warmup >= 0; got {n_values}, "
                          f"{context}, {batch}, {repeats}, {warmup}")
-    model, ids, cache = _prefilled(model, batch, context, max(ns), generator)
+    model, ids, cache, mask = _prefilled(model, batch, context, max(ns), generator)
     device = ids.device
     times: dict[int, list[float]] = {n: [] for n in ns}
     order = [(r, n) for n in ns for r in range(warmup + repeats)] if blocked else \
@@ -85,7 +86,8 @@ def cost_curve(model, n_values, *, context: int, batch: int = 1, repeats: int = 
         if between is not None:
             between()
         t0 = now(device)
-        model(input_ids=ids[:, context:context + n], position_ids=pos, cache=cache, use_cache=True)
+        model(input_ids=ids[:, context:context + n], attention_mask=mask[:, :context + n], position_ids=pos, cache=cache,
+              use_cache=True)
         t1 = now(device)
         cache.crop(-n)
         if r >= warmup:

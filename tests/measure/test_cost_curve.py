@@ -27,3 +27,19 @@ def test_between_runs_before_every_timed_forward(tiny_pair):
     assert len(calls) == (1 + 3) * 2 and [r["repeats"] for r in rows] == [3, 3]
     for _ in range(3):
         touch()
+
+
+def test_cost_curve_times_a_compiled_model_on_its_own_cache(tiny_pair):
+    """A compiled model gets its preallocated cache and the mask of every slot (as in the engine):
+    the curve is measured, the warm-up compiles each shape and the timed calls compile nothing."""
+    from specdec.engine.compiled import compiled, graph_count
+
+    target, draft = tiny_pair
+    ct = compiled(target)
+    touch = one_token_forward(compiled(draft), context=8, batch=2, generator=torch.Generator().manual_seed(0))
+    cost_curve(ct, [1, 3], context=8, batch=2, repeats=1, warmup=1, generator=torch.Generator().manual_seed(1),
+               between=touch)
+    before = graph_count()
+    rows = cost_curve(ct, [1, 3], context=8, batch=2, repeats=2, warmup=0, generator=torch.Generator().manual_seed(1),
+                      between=touch)
+    assert graph_count() == before and [r["repeats"] for r in rows] == [2, 2] and rows[1]["median_s"] > 0
