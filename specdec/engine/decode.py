@@ -8,7 +8,8 @@ five small functions -- draft, forward, accept, emit, rollback (+ compact) -- an
 sequences them and reads the clock between them.
 
 Ragged batches (rows accept different counts and finish at different times) -- the scheme:
-  * per-row valid slots in one shared DynamicCache.  Every row is fed the same number of slots
+  * per-row valid slots in one shared cache (`specdec.engine.kv.new_cache`: a DynamicCache, or a
+    compiled model's preallocated SlotCache).  Every row is fed the same number of slots
     per step; a rejected draft's slot is not cropped but masked (attention mask 0), and only the
     trailing slots rejected by every row are cropped (`cache.crop(-n)`, transformers 5.24).
   * explicit position_ids that count only valid slots, so a masked hole never shifts positions:

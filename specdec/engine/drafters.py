@@ -75,7 +75,7 @@ class Drafter(Protocol):
 
 
 class ModelDrafter:
-    """Any Hugging Face causal LM as drafter, with its own DynamicCache that is never re-encoded.
+    """Any Hugging Face causal LM as drafter, with its own cache (`new_cache`) that is never re-encoded.
 
     Cache layout per row (the engine's ragged scheme, see `specdec.engine.decode`): slots hold every
     committed token except the uncached tail; rejected slots are masked (attention mask 0) and
