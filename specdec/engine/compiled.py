@@ -9,21 +9,34 @@ forward's kernels differ (fp32 rounding, like any change of batch shape).
 Static shapes.  `CompiledModel.new_cache` hands out a preallocated `specdec.engine.slots.SlotCache`
 (transformers' StaticCache plus the engine's crop / row selection / leading-slot drop in place), and
 every call pads the engine's attention mask (one column per slot, holes masked) with zeros up to the
-cache's capacity.  A decoding step of a given (rows, fed tokens) then has one set of shapes, so
-``torch.compile(dynamic=False)`` specialises one graph for it, compiled on first use: one for plain
-decoding, one for verifying k drafts, one or two for the draft's own steps.  The first call on a
-fresh cache (the prompt, whose length varies) runs eager, as Hugging Face's compiled generate runs
-its prefill.  A cache that must grow (rejected-draft holes of a ragged batch; never at batch 1)
-reallocates, and the next step compiles its new shape once.  Measured on this CPU (embedded target,
+cache's capacity.  A decoding step of a given (rows, fed tokens, capacity) then has one set of
+shapes, so ``torch.compile(dynamic=False)`` specialises one graph for it, compiled on first use: one
+for plain decoding, one for verifying k drafts, one or two for the draft's own steps, and one per
+shorter feed when the budget clips k at the end.  The capacity is prompt + max_new_tokens + k (twice
+that ahead for a speculative batch of several rows, whose rejected-draft holes take slots), so
+another prompt length, budget, k or batch size compiles its own graphs.  The first call on a fresh
+cache (the prompt, whose length varies) runs eager, as Hugging Face's compiled generate runs its
+prefill.  A cache that must grow anyway reallocates (x2), and the next step compiles its new shape
+once; never at batch 1, whose cache is exactly what the budget can fill.  Measured on this CPU (embedded target,
 1 thread, greedy, 64 tokens, 8 interleaved repeats): per token 3.81 ms static against 3.89 ms with
 dynamic shapes on the growing DynamicCache (the previous design) and 3.82 ms for HF's compiled
 generate at batch 1; 8.92 / 10.08 / 8.41 ms at batch 8.  `make bench` measures it properly.
 
-Recompiles: PyTorch's default of 8 compiled variants per function is low for two models sharing
-transformers' forward wrapper at several shapes, after which it silently runs eager.  `compiled`
-raises ``torch._dynamo.config.recompile_limit`` to at least RECOMPILE_LIMIT and makes hitting it an
-error (``fail_on_recompile_limit_hit``; both process-wide settings) instead of a silent fall-back,
-and `graph_count` lets a caller check that timed runs compiled nothing new.
+Dynamic shapes (``compiled(model, static=False)``): ``torch.compile(dynamic=True)`` on the engine's
+growing DynamicCache, the previous design, kept for sweeps over many shapes.  Static shapes compile
+a graph per (rows, fed tokens, capacity): a sweep like the GPU run's (controlled acceptance at batch
+1, then batches 1-32 at k = 0 and 4, 64 tokens) compiled 88 graphs on tiny models here, and a second
+pass at batches 16 and 32 compiled 21 more (which rows hold which holes moves the clipped last
+steps' shapes); dynamic shapes compiled 24, all by batch 2, and none on a second pass -- what a GPU
+budget of minutes can afford (`specdec.measure.gpu_sections` uses them; `make bench` static ones).
+
+Recompiles: PyTorch's default of 8 compiled variants per function is low for models sharing
+transformers' forward wrapper (every model's forward goes through the same decorator's code) at
+many static shapes, after which it silently runs eager.  `compiled` raises
+``torch._dynamo.config.recompile_limit`` to at least RECOMPILE_LIMIT (and the process-wide
+``accumulated_recompile_limit`` to 4x that) and makes hitting a limit an error
+(``fail_on_recompile_limit_hit``; process-wide settings) instead of a silent fall-back, and
+`graph_count` lets a caller check that timed runs compiled nothing new.
 
 Example: generate(compiled(target), ids, drafter=compiled(draft), k=2, max_new_tokens=64,
 temperature=0).tokens[0] equals the eager run's tokens (tested on a tiny model).
@@ -38,27 +51,31 @@ from specdec.engine.slots import SlotCache
 
 __all__ = ["CompiledModel", "compiled", "graph_count", "RECOMPILE_LIMIT"]
 
-RECOMPILE_LIMIT = 64
+RECOMPILE_LIMIT = 256
 
 
 class CompiledModel(KVCompat):
     """``model`` (an ``nn.Module`` causal LM) with its forward compiled on static shapes, taking the
     engine's ``cache=`` keyword whatever its transformers release calls it (`KVCompat`)."""
 
-    def __init__(self, model):
+    def __init__(self, model, *, static: bool = True):
         if not isinstance(model, torch.nn.Module):
             raise ValueError(f"compiled() needs a torch.nn.Module causal LM, got {type(model).__name__}")
         if isinstance(model, CompiledModel):
             raise ValueError("this model is already compiled")
         super().__init__(model.inner if isinstance(model, KVCompat) else model)
-        self._fwd = torch.compile(self.inner.forward, dynamic=False)
+        self.static = bool(static)
+        self._fwd = torch.compile(self.inner.forward, dynamic=not self.static)
 
-    def new_cache(self, slots: int) -> SlotCache:
-        """A preallocated cache of `slots` slots (it grows if a ragged batch needs more)."""
-        return SlotCache(self.inner.config, slots)
+    def new_cache(self, slots: int) -> SlotCache | None:
+        """A preallocated cache of `slots` slots (it grows if a ragged batch needs more); None with
+        dynamic shapes (the engine's growing cache then)."""
+        return SlotCache(self.inner.config, slots) if self.static else None
 
     def _call(self, **kw):
         cache = kw.get(self.kv_name)
+        if not self.static:
+            return self._fwd(**kw)
         if cache is None:  # no cache: a one-off forward, eager
             return self.inner(**kw)
         if not isinstance(cache, SlotCache):
@@ -76,14 +93,16 @@ class CompiledModel(KVCompat):
         return out
 
 
-def compiled(model) -> CompiledModel:
-    """`CompiledModel(model)`, after raising PyTorch's recompile limit to RECOMPILE_LIMIT (module docstring)."""
+def compiled(model, *, static: bool = True) -> CompiledModel:
+    """`CompiledModel(model)` (``static=False``: dynamic shapes), after raising PyTorch's recompile
+    limits (module docstring)."""
     import torch._dynamo
 
     cfg = torch._dynamo.config
     cfg.recompile_limit = max(cfg.recompile_limit, RECOMPILE_LIMIT)
+    cfg.accumulated_recompile_limit = max(cfg.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
     cfg.fail_on_recompile_limit_hit = True  # never a silent fall-back to eager inside a "compiled" run
-    return CompiledModel(model)
+    return CompiledModel(model, static=static)
 
 
 def graph_count() -> int:

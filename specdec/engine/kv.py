@@ -67,12 +67,12 @@ def engine_model(model):
 
 
 def new_cache(model, slots: int):
-    """The KV cache `model` decodes on: its own ``new_cache(slots)`` when it has one (a compiled
-    model's preallocated `specdec.engine.slots.SlotCache`, `slots` its first capacity), else an empty
-    DynamicCache (transformers 5.24), which grows as it goes."""
-    make = getattr(model, "new_cache", None)
-    if make is not None:
-        return make(slots)
+    """The KV cache `model` decodes on: what its own ``new_cache(slots)`` returns when it has one and
+    that is not None (a compiled model's preallocated `specdec.engine.slots.SlotCache`, `slots` its
+    first capacity), else an empty DynamicCache (transformers 5.24), which grows as it goes."""
+    made = model.new_cache(slots) if hasattr(model, "new_cache") else None
+    if made is not None:
+        return made
     from transformers import DynamicCache  # the engine owns caches; imported where used
 
     return DynamicCache()

@@ -8,7 +8,7 @@ head_dim), written in place at a running slot count) with what the engine's ragg
     the next write and never attended to in between (the causal mask stops at the query's slot);
   * ``batch_select_indices(rows)``: finished rows leave (a new, smaller buffer);
   * ``drop_leading(n)``: the first n slots go, the rest shift left in place;
-  * ``reserve(width)``: capacity for ``width`` slots; growing reallocates (a new buffer shape, so a
+  * ``reserve(width)``: capacity for ``width`` slots; growing reallocates (x2; a new buffer shape, so a
     compiled forward compiles once more -- `specdec.engine.compiled` counts graphs).
 
 ``length`` is the slot count kept on the host as a Python int (the layers keep theirs as tensors), so
@@ -60,10 +60,10 @@ class SlotCache(_static_cache()):
         self.length += s
 
     def reserve(self, width: int) -> None:
-        """Make room for `width` slots: a larger buffer (x1.5 at least) with the slots so far copied."""
+        """Make room for `width` slots: a larger buffer (x2 at least) with the slots so far copied."""
         if width <= self.capacity:
             return
-        new = max(width, (3 * self.capacity) // 2)
+        new = max(width, 2 * self.capacity)
         for layer in self.layers:
             if layer.is_initialized:
                 for name in ("keys", "values"):

@@ -8,6 +8,36 @@ from specdec.engine.decode import generate
 from specdec.engine.kv import KVCompat, engine_model
 
 
+def test_dynamic_shapes_decode_what_the_eager_engine_decodes_on_its_growing_cache(tiny_pair):
+    """compiled(..., static=False): the engine keeps its DynamicCache (no preallocated one), greedy
+    plain and k = 2 on a ragged batch give the eager tokens, and serving refuses only static models."""
+    from transformers import DynamicCache
+
+    from specdec.engine.kv import new_cache
+
+    target, draft = tiny_pair
+    ct, cd = compiled(target, static=False), compiled(draft, static=False)
+    assert isinstance(new_cache(ct, 8), DynamicCache) and not ct.static
+    prompts = [torch.tensor([3, 7, 1, 9, 4]), torch.tensor([5, 2, 8])]
+    for drafter, cdrafter in ((None, None), (draft, cd)):
+        eager = generate(target, prompts, drafter=drafter, k=2, max_new_tokens=6, temperature=0)
+        comp = generate(ct, prompts, drafter=cdrafter, k=2, max_new_tokens=6, temperature=0)
+        assert [t.tolist() for t in comp.tokens] == [t.tolist() for t in eager.tokens]
+
+
+def test_serving_refuses_a_static_compiled_model_up_front(tiny_pair):
+    """Before any work (rows that join need a growing cache), for the target and for a draft."""
+    from conftest import serving_jobs
+
+    from specdec.engine.continuous import serve
+
+    jobs = serving_jobs(2, gap=0.0, seed=0)
+    with pytest.raises(ValueError, match="continuous batching runs eager"):
+        serve(compiled(tiny_pair[0]), jobs, max_batch=2)
+    with pytest.raises(ValueError, match="continuous batching runs eager"):
+        serve(tiny_pair[0], jobs, drafter=compiled(tiny_pair[1]), max_batch=2)
+
+
 def test_compiled_engine_decodes_what_the_eager_engine_decodes(tiny_pair):
     """Greedy, ragged batch of two, plain and speculative (k = 2): token for token the eager run's.
     The compiled forward's logits agree with the eager ones to fp32 rounding, the wrapper passes the
@@ -24,10 +54,14 @@ def test_compiled_engine_decodes_what_the_eager_engine_decodes(tiny_pair):
     again = generate(ct, prompts, drafter=cd, k=2, max_new_tokens=10, temperature=0)
     assert graph_count() == before > 0, "the same shapes again must not compile again"
     assert [t.tolist() for t in again.tokens] == [t.tolist() for t in comp.tokens]
-    ids = torch.tensor([[3, 7, 1, 9]])
+    ids, cache, calls, fwd = torch.tensor([[3, 7, 1, 9, 4, 6]]), ct.new_cache(8), [], ct._fwd
+    ct._fwd = lambda **kw: (calls.append(kw["input_ids"].shape[1]), fwd(**kw))[1]  # counts the compiled calls
     with torch.inference_mode():
-        a = target(input_ids=ids).logits
-        b = ct(input_ids=ids).logits
+        a = target(input_ids=ids).logits[:, 4:]  # eager, no cache
+        ct(input_ids=ids[:, :4], attention_mask=torch.ones(1, 4, dtype=torch.long), cache=cache, use_cache=True)
+        b = ct(input_ids=ids[:, 4:], attention_mask=torch.ones(1, 6, dtype=torch.long), cache=cache,
+               position_ids=torch.tensor([[4, 5]]), use_cache=True).logits
+    assert calls == [2], "the prompt runs eager, the next step through the compiled forward"
     assert torch.allclose(a, b, atol=1e-4, rtol=1e-4) and not torch.equal(a, torch.zeros_like(a))
 
 

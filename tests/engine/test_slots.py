@@ -25,7 +25,7 @@ def _eager_slots(model, capacity=None):
 def test_slot_cache_surgery_gives_the_logits_of_the_growing_cache(tiny_pair):
     """Two left-padded rows: prompt, 3 tokens, crop 2, a masked hole, 2 tokens, one row leaves, the
     leading slot nobody uses is dropped, 1 token.  At every forward the logits through a SlotCache
-    (starting at 5 slots, so it grows twice) equal those through a DynamicCache, and the host's slot
+    (starting at 5 slots, so it must grow) equal those through a DynamicCache, and the host's slot
     count matches the layers' own."""
     from transformers import DynamicCache
 
