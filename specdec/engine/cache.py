@@ -36,7 +36,8 @@ def join_caches(a, b, rows_a: int, rows_b: int):
     longer one's slots; returns the joined cache (`a`, changed in place, or `b` when `a` is empty).
     The caller pads the attention masks the same way: a pad slot is a hole like any other."""
     if hasattr(a, "drop_leading") or hasattr(b, "drop_leading"):
-        raise ValueError("rows cannot join a preallocated (compiled-mode) cache: continuous batching runs eager")
+        raise ValueError("rows cannot join a preallocated (static compiled) cache: continuous batching needs caches "
+                         "that grow")
     la, lb = _layers(a), _layers(b)
     if not lb and not la:
         return a

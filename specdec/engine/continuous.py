@@ -150,8 +150,9 @@ def serve(target, jobs, *, drafter=None, k=4, max_batch: int, method: str = "tok
     jobs = _check_jobs(jobs, max_batch)
     drafter = as_drafter(drafter)
     if any(getattr(m, "static", False) for m in (target, getattr(drafter, "model", None))):
-        raise ValueError("continuous batching runs eager: rows that join need a cache that grows, and a compiled "
-                         "model's is preallocated (specdec.engine.slots)")
+        raise ValueError("continuous batching needs caches that grow (rows join a running batch), and a static "
+                         "compiled model's is preallocated (specdec.engine.slots): run it eager or compiled(..., "
+                         "static=False)")
     missing = [m for m in ("advance", "admit") if drafter is not None and not hasattr(drafter, m)]
     if missing:
         raise ValueError(f"serving needs a drafter that takes joining rows and steps without drafts; "

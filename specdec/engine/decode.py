@@ -239,7 +239,7 @@ def _generate(target, input_ids, *, drafter, k, method, max_new_tokens, temperat
     t_start = now(device)
     k_max = 0 if drafter is None else k if isinstance(k, int) else getattr(schedule, "k_max", 8)
     ahead = (max_new_tokens + k_max) * (2 if k_max and ids.shape[0] > 1 else 1)  # slots a compiled model
-    # preallocates beyond the prompt: exactly what one row can fill, twice that for a ragged batch's holes
+    # preallocates beyond the prompt: enough for what one row can fill, twice that for a ragged batch's holes
     dec = _Decoder(target, drafter, ids, mask, max_new_tokens=max_new_tokens, stops=stops, sampling=sampling,
                    method=method, generator=generator, verifier=verifier, slots_ahead=ahead)
     if drafter is not None and hasattr(drafter, "slots_ahead"):
