@@ -15,8 +15,8 @@ head_dim), written in place at a running slot count) with what the engine's ragg
 the compiled wrapper checks what the engine feeds against it with no device sync.
 
 Why static: with the buffer's shape fixed, the attention mask padded to the capacity and the write
-position a tensor, every decoding step of the same (rows, fed tokens) has identical shapes, so
-``torch.compile(dynamic=False)`` builds one specialised graph for it and never recompiles.
+position a tensor, every decoding step of the same (rows, fed tokens, capacity) has identical
+shapes, so ``torch.compile(dynamic=False)`` builds one specialised graph for it and reuses it.
 
 Example: c = SlotCache(model.config, 96); model(input_ids=ids, cache=c, ...); c.crop(-2); c.length
 """

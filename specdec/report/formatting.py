@@ -25,14 +25,14 @@ def config_text(r) -> str:
     """A measured configuration (a row with config, batch, output_len, temperature) in words.
     Example: config_text({"config": "k=2", "batch": 1, "output_len": 256, "temperature": 0.0})
       -> "k=2, batch 1, 256 tokens, greedy" """
-    temp = "greedy" if r["temperature"] == 0 else "temperature " + format(r["temperature"], "g")
+    temp = temperature_text(r["temperature"], "temperature ")
     return f"{r['config']}, batch {r['batch']}, {r['output_len']} tokens, {temp}"
 
 
-def temperature_text(t: float) -> str:
-    """A sampling temperature in the bench's words.  Example: temperature_text(0.0) -> "greedy";
-    temperature_text(1.0) -> "T = 1" """
-    return "greedy" if t == 0 else f"T = {t:g}"
+def temperature_text(t: float, label: str = "T = ") -> str:
+    """A sampling temperature in words, "greedy" at 0.  Example: temperature_text(0.0) -> "greedy";
+    temperature_text(1.0) -> "T = 1"; temperature_text(1.0, "temperature ") -> "temperature 1" """
+    return "greedy" if t == 0 else f"{label}{t:g}"
 
 
 def p_value_text(p: float, digits: int = 2) -> str:

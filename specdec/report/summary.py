@@ -95,7 +95,7 @@ def speed(root: Path = RESULTS_DIR, bench: Path = RESULTS_DIR / "bench") -> dict
     drafts = _t(root, "dec", "draft_summary")
     d = drafts.loc[drafts["speedup"].idxmax()]
     status = _t(root, "gpu", "status").iloc[0]
-    temp = "greedy" if best["temperature"] == 0 else f"temperature {best['temperature']:g}"
+    temp = temperature_text(best["temperature"], "temperature ")
     return {"n_spec": int(len(spec)), "n_faster": int((spec["verdict"] == "faster").sum()),
             "n_slower": int((spec["verdict"] == "slower").sum()),
             "n_undecided": int((~spec["verdict"].isin(["faster", "slower"])).sum()),
