@@ -102,7 +102,11 @@ def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | 
     Example: process_logits(torch.tensor([0.0, 0.0, -1e9]), temperature=0) -> tensor([1., 0., 0.])
     """
     _check_knobs(temperature, top_k, top_p)
-    x = _check_logits(logits, check, dtype)  # (..., V), float32 or float64 (or dtype)
+    return _warp(_check_logits(logits, check, dtype), temperature, top_k, top_p)
+
+
+def _warp(x: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None) -> torch.Tensor:
+    """`process_logits` on checked logits x (..., V) with validated rules."""
     V = x.shape[-1]
     if temperature == 0:
         idx = x.argmax(dim=-1, keepdim=True)  # (..., 1), first maximum
@@ -121,6 +125,18 @@ def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | 
     return torch.softmax(z, dim=-1)
 
 
+_ZEROS: dict = {}
+
+
+def _zero(like: torch.Tensor) -> torch.Tensor:
+    """A 0-dim zero of ``like``'s dtype and device, made once (one tensor operation fewer per draw)."""
+    key = (like.dtype, like.device)
+    if key not in _ZEROS:
+        with torch.inference_mode(False):  # a normal tensor, usable in and out of inference mode
+            _ZEROS[key] = torch.zeros((), dtype=like.dtype, device=like.device)
+    return _ZEROS[key]
+
+
 def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Token ids drawn from `probs` by inverse-CDF with the given uniforms; no randomness inside.
 
@@ -135,7 +151,7 @@ def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """
     cdf = torch.cumsum(probs, dim=-1)  # (..., V), non-decreasing in floating point too
     total = cdf[..., -1:]  # (..., 1)
-    thr = torch.minimum(u.unsqueeze(-1).to(cdf.dtype) * total, torch.nextafter(total, torch.zeros_like(total)))
+    thr = torch.minimum(u.unsqueeze(-1).to(cdf.dtype) * total, torch.nextafter(total, _zero(cdf)))
     return torch.searchsorted(cdf, thr, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)  # (...)
 
 
@@ -237,7 +253,6 @@ class SamplingConfig:
 
     def process(self, logits: torch.Tensor, check: bool = True) -> torch.Tensor:
         """(..., V) logits -> (..., V) processed probabilities (`process_logits`)."""
-        return process_logits(logits, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
-                              check=check)
+        return _warp(_check_logits(logits, check), self.temperature, self.top_k, self.top_p)  # rules checked once
 
     __call__ = process

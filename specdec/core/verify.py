@@ -64,8 +64,7 @@ def accept_prob(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
     Example: accept_prob(torch.tensor([1/3, 2/3]), torch.tensor([2/3, 1/3])) -> tensor([0.5, 1.0])
     """
-    ratio = torch.where(q > 0, p / torch.where(q > 0, q, torch.ones_like(q)), torch.ones_like(p))
-    return torch.clamp(ratio, max=1.0)
+    return torch.where(q > 0, p / q, 1.0).clamp_(max=1.0)  # p / 0 (inf or NaN) is computed, never selected
 
 
 def residual(p: torch.Tensor, q: torch.Tensor, normalize: bool = True) -> torch.Tensor:
@@ -268,32 +267,31 @@ def verify_unchecked(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tenso
     else:
         _check_uniforms(uniforms, B, k)
         u = uniforms.to(dev)  # (B, k+1)
-    pos = torch.arange(1, k + 1, device=dev)  # (k,)
-
+    # few tensor operations: the engine calls this once per step, between model forwards that
+    # leave the caches cold, where each small operation costs several microseconds
     if method == "token":
-        accepted = u[:, :k] < accept_prob(px, qx)  # (B, k)
-        n = accepted.long().cumprod(dim=-1).sum(dim=-1)  # (B,) leading acceptances
+        n = (u[:, :k] < accept_prob(px, qx)).cumprod(dim=-1).sum(dim=-1)  # (B,) leading acceptances
         weight = None  # residual [p_n - q_n]_+
     else:
         w = block_weights(px, qx)  # (B, k+1)
         h = block_stop_probs(w, p, q)  # (B, k): h_1..h_k
         hit = u[:, :k] < h  # (B, k)
+        pos = torch.arange(1, k + 1, device=dev)  # (k,)
         n = (hit.long() * pos).max(dim=-1).values if k > 0 else torch.zeros(B, dtype=torch.long, device=dev)
         weight = w.gather(1, n.unsqueeze(1)).squeeze(1)  # (B,)
 
     # the one target token: residual at position n (n < k) or bonus from p_k (n = k, q taken as 0)
     V = p.shape[2]
-    p_n = p.gather(1, n.view(B, 1, 1).expand(B, 1, V)).squeeze(1).to(f64)  # (B, V), gather beats indexing
+    at_n = n.view(B, 1, 1)
+    p_n = p.gather(1, at_n.expand(B, 1, V)).squeeze(1).to(f64)  # (B, V), gather beats indexing
     if k > 0:
-        q_n = q.gather(1, n.clamp(max=k - 1).view(B, 1, 1).expand(B, 1, V)).squeeze(1).to(f64)
-        q_n = q_n * (n < k).to(f64).unsqueeze(-1)  # (B, V); zero for the bonus (n = k)
+        q_n = q.gather(1, at_n.clamp(max=k - 1).expand(B, 1, V)).squeeze(1).to(f64)
+        q_n = torch.where(at_n[:, 0] < k, q_n, 0.0)  # (B, V); zero for the bonus (n = k)
     else:
         q_n = torch.zeros_like(p_n)
     pw = p_n if weight is None else weight.unsqueeze(-1) * p_n  # block: w_n p_n
-    y = sample_inverse_cdf(residual(pw, q_n, normalize=False), u[:, k])  # (B,)
+    y = sample_inverse_cdf(residual(pw, q_n, normalize=False), u[:, k])[:, None]  # (B, 1)
 
-    col = torch.arange(k + 1, device=dev)  # (k+1,)
-    drafts = torch.cat([d, torch.zeros(B, 1, dtype=torch.long, device=dev)], dim=1)  # (B, k+1)
-    tokens = torch.where(col < n[:, None], drafts,
-                         torch.where(col == n[:, None], y[:, None], torch.full_like(drafts, -1)))
-    return VerifyResult(num_accepted=n, tokens=tokens)
+    # the kept drafts, y at position n, -1 after it
+    tokens = torch.cat([d, y], dim=1).scatter_(1, at_n[:, 0], y)  # (B, k+1)
+    return VerifyResult(num_accepted=n, tokens=tokens.masked_fill_(torch.arange(k + 1, device=dev) > at_n[:, 0], -1))

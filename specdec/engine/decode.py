@@ -26,9 +26,12 @@ callable) is checked before each step and after each draft: generation returns t
 prefix so far, marked cancelled; caches live only inside the call, so models are reusable at once.
 
 Overhead: per step the engine does vectorized tensor work and ONE host sync: a `.tolist()` of each
-row's accepted count and new tokens together with the NaN / inf checks of the step's logits (target
-and draft); the bookkeeping of a few rows (stops, budgets, who finished) is then host arithmetic.
-Nothing else syncs: p and q are built unchecked and verified by `verify_unchecked`.  Greedy decoding
+row's accepted count and new tokens together with the checks of the step's logits (target and draft:
+is every row's maximum finite? -- false exactly when a row has a NaN or +inf or is all -inf; only
+then does a second sync find which, for the error); the bookkeeping of a few rows (stops, budgets,
+who finished) is then host arithmetic.  Nothing else syncs: p and q are built unchecked and verified
+by `verify_unchecked`.  Between model forwards that leave the CPU's caches cold each small tensor
+operation costs several microseconds, so the step is written with few of them.  Greedy decoding
 (temperature 0) skips building distributions: `greedy_verify` on the argmax, tested equal to
 `verify` on one-hot p and q for both methods.
 
@@ -80,8 +83,8 @@ class _Decoder:
         self.reason = [0] * B  # 0 running/cancelled, 1 stop, 2 length
         self.budget = [max_new_tokens] * B  # each row's max_new_tokens (rows of a continuous batch differ)
         self.stop_set = set(stops.tolist())
-        self.flags = torch.zeros(3, dtype=torch.bool, device=self.device)  # target logits: NaN, +inf, all -inf
-        self.no_flags = torch.zeros(3, dtype=torch.long, device=self.device)  # for a drafter that reports none
+        self.tmax = None  # (A, s) the maxima of the step's target logits: checked by the step's sync (emit)
+        self.true = torch.ones((), dtype=torch.bool, device=self.device)  # for a drafter that reports nothing
         self.active, self.max_rem = max_new_tokens > 0, max_new_tokens
         self._ar: dict = {}
 
@@ -98,7 +101,7 @@ class _Decoder:
 
     def forward(self, drafts) -> torch.Tensor:
         """The target over the pending token and the drafts (and, at the first step, the prompt
-        before them): logits (A, ks+1, V), with their NaN / inf flags folded into `self.flags`."""
+        before them): logits (A, ks+1, V); their row maxima are kept for the step's check (`emit`)."""
         feed = self.pending[:, None] if drafts is None else torch.cat([self.pending[:, None], drafts], 1)
         A, s = feed.shape
         j = self._arange(s)
@@ -109,7 +112,7 @@ class _Decoder:
             self.prefix = None
         logits = self.target(input_ids=feed, attention_mask=self.tmask, position_ids=pos, cache=self.cache,
                              use_cache=True, logits_to_keep=s).logits  # (A, s, V)
-        self.flags = self.flags | logit_flags(logits)
+        self.tmax = logits.amax(-1)  # (A, s): NaN if a row has one, +inf if one has it, -inf if all are
         return logits
 
     def accept(self, logits, drafts, q):
@@ -133,12 +136,14 @@ class _Decoder:
         on the host, each row's new tokens cut at the first stop and at the budget.  Returns
         (n per row, emitted per row, done per row, n_max, any_done, all_done, accepted, stopped)."""
         A, s = toks.shape
-        dflags = getattr(self.drafter, "flags", None)
-        synced = torch.cat([n, toks.reshape(-1), self.flags.long(), self.no_flags if dflags is None else dflags.long()])
-        synced = synced.tolist()
-        n_l, bad = synced[:A], synced[A + A * s:]
-        raise_for_flags(bad[:3], "the target's logits")
-        raise_for_flags(bad[3:], "the draft's logits")
+        finite = getattr(self.drafter, "finite", None)  # every row of draft scores had a finite maximum
+        checks = torch.stack([torch.isfinite(self.tmax).all(), self.true if finite is None else finite]).long()
+        synced = torch.cat([n, toks.reshape(-1), checks]).tolist()
+        n_l = synced[:A]
+        if not synced[-2]:  # which problem: a second sync, on the way to the error only
+            raise_for_flags(logit_flags(self.tmax[..., None]).tolist(), "the target's logits")
+        if not synced[-1]:
+            raise_for_flags(self.drafter.flags.tolist(), "the draft's logits")
         emitted, done = [], []
         for a, r in enumerate(self.row_ids):
             new = synced[A + a * s: A + a * s + n_l[a] + 1][:self.budget[r] - len(self.out[r])]  # drafts kept + 1

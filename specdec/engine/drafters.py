@@ -38,18 +38,24 @@ from specdec.engine.kv import context_length, engine_model, new_cache, now
 __all__ = ["Drafter", "ModelDrafter", "as_drafter", "sample_with_q"]
 
 
-def sample_with_q(logits: torch.Tensor, sampling: SamplingConfig, generator) -> tuple[torch.Tensor, torch.Tensor]:
+def one_hot(x: torch.Tensor, V: int, like: torch.Tensor) -> torch.Tensor:
+    """(...) token ids -> (..., V) float32 one-hot rows on ``like``'s device: a greedy draft's q."""
+    return torch.zeros((*x.shape, V), dtype=torch.float32, device=like.device).scatter_(-1, x[..., None], 1.0)
+
+
+def sample_with_q(logits: torch.Tensor, sampling: SamplingConfig, generator, need_q: bool = True
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(B, V) scores -> (token (B,), q (B, V)): q processed with `sampling`, the token drawn from q.
 
     Greedy takes the argmax of the raw scores (the first maximum, exactly what process_logits with
-    temperature 0 keeps) and builds the one-hot q directly.  No host sync here: the scores are not
-    checked; a drafter that can produce NaN or inf reports `logit_flags` of its scores in its
-    ``flags`` attribute, which the engine checks in its one sync per step.
+    temperature 0 keeps) and builds the one-hot q directly (need_q=False: q is None, for a caller
+    that builds the one-hot rows of several drafts at once).  No host sync here: the scores are not
+    checked; a drafter that can produce NaN or inf reports whether its scores were finite in its
+    ``finite`` attribute, which the engine checks in its one sync per step.
     """
     if sampling.greedy:
         x = logits.argmax(dim=-1)  # (B,)
-        q = torch.zeros(logits.shape, dtype=torch.float32, device=logits.device).scatter_(-1, x[..., None], 1.0)
-        return x, q
+        return x, one_hot(x, logits.shape[-1], logits) if need_q else None
     q = sampling.process(logits, check=False)
     return sample(q, generator, check=False, float64=False), q
 
@@ -58,7 +64,9 @@ def sample_with_q(logits: torch.Tensor, sampling: SamplingConfig, generator) -> 
 class Drafter(Protocol):
     vocab_size: int
     forward_seconds: float  # model-forward time inside the last propose
-    # optional: flags, a (3,) bool tensor of logit_flags of the scores drafted from since begin
+    # optional: finite, a 0-dim bool tensor: every row of scores drafted from since begin had a finite
+    # maximum (checked by the engine each step); and flags, the (3,) logit_flags of those scores (NaN,
+    # +inf, an all -inf row), read only to name the problem when finite is False
 
     def begin(self, ids: torch.Tensor, mask: torch.Tensor) -> None: ...
 
@@ -87,8 +95,8 @@ class ModelDrafter:
     (`advance`); `propose` feeds it in one forward.  The prompt is not fed by `begin`: the first
     `propose` feeds it together with the tail (one forward instead of two).  `admit` feeds new rows'
     prompts at once and joins their cache to the running one (`specdec.engine.cache.join_caches`).
-    ``flags``: `logit_flags` of every draft forward since `begin` (NaN, +inf, an all -inf row),
-    checked by the engine.
+    ``finite``: every draft forward since `begin` had a finite maximum in every row (checked by the
+    engine each step); ``flags``: their `logit_flags` (NaN, +inf, an all -inf row), to name a problem.
     """
 
     def __init__(self, model):
@@ -99,16 +107,18 @@ class ModelDrafter:
         self.forward_seconds = 0.0
         self.device = next(model.parameters()).device
 
-    def _forward(self, ids, pos):  # ids (B, s), pos (B, s); mask already extended by s columns
+    def _forward(self, ids, pos, L=None):  # ids (B, s), pos (B, s); the mask's first L columns (default
+        # all) cover the cache and these s slots
         if self.max_positions is not None:
             pos = pos.clamp(max=self.max_positions - 1)  # only beyond-budget slots, discarded later
+        mask = self.mask if L is None else self.mask[:, :L]
         t = now(self.device)
         with torch.no_grad():
-            out = self.model(input_ids=ids, attention_mask=self.mask, position_ids=pos, cache=self.cache,
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=self.cache,
                              use_cache=True, logits_to_keep=1)
         self.forward_seconds += now(self.device) - t
         logits = out.logits[:, -1]  # (B, V)
-        self._maxima.append(logits.amax(-1))  # (B,): checked once per propose (`logit_flags` of these)
+        self._maxima.append(logits.amax(-1))  # (B,): checked once per propose (`finite`)
         return logits
 
     def begin(self, ids, mask):
@@ -119,35 +129,49 @@ class ModelDrafter:
         self.prefix = (ids[:, :-1], prompt_positions(mask[:, :-1])) if T > 1 else None  # fed first
         self.tail = ids[:, -1:]  # (B, m) committed tokens not yet fed
         self.tail_valid = torch.ones(B, 1, dtype=torch.bool, device=ids.device)  # (B, m)
-        self.drafts, self._maxima, self._ahead = None, [], []
-        self.flags = torch.zeros(3, dtype=torch.bool, device=self.device)
+        self.drafts, self._maxima, self._ahead, self._seen = None, [], [], []
+        self.finite = torch.ones((), dtype=torch.bool, device=self.device)
         self.forward_seconds = 0.0
+
+    @property
+    def flags(self) -> torch.Tensor:
+        """`logit_flags` of every row of scores drafted from since `begin` (their maxima)."""
+        seen = torch.cat(self._seen) if self._seen else torch.zeros(0, device=self.device)
+        return logit_flags(seen[:, None])
+
+    def _check(self):
+        """Fold this propose's (or prefill's) row maxima into `finite`, and keep them for `flags`."""
+        m = torch.cat(self._maxima)  # (forwards * B,)
+        self._seen.append(m)
+        self.finite = self.finite & torch.isfinite(m).all()
 
     def propose(self, k, sampling, generator):
         self.forward_seconds, self._maxima = 0.0, []
         self._flush()
         B = self.tail.shape[0]
         ids, valid = self.tail, self.tail_valid
-        self.mask = torch.cat([self.mask, valid.long()], 1)
+        L = self.mask.shape[1] + valid.shape[1]  # slots after this forward; one more after each draft fed
+        # the drafts' columns too, at once (the last draft is never fed); each forward sees its first L
+        self.mask = torch.cat([self.mask, valid.long(), self.mask.new_ones(B, k - 1)], 1)
         pos = (self.pos[:, None] + valid.long().cumsum(1) - 1).clamp(min=0)  # (B, s)
         self.pos = self.pos + valid.sum(1)
         if self.prefix is not None:  # first propose: the prompt, then the tail, in one forward
             ids, pos = torch.cat([self.prefix[0], ids], 1), torch.cat([self.prefix[1], pos], 1)
             self.prefix = None
-        logits = self._forward(ids, pos)
+        logits = self._forward(ids, pos, L)
         toks, qs = [], []
         for i in range(k):
-            x, q = sample_with_q(logits, sampling, generator)  # (B,), (B, V)
+            x, q = sample_with_q(logits, sampling, generator, need_q=not sampling.greedy)  # (B,), (B, V)
             toks.append(x)
             qs.append(q)
             if i + 1 < k:  # the last draft is not fed: nothing is sampled after it
-                self.mask = torch.cat([self.mask, torch.ones(B, 1, dtype=torch.long, device=x.device)], 1)
-                logits = self._forward(x[:, None], self.pos[:, None])
+                logits = self._forward(x[:, None], self.pos[:, None], L + i + 1)
                 self.pos = self.pos + 1
         self.k = k
-        self.flags = self.flags | logit_flags(torch.stack(self._maxima)[..., None])  # (k, B, 1): each row's maximum
-        # alone carries its three flags (NaN, +inf, all -inf); stacked along -1 a dead row would hide
+        self._check()
         self.drafts = torch.stack(toks, 1)  # (B, k)
+        if sampling.greedy:  # one-hot q of every draft at once
+            return self.drafts, one_hot(self.drafts, logits.shape[-1], logits)
         return self.drafts, torch.stack(qs, 1)  # (B, k), (B, k, V)
 
     def commit(self, n, next_token, n_max):
@@ -192,7 +216,7 @@ class ModelDrafter:
         if self.prefix is not None:
             self._maxima = []
             self._forward(*self.prefix)
-            self.flags = self.flags | logit_flags(torch.stack(self._maxima)[..., None])
+            self._check()
             self.prefix = None
 
     def admit(self, ids, mask):
@@ -208,7 +232,8 @@ class ModelDrafter:
         self.mask = torch.cat([pad_left(self.mask, L), pad_left(new.mask, L)], 0)
         self.tail = torch.cat([pad_left(self.tail, m), pad_left(new.tail, m)], 0)
         self.tail_valid = torch.cat([pad_left(self.tail_valid, m), pad_left(new.tail_valid, m)], 0)
-        self.pos, self.flags, self.drafts = torch.cat([self.pos, new.pos]), self.flags | new.flags, None
+        self.pos, self.drafts = torch.cat([self.pos, new.pos]), None
+        self.finite, self._seen = self.finite & new.finite, self._seen + new._seen
 
 
 def as_drafter(drafter):

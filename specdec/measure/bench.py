@@ -9,8 +9,8 @@ re-run, medians with paired bootstrap intervals, words that follow the intervals
     hf_ar        Hugging Face `generate`
     ours_spec    our engine with the draft model, k drafts, token verification, k in KS
     hf_assisted  `generate(assistant_model=draft)` with k pinned (`specdec.measure.hf`)
-and at batch 8 (all prompts in one batch) ours_ar and hf_ar (HF's assisted generation takes batch 1
-only).  Both engines run exactly new_tokens (no stop token).  Every configuration runs in two
+and at batch 8 (all prompts in one batch, twice as many rounds: one run per round) ours_ar and hf_ar
+(HF's assisted generation takes batch 1 only).  Both engines run exactly new_tokens (no stop token).  Every configuration runs in two
 execution modes, interleaved in the same rounds: "eager" (the forward as written) and "compiled"
 (ours: `specdec.engine.compiled`, torch.compile on static shapes over a preallocated cache, target
 and draft; HF's: its static cache with compile_config, `specdec.measure.hf`, which compiles the
@@ -189,13 +189,15 @@ def main(argv=None) -> None:
     ap.add_argument("--batch", type=int, default=8, help="batch size of the second baseline comparison")
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=6, help="rounds: 6 is the fewest whose batch cell (one per "
-                    "round) reaches a 95%% interval of a median")
+    ap.add_argument("--repeats", type=int, default=6, help="rounds at batch 1 (each prompt once per round)")
+    ap.add_argument("--batch-repeats", type=int, default=12, help="rounds of the batch cell (one run per round; 6 is "
+                    "the fewest that reach a 95%% interval of a median, and then the interval is the range)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     ks = [1, 2] if a.smoke else list(range(1, 9))
     n_prompts, n_new, repeats, batch = (1, 12, 2, 2) if a.smoke else (a.prompts, a.new_tokens, a.repeats, a.batch)
+    batch_repeats = 2 if a.smoke else a.batch_repeats
     torch.set_num_threads(a.threads)
     subj = load_subjects(allow_stand_in=a.smoke, seed=a.seed)
     target, draft = subj.target, subj.drafts[a.draft if a.draft in subj.drafts else "draft-small"]
@@ -225,9 +227,10 @@ def main(argv=None) -> None:
     runs = []
     for T in (0.0, 1.0):
         plan = [([Cell({"temperature": T, "batch": 1, "prompt": i}, p) for i, p in enumerate(prompts[:n_prompts])],
-                 True), ([Cell({"temperature": T, "batch": batch, "prompt": -1}, prompts[:batch])], False)]
-        for cells, spec in plan:
-            runs += protocol_sweep(all_configs(T, spec), cells, repeats=repeats, seed=a.seed,
+                 True, repeats), ([Cell({"temperature": T, "batch": batch, "prompt": -1}, prompts[:batch])], False,
+                                  batch_repeats)]
+        for cells, spec, rounds in plan:
+            runs += protocol_sweep(all_configs(T, spec), cells, repeats=rounds, seed=a.seed,
                                    min_share=0.9, max_reruns=2, log=log)
     g2 = graph_count()
     log(f"graphs compiled while timing: {g2 - g1}")
@@ -235,6 +238,7 @@ def main(argv=None) -> None:
     params = {"draft": a.draft, "models": subj.kind, "ks": ks, "ks_compiled": ks_c, "modes": list(MODES),
               "temperatures": [0.0, 1.0], "prompts": n_prompts,
               "batch": batch, "prompt_len": a.prompt_len, "new_tokens": n_new, "repeats": repeats,
+              "batch_repeats": batch_repeats,
               "threads": a.threads, "smoke": a.smoke, "method": "token", "curve_context": ctx, "c": c,
               "prompt_sha256": prompt_checksum(prompts), "graphs_compiled_warmup": g1 - g0,
               "graphs_compiled_while_timing": g2 - g1}

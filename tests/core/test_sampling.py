@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from specdec.core import sampling
 from specdec.core.sampling import SamplingConfig, process_logits, sample, sample_inverse_cdf
 
 
@@ -140,3 +141,19 @@ def test_sample_greedy_unchecked_and_the_config_rules():
     for bad in (dict(temperature=-1), dict(top_k=0), dict(top_p=1.2)):
         with pytest.raises(ValueError):
             SamplingConfig(**bad)
+
+
+@pytest.mark.parametrize("first_mode", ["inference", "grad"])
+def test_inverse_cdf_in_and_out_of_inference_mode(first_mode):
+    """The inverse CDF keeps a zero tensor per dtype and device (one operation fewer per draw); made
+    under torch.inference_mode, it must still be usable with probabilities autograd tracks, and the
+    other way round (a cached inference tensor there raised 'Inference tensors cannot be saved for
+    backward').  The float32 draw at u = 1 - 2^-53 (rounds to 1.0) stays on the last positive token."""
+    probs = torch.tensor([[0.0, 0.3, 0.0, 0.7, 0.0]], dtype=torch.float32)
+    u = torch.tensor([0.5, 1 - 2 ** -53], dtype=torch.float64)
+    tracked = probs.clone().requires_grad_(True).expand(2, 5)
+    runs = [lambda: torch.inference_mode()(sample_inverse_cdf)(probs.expand(2, 5), u),
+            lambda: sample_inverse_cdf(tracked, u)]
+    sampling._ZEROS.clear()  # the first call below makes the cached zero
+    for run in runs if first_mode == "inference" else runs[::-1]:
+        assert run().tolist() == [3, 3]
