@@ -47,8 +47,9 @@ def _check_knobs(temperature, top_k, top_p) -> None:
 def logit_flags(x: torch.Tensor) -> torch.Tensor:
     """(3,) bool tensor, no host sync: [any NaN, any +inf, any row all -inf] of logits (..., V).
 
-    For callers that fold the check into a sync they make anyway (the engine's one per step);
-    `raise_for_flags` turns the synced values into the same errors `process_logits` raises.
+    For callers that fold the check into a sync they make anyway; `raise_for_flags` turns the
+    synced values into the same errors `process_logits` raises.  (The engine syncs only whether
+    every row maximum is finite, and computes these flags on the way to an error.)
     """
     m = x.amax(dim=-1)  # (...,): NaN if a row has a NaN (amax propagates it), +inf if one has +inf, -inf if all are
     return torch.stack([torch.isnan(m).any(), torch.isposinf(m).any(), torch.isneginf(m).any()])
@@ -93,7 +94,7 @@ def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | 
     top_k: keep the tokens whose logit is >= the k-th largest (k > V keeps all).
     top_p: nucleus, in (0, 1]; 1 keeps all.
     check: raise on NaN, +inf or an all -inf row (one host sync).  The engine passes False and
-        checks the same `logit_flags` inside the one sync it makes per step instead.
+        checks its logits' row maxima inside the one sync it makes per step instead.
     dtype: the working precision of every operation (temperature, truncation, softmax) and of the
         result; None (the engine's choice) is float32, or float64 for float64 logits.  Half
         precision rows sum to 1 only within its rounding (`specdec.core.precision`).

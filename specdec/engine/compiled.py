@@ -18,9 +18,9 @@ another prompt length, budget, k or batch size compiles its own graphs.  The fir
 cache (the prompt, whose length varies) runs eager, as Hugging Face's compiled generate runs its
 prefill.  A cache that must grow anyway reallocates (x2), and the next step compiles its new shape
 once; never at batch 1, whose cache holds all the budget can fill.  Measured by `make bench`
-on this CPU (embedded target, 1 thread, 64 tokens; README): plain decoding 1.017x [1.008, 1.020] as
-fast as HF's compiled generate greedy at batch 1, where the previous dynamic-shape design ran
-0.961x [0.955, 0.967]; at batch 8 0.928x [0.915, 1.019] against 0.819x.
+on this CPU (embedded target, 1 thread, 64 tokens; README): plain decoding at parity with HF's
+compiled generate (greedy at batch 1 0.995x [0.988, 1.005], at batch 8 1.009x [0.960, 1.022]),
+where the previous dynamic-shape design ran 0.961x [0.955, 0.967] and 0.819x.
 
 Dynamic shapes (``compiled(model, static=False)``): ``torch.compile(dynamic=True)`` on the engine's
 growing DynamicCache, the previous design, kept for sweeps over many shapes.  Static shapes compile

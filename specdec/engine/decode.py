@@ -137,6 +137,8 @@ class _Decoder:
         (n per row, emitted per row, done per row, n_max, any_done, all_done, accepted, stopped)."""
         A, s = toks.shape
         finite = getattr(self.drafter, "finite", None)  # every row of draft scores had a finite maximum
+        if finite is None and getattr(self.drafter, "flags", None) is not None:  # a drafter with flags only
+            finite = ~self.drafter.flags.any()
         checks = torch.stack([torch.isfinite(self.tmax).all(), self.true if finite is None else finite]).long()
         synced = torch.cat([n, toks.reshape(-1), checks]).tolist()
         n_l = synced[:A]

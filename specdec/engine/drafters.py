@@ -136,7 +136,8 @@ class ModelDrafter:
     @property
     def flags(self) -> torch.Tensor:
         """`logit_flags` of every row of scores drafted from since `begin` (their maxima)."""
-        seen = torch.cat(self._seen) if self._seen else torch.zeros(0, device=self.device)
+        seen = getattr(self, "_seen", None)  # none before begin
+        seen = torch.cat(seen) if seen else torch.zeros(0, device=self.device)
         return logit_flags(seen[:, None])
 
     def _check(self):

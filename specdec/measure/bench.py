@@ -9,8 +9,8 @@ re-run, medians with paired bootstrap intervals, words that follow the intervals
     hf_ar        Hugging Face `generate`
     ours_spec    our engine with the draft model, k drafts, token verification, k in KS
     hf_assisted  `generate(assistant_model=draft)` with k pinned (`specdec.measure.hf`)
-and at batch 8 (all prompts in one batch, twice as many rounds: one run per round) ours_ar and hf_ar
-(HF's assisted generation takes batch 1 only).  Both engines run exactly new_tokens (no stop token).  Every configuration runs in two
+and at batch 8 (all prompts in one batch, one run per round, ``--batch-repeats`` rounds) ours_ar and
+hf_ar (HF's assisted generation takes batch 1 only).  Both engines run exactly new_tokens (no stop token).  Every configuration runs in two
 execution modes, interleaved in the same rounds: "eager" (the forward as written) and "compiled"
 (ours: `specdec.engine.compiled`, torch.compile on static shapes over a preallocated cache, target
 and draft; HF's: its static cache with compile_config, `specdec.measure.hf`, which compiles the

@@ -105,6 +105,32 @@ def test_one_bad_draft_step_raises_naming_the_draft(tiny_pair, kind, match, temp
                  temperature=temperature, generator=torch.Generator().manual_seed(0))
 
 
+class _FlagsOnly:
+    """A drafter object that reports its scores' `logit_flags` (``flags``) but no ``finite``, as a
+    drafter written against the earlier protocol does; everything else is the wrapped ModelDrafter's."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        if name == "finite":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def test_a_drafter_reporting_flags_only_is_still_checked(tiny_pair):
+    """The engine checks a drafter's ``finite`` each step; one that has only ``flags`` is checked by
+    those instead, never left unchecked: NaN draft logits in one step still raise naming the draft."""
+    from specdec.engine.drafters import ModelDrafter
+
+    target, draft = tiny_pair
+    drafter = _FlagsOnly(ModelDrafter(_PoisonedOnce(draft, "nan")))
+    assert not hasattr(drafter, "finite") and hasattr(drafter, "flags")
+    with pytest.raises(ValueError, match="the draft's logits contain NaN"):
+        generate(target, PROMPT, drafter=drafter, k=3, max_new_tokens=30, temperature=1.0,
+                 generator=torch.Generator().manual_seed(0))
+
+
 def test_k_beyond_the_context_is_clipped(tiny_pair):
     """k = 500 with a 128-position model: each step drafts at most the remaining budget minus one
     (the first step all 19 of 20), nothing overshoots, and greedy output equals the baseline's.
