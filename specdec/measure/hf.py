@@ -83,7 +83,9 @@ def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temper
     restored afterwards.  HF's sampler draws from the global RNG, so it runs inside
     `torch.random.fork_rng` seeded with `seed`: the caller's global state is restored afterwards.
     Returns (new tokens (B, N), row) with tokens (all rows), total_s and tokens_per_s over the
-    whole call (HF exposes no per-token timing).
+    whole call (HF exposes no per-token timing), and steps: the target's forward calls, counted by a
+    forward hook for the call (one per token in plain generate, one per verification step in
+    assisted generation, the prompt's included; the hook adds about a microsecond a call).
     """
     if input_ids.dim() != 2 or (k > 0 and input_ids.shape[0] != 1):
         raise ValueError("HF assisted generation takes batch size 1: input_ids (1, T); plain generate (k = 0) "
@@ -110,12 +112,17 @@ def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temper
     gc.eos_token_id = None  # no stop token, as in the engine runs: exactly max_new_tokens
     devs = [device] if device.type == "cuda" else []
     pinned = pin_assistant(draft, k) if k > 0 else contextlib.nullcontext()
+    calls = [0]
+    hook = tgt.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
     with torch.random.fork_rng(devices=devs), torch.inference_mode(), pinned, _quiet_transformers(), \
             no_stop_token(tgt, draft if k > 0 else None):
         torch.manual_seed(seed)
-        t0 = now(device)
-        out = tgt.generate(input_ids.to(device), attention_mask=torch.ones_like(input_ids).to(device),
-                           generation_config=gc, **extra)
-        total = now(device) - t0
+        try:
+            t0 = now(device)
+            out = tgt.generate(input_ids.to(device), attention_mask=torch.ones_like(input_ids).to(device),
+                               generation_config=gc, **extra)
+            total = now(device) - t0
+        finally:
+            hook.remove()
     new = out[:, input_ids.shape[1]:].cpu()
-    return new, {"tokens": int(new.numel()), "total_s": total, "tokens_per_s": new.numel() / total}
+    return new, {"tokens": int(new.numel()), "steps": calls[0], "total_s": total, "tokens_per_s": new.numel() / total}

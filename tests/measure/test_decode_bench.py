@@ -96,6 +96,25 @@ def test_bench_compares_each_mode_with_its_own_kind_and_counts_what_compiling_ga
     assert [c.labels["mode"] for c in bench.configs(None, None, [1], 0.0, 4, mode="compiled")] == ["compiled"] * 4
 
 
+def test_bench_per_step_comparison_removes_the_acceptance_luck():
+    """vs_hf_per_step divides each engine's time by its own steps: HF 1.1x as long per run but over 6
+    steps where ours took 5 is 1.1 per token and 1.1 x 5/6 per step; absent when HF's rows carry no
+    step count (tables from before it was counted)."""
+    rows = []
+    for p in range(4):
+        for rep in range(6):
+            w = 1.0 + 0.01 * (p + rep)
+            rows += [_run("eager", "ours_ar", 0, p, rep, w), _run("eager", "hf_ar", 0, p, rep, w),
+                     _run("eager", "ours_spec", 2, p, rep, 0.7 * w),
+                     {**_run("eager", "hf_assisted", 2, p, rep, 0.77 * w), "steps": 6}]
+    got = {(r["comparison"], r["k"]): r for r in bench.comparisons(rows, {1: 1.0, 3: 1.2}, 0.1)}
+    assert got["vs_hf", 2]["median"] == pytest.approx(1.1)
+    assert got["vs_hf_per_step", 2]["median"] == pytest.approx(1.1 * 5 / 6)
+    assert got["vs_hf_per_step", 2]["target"] == ">= 1.1" and not got["vs_hf_per_step", 2]["target_met_by_median"]
+    older = [{**r, "steps": float("nan")} if r["impl"] == "hf_assisted" else r for r in rows]
+    assert not any(r["comparison"] == "vs_hf_per_step" for r in bench.comparisons(older, {1: 1.0, 3: 1.2}, 0.1))
+
+
 def test_bench_families_set_the_simultaneous_intervals():
     """Each kind of comparison is one family (per mode for baseline and vs_hf): its simultaneous
     interval is the order-statistic interval at the Bonferroni level of that family's size, checked

@@ -15,6 +15,12 @@ def test_hf_assisted_greedy_matches_the_engine(tiny_pair):
     for k in (0, 3):
         theirs, row = hf_assisted(target, draft, ids, k=k, max_new_tokens=16, temperature=0, seed=0)
         assert theirs[0].tolist() == ours.tolist() and row["tokens"] == 16
+        # the target's forwards: one per token plainly; one per step of at most k + 1 tokens assisted
+        assert row["steps"] == 16 if k == 0 else 16 / (k + 1) <= row["steps"] < 16
+    import copy
+
+    _, row = hf_assisted(target, copy.deepcopy(target), ids, k=3, max_new_tokens=16, temperature=0, seed=0)
+    assert row["steps"] == 4  # a copy of the target drafting: every draft kept, 4 tokens a step
     hf_assisted(target, draft, ids, k=3, max_new_tokens=8, temperature=1.0, seed=0)
     assert torch.equal(torch.get_rng_state(), state)
     with pytest.raises(ValueError, match="batch size 1"):
