@@ -24,8 +24,10 @@ comparisons, each a paired median with its interval and the target the issue set
     vs_hf_per_step  the same pairs per verification step: HF's time per target forward (counted by
                  a hook, `specdec.measure.hf`) / ours per step.  When sampling the two engines draw
                  different random numbers, so per token each k carries its fixed seeds' acceptance
-                 luck; per step it does not (a step is k draft forwards and one target forward in
-                 both).  A diagnostic beside vs_hf, not the issue's measure (1.1 shown for reference)
+                 luck; per step that luck is largely removed (a step is k draft forwards and one
+                 target forward in both; what remains: fixed costs spread over a number of steps
+                 that luck sets, and a step's cost growing slightly with what it accepts).  A
+                 diagnostic beside vs_hf, not the issue's measure (1.1 shown for reference)
     efficiency   measured speedup / predicted speedup of the same run   (>= 0.95): the measured one
                  in steady state (after the first step, which also feeds the prompt: the same in
                  every engine), the prediction E[L] T(1) / (T(k+1) + k T_d(1)) with E[L] the run's

@@ -85,7 +85,8 @@ def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temper
     Returns (new tokens (B, N), row) with tokens (all rows), total_s and tokens_per_s over the
     whole call (HF exposes no per-token timing), and steps: the target's forward calls, counted by a
     forward hook for the call (one per token in plain generate, one per verification step in
-    assisted generation, the prompt's included; the hook adds about a microsecond a call).
+    assisted generation, the prompt's included; the hook adds about a microsecond a call; NaN when
+    the draft is the target itself, whose draft forwards the hook could not tell apart).
     """
     if input_ids.dim() != 2 or (k > 0 and input_ids.shape[0] != 1):
         raise ValueError("HF assisted generation takes batch size 1: input_ids (1, T); plain generate (k = 0) "
@@ -113,10 +114,10 @@ def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temper
     devs = [device] if device.type == "cuda" else []
     pinned = pin_assistant(draft, k) if k > 0 else contextlib.nullcontext()
     calls = [0]
-    hook = tgt.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
     with torch.random.fork_rng(devices=devs), torch.inference_mode(), pinned, _quiet_transformers(), \
             no_stop_token(tgt, draft if k > 0 else None):
         torch.manual_seed(seed)
+        hook = tgt.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
         try:
             t0 = now(device)
             out = tgt.generate(input_ids.to(device), attention_mask=torch.ones_like(input_ids).to(device),
@@ -125,4 +126,5 @@ def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temper
         finally:
             hook.remove()
     new = out[:, input_ids.shape[1]:].cpu()
-    return new, {"tokens": int(new.numel()), "steps": calls[0], "total_s": total, "tokens_per_s": new.numel() / total}
+    steps = float("nan") if k > 0 and inner(draft) is tgt else calls[0]  # its drafts would count too
+    return new, {"tokens": int(new.numel()), "steps": steps, "total_s": total, "tokens_per_s": new.numel() / total}

@@ -15,12 +15,17 @@ def test_hf_assisted_greedy_matches_the_engine(tiny_pair):
     for k in (0, 3):
         theirs, row = hf_assisted(target, draft, ids, k=k, max_new_tokens=16, temperature=0, seed=0)
         assert theirs[0].tolist() == ours.tolist() and row["tokens"] == 16
-        # the target's forwards: one per token plainly; one per step of at most k + 1 tokens assisted
-        assert row["steps"] == 16 if k == 0 else 16 / (k + 1) <= row["steps"] < 16
+        # the target's forwards: one per token plainly, one per verification step assisted; greedy,
+        # where both engines keep the same drafts, as many steps as ours (what vs_hf_per_step needs)
+        assert row["steps"] == generate(target, ids, drafter=draft if k else None, k=max(k, 1), max_new_tokens=16,
+                                        temperature=0).summary()["steps"]
+        assert row["steps"] == 16 if k == 0 else row["steps"] < 16
     import copy
 
     _, row = hf_assisted(target, copy.deepcopy(target), ids, k=3, max_new_tokens=16, temperature=0, seed=0)
     assert row["steps"] == 4  # a copy of the target drafting: every draft kept, 4 tokens a step
+    _, row = hf_assisted(target, target, ids, k=3, max_new_tokens=16, temperature=0, seed=0)
+    assert row["steps"] != row["steps"]  # the target as its own draft: its forwards cannot be told apart, NaN
     hf_assisted(target, draft, ids, k=3, max_new_tokens=8, temperature=1.0, seed=0)
     assert torch.equal(torch.get_rng_state(), state)
     with pytest.raises(ValueError, match="batch size 1"):
@@ -72,5 +77,7 @@ def test_hf_compiled_mode_really_compiles_and_decodes_the_same_tokens(tiny_pair)
         before = graph_count()
         theirs, row = hf_assisted(target, draft, ids, k=k, max_new_tokens=12, temperature=0, seed=0, compiled=True)
         assert theirs[0].tolist() == ours and row["tokens"] == 12
+        assert row["steps"] == generate(target, ids, drafter=draft if k else None, k=max(k, 1), max_new_tokens=12,
+                                        temperature=0).summary()["steps"]  # the hook counts compiled calls too
         assert graph_count() > before, k
     assert target.generation_config.to_dict() == cfg and target.generation_config.cache_implementation is None
