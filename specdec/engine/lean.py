@@ -1,0 +1,136 @@
+"""GPT-2's forward written out on the model's own weights: the engine's lean mode.
+
+Why.  On this CPU the embedded models are small enough that Hugging Face's module code, not the
+arithmetic, sets the time of a forward: one draft forward (2 blocks, width 128) is about 0.75 ms, of
+which the matrix products are about 0.1 ms; the target's (8 blocks, width 384) is about 5.2 ms for
+about 3.4 ms of kernels.  `LeanGPT2` runs the same operations (embeddings, pre-norm blocks with
+scaled dot-product attention and the tanh-approximated GELU, the final norm, the tied head) as a
+flat sequence of tensor calls on the model's parameters -- no copies, no module dispatch, no output
+bookkeeping -- and so removes that cost (measured: `make bench`, README).  It is an implementation
+of the model, not a different model: its logits equal Hugging Face's up to fp32 rounding (a fused
+GELU and another attention kernel; tested to 1e-4 on every position a caller reads, ragged and
+left-padded batches included), so decoding with it is the same law, like the compiled mode.
+
+What it accepts: a GPT-2 causal LM (``model_type`` "gpt2": the embedded family and the real-size
+GPT-2 shapes of `specdec.family.architectures`) without cross-attention, per-layer attention
+scaling or an activation other than GELU; anything else is refused at wrapping, naming the reason.
+The engine calls it as it calls any model (`specdec.engine.kv`): ``input_ids`` (B, s), the 2-D
+``attention_mask`` over every cached and fed slot (0 = a hole), ``position_ids``, the engine's
+DynamicCache (``cache=``; keys and values are appended with its ``update``, so every cache surgery
+of the engine -- crop, row selection, leading-slot drop, rows joining -- works unchanged) and
+``logits_to_keep``.  Inference only: dropout is never applied, whatever ``model.training`` says.
+
+Masking.  Query i of a forward that follows `past` cached slots attends slot j when j <= past + i
+(causal) and the mask keeps j.  A left-pad query, which the mask holes everywhere, attends to nothing:
+PyTorch's scaled dot-product attention returns zeros for such a row (since 2.5; tested here, as a
+NaN there would reach the pad slot's keys and values), and to every other query that slot is a
+hole, whose weight is exactly 0.
+
+Hugging Face's `generate` (`specdec.measure.hf`) unwraps it (``.inner``) and runs the model's own
+forward: the lean mode is ours only.
+
+Example: generate(lean(target), ids, drafter=lean(draft), k=4, max_new_tokens=64, temperature=0)
+gives the eager run's tokens (tested on tiny models).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from specdec.engine.kv import KVCompat
+
+__all__ = ["LeanGPT2", "lean"]
+
+_GELU = {"gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu": "none"}  # activation -> F.gelu(approximate=)
+_ARGS = {"input_ids", "attention_mask", "position_ids", "cache", "use_cache", "logits_to_keep"}
+
+
+class _Output:
+    """What the engine reads from a forward: ``logits`` (B, kept positions, V)."""
+
+    __slots__ = ("logits",)
+
+    def __init__(self, logits: torch.Tensor):
+        self.logits = logits
+
+
+def _refusal(model) -> str | None:
+    """Why `model` cannot run lean, or None."""
+    cfg = getattr(model, "config", None)
+    if getattr(cfg, "model_type", None) != "gpt2" or not hasattr(model, "transformer") or not hasattr(model, "lm_head"):
+        return f"the lean forward is GPT-2's (a GPT2LMHeadModel), got {type(model).__name__}"
+    if cfg.activation_function not in _GELU:
+        return f"activation {cfg.activation_function!r} (the lean forward has {sorted(_GELU)})"
+    if getattr(cfg, "add_cross_attention", False):
+        return "cross-attention layers"
+    if getattr(cfg, "scale_attn_by_inverse_layer_idx", False) or not getattr(cfg, "scale_attn_weights", True):
+        return "attention scaling other than 1/sqrt(head_dim)"
+    return None
+
+
+class LeanGPT2(KVCompat):
+    """``model`` (a GPT-2 causal LM) with the flat forward of the module docstring; takes ``cache=``."""
+
+    def __init__(self, model):
+        if isinstance(model, KVCompat):
+            raise ValueError(f"lean() takes the model itself, got a {type(model).__name__} wrapper")
+        if not isinstance(model, torch.nn.Module) or (why := _refusal(model)) is not None:
+            raise ValueError(f"lean() cannot run this model: "
+                             f"{why if isinstance(model, torch.nn.Module) else 'not a torch.nn.Module'}")
+        super().__init__(model)
+        self.kv_name = "cache"
+        cfg, t = model.config, model.transformer
+        self.E, self.H = cfg.n_embd, cfg.n_head
+        self.D, self.eps, self.approx = self.E // self.H, cfg.layer_norm_epsilon, _GELU[cfg.activation_function]
+        self.blocks = [(b.ln_1.weight, b.ln_1.bias, b.attn.c_attn.weight, b.attn.c_attn.bias, b.attn.c_proj.weight,
+                        b.attn.c_proj.bias, b.ln_2.weight, b.ln_2.bias, b.mlp.c_fc.weight, b.mlp.c_fc.bias,
+                        b.mlp.c_proj.weight, b.mlp.c_proj.bias) for b in t.h]
+
+    def _mask(self, attention_mask, B: int, s: int, past: int, device) -> torch.Tensor | None:
+        """(B, 1, s, past + s) bool (or what broadcasts to it): causal and the caller's holes."""
+        L = past + s
+        causal = None if s == 1 else torch.ones(s, L, dtype=torch.bool, device=device).tril_(past)
+        if attention_mask is None:
+            return causal
+        if attention_mask.dim() != 2 or tuple(attention_mask.shape) != (B, L):
+            raise ValueError(f"the lean forward needs a 2-D attention mask of every slot, ({B}, {L}) here "
+                             f"({past} cached + {s} fed), got {tuple(attention_mask.shape)}")
+        allowed = attention_mask.bool()[:, None, None, :]
+        return allowed if causal is None else allowed & causal
+
+    def _call(self, **kw):
+        if unknown := set(kw) - _ARGS:
+            raise ValueError(f"the lean forward takes {sorted(_ARGS)}, got also {sorted(unknown)}")
+        ids, cache = kw["input_ids"], kw.get("cache")
+        if ids.dim() != 2:
+            raise ValueError(f"input_ids must be (batch, tokens), got shape {tuple(ids.shape)}")
+        B, s = ids.shape
+        past = cache.get_seq_length() if cache is not None else 0
+        pos = kw.get("position_ids")
+        if pos is None:
+            pos = torch.arange(past, past + s, device=ids.device).expand(B, s)
+        m, (E, H, D) = self.inner, (self.E, self.H, self.D)
+        mask = self._mask(kw.get("attention_mask"), B, s, past, ids.device)
+        h = F.embedding(ids, m.transformer.wte.weight) + F.embedding(pos, m.transformer.wpe.weight)
+        for i, (w1, b1, wa, ba, wp, bp, w2, b2, wf, bf, wq, bq) in enumerate(self.blocks):
+            a = F.layer_norm(h, (E,), w1, b1, self.eps)
+            q, k, v = torch.addmm(ba, a.view(-1, E), wa).view(B, s, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
+            if cache is not None:
+                k, v = cache.update(k, v, i)
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0 / math.sqrt(D))
+            h = h + torch.addmm(bp, o.transpose(1, 2).reshape(-1, E), wp).view(B, s, E)
+            a = F.layer_norm(h, (E,), w2, b2, self.eps)
+            h = h + torch.addmm(bq, F.gelu(torch.addmm(bf, a.view(-1, E), wf), approximate=self.approx), wq).view(B, s, E)
+        keep = int(kw.get("logits_to_keep") or 0)
+        h = h if keep <= 0 or keep >= s else h[:, -keep:]
+        h = F.layer_norm(h, (E,), m.transformer.ln_f.weight, m.transformer.ln_f.bias, self.eps)
+        return _Output(F.linear(h, m.lm_head.weight, getattr(m.lm_head, "bias", None)))
+
+
+def lean(model) -> LeanGPT2:
+    """`LeanGPT2(model)`: ``model``'s forward written out (module docstring); ValueError naming why
+    when the model is not a GPT-2 it can run."""
+    return LeanGPT2(model)

@@ -1,0 +1,137 @@
+"""specdec.engine.lean: GPT-2's forward written out is the same model (logits to fp32 rounding), so the
+engine decodes the same tokens with it, on every path (ragged batches, speculation, serving)."""
+
+import pytest
+import torch
+
+from specdec.engine.decode import generate
+from specdec.engine.kv import engine_model
+from specdec.engine.lean import LeanGPT2, lean
+
+
+def _steps(model, rows, mask, feeds):
+    """Logits of a prefill (rows, mask) and then each feed (ids (B, s), mask columns (B, s)) on one
+    DynamicCache, positions counted per row from its first kept slot."""
+    from transformers import DynamicCache
+
+    cache, out, m = DynamicCache(), [], mask
+    pos = (mask.cumsum(1) - 1).clamp(min=0)
+    with torch.inference_mode():
+        out.append(model(input_ids=rows, attention_mask=m, position_ids=pos, cache=cache, use_cache=True).logits)
+        for ids, cols in feeds:
+            start = m.sum(1, keepdim=True)
+            m = torch.cat([m, cols], 1)
+            p = start + (cols.cumsum(1) - 1).clamp(min=0)
+            out.append(model(input_ids=ids, attention_mask=m, position_ids=p, cache=cache, use_cache=True).logits)
+    return out
+
+
+def test_lean_logits_equal_hugging_faces_on_every_position_a_caller_reads(tiny_pair):
+    """A left-padded batch of two, then one token, then three fed with a hole in the middle (a rejected
+    draft's slot): the lean logits equal HF's to 1e-4 wherever the query's own slot is kept, and are
+    finite everywhere (a left-pad query attends its own slot, never to nothing)."""
+    target = engine_model(tiny_pair[0])
+    rows = torch.tensor([[0, 0, 5, 9, 3], [4, 8, 1, 7, 2]])
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    feeds = [(torch.tensor([[6], [11]]), torch.ones(2, 1, dtype=torch.long)),
+             (torch.tensor([[1, 2, 3], [4, 5, 6]]), torch.tensor([[1, 1, 1], [1, 0, 1]]))]
+    hf, ours = _steps(target, rows, mask, feeds), _steps(lean(tiny_pair[0]), rows, mask, feeds)
+    kept = [mask.bool(), feeds[0][1].bool(), feeds[1][1].bool()]
+    for a, b, keep in zip(hf, ours, kept):
+        assert a.shape == b.shape and torch.isfinite(b).all()
+        assert torch.allclose(a[keep], b[keep], atol=1e-4, rtol=1e-4)
+    assert not torch.allclose(hf[2][1, 2], hf[2][0, 2], atol=1e-2), "rows must differ for the check to mean something"
+
+
+def test_lean_without_cache_or_mask_is_the_causal_forward_and_keeps_the_last_logits(tiny_pair):
+    """No cache and no mask: the plain causal forward; ``logits_to_keep`` keeps the last positions;
+    a training-mode model (dropout on) gives the inference logits."""
+    target = tiny_pair[0]
+    ids = torch.tensor([[3, 7, 1, 9, 4, 6]])
+    lm = lean(target)
+    with torch.inference_mode():
+        a, b = target(input_ids=ids).logits, lm(input_ids=ids).logits
+        last = lm(input_ids=ids, logits_to_keep=2).logits
+    assert torch.allclose(a, b, atol=1e-4, rtol=1e-4) and torch.allclose(last, b[:, -2:])
+    target.train()
+    try:
+        with torch.inference_mode():
+            assert torch.equal(lm(input_ids=ids).logits, b)
+    finally:
+        target.eval()
+
+
+def test_lean_engine_decodes_what_the_eager_engine_decodes(tiny_pair):
+    """Greedy on a ragged batch of two, plain and k = 2, and a seeded sampled run at batch 1, k = 3:
+    token for token the eager run's (the lean forward differs from HF's only in fp32 rounding)."""
+    target, draft = tiny_pair
+    lt, ld = lean(target), lean(draft)
+    assert engine_model(lt) is lt and lt.config is target.config
+    prompts = [torch.tensor([3, 7, 1, 9, 4]), torch.tensor([5, 2, 8])]
+    for drafter, ldrafter in ((None, None), (draft, ld)):
+        eager = generate(target, prompts, drafter=drafter, k=2, max_new_tokens=12, temperature=0)
+        ours = generate(lt, prompts, drafter=ldrafter, k=2, max_new_tokens=12, temperature=0)
+        assert [t.tolist() for t in ours.tokens] == [t.tolist() for t in eager.tokens]
+    runs = [generate(t, prompts[0], drafter=d, k=3, max_new_tokens=16, temperature=1.0,
+                     generator=torch.Generator().manual_seed(5)) for t, d in ((target, draft), (lt, ld))]
+    assert runs[0].tokens[0].tolist() == runs[1].tokens[0].tolist()
+
+
+def test_lean_models_serve_what_eager_models_serve(tiny_pair):
+    """Continuous batching (rows join: caches are padded and stacked) with a lean target and draft:
+    every job's tokens equal the eager run's, greedy."""
+    from conftest import serving_jobs
+
+    from specdec.engine.continuous import serve
+
+    target, draft = tiny_pair
+    jobs = serving_jobs(4, gap=0.0, seed=1)
+    eager = serve(target, jobs, drafter=draft, k=2, max_batch=2, temperature=0)
+    ours = serve(lean(target), jobs, drafter=lean(draft), k=2, max_batch=2, temperature=0)
+    got, want = [list(r["tokens"]) for r in ours.requests], [list(r["tokens"]) for r in eager.requests]
+    assert got == want and all(len(t) > 0 for t in got)
+
+
+def test_lean_refuses_what_it_cannot_run_naming_why(tiny_pair):
+    """Not GPT-2, another activation, a wrapper, unknown arguments, a mask of the wrong width."""
+    from specdec.engine.compiled import compiled
+    from specdec.family.architectures import build_model, llama_config, real_size_config
+
+    with pytest.raises(ValueError, match="GPT2LMHeadModel"):
+        lean(build_model(llama_config("llama-1b", tiny=True)))
+    with pytest.raises(ValueError, match="activation 'relu'"):
+        lean(build_model(real_size_config("draft-3m", vocab_size=64, n_positions=32, activation_function="relu")))
+    with pytest.raises(ValueError, match="not a torch.nn.Module"):
+        lean(lambda **kw: None)
+    with pytest.raises(ValueError, match="takes the model itself"):
+        lean(compiled(tiny_pair[0]))
+    lm = lean(tiny_pair[0])
+    assert isinstance(lm, LeanGPT2)
+    ids = torch.tensor([[3, 7, 1]])
+    with pytest.raises(ValueError, match="inputs_embeds"):
+        lm(input_ids=ids, inputs_embeds=torch.zeros(1, 3, 32))
+    with pytest.raises(ValueError, match=r"\(1, 3\)"):
+        lm(input_ids=ids, attention_mask=torch.ones(1, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="input_ids must be"):
+        lm(input_ids=ids[0])
+
+
+def test_lean_embedded_pair_gives_hugging_faces_logits_and_tokens():
+    """The trained embedded target and distilled draft (activations far from GELU's linear part, so a
+    wrong activation or scale shows): logits within 1e-3 of HF's over a held-out prompt, and greedy
+    speculative decoding (k = 4, 48 tokens, two prompts in one ragged batch) token for token the eager
+    engine's."""
+    from specdec.family.loader import load_pair
+    from specdec.family.tokens import heldout_prompts
+
+    target, draft, tok = load_pair("embedded", "draft-distilled", dtype=torch.float32)
+    prompts = heldout_prompts(tok, 2, 48, seed=3)
+    ids = prompts[0][None]
+    with torch.inference_mode():
+        a, b = target(input_ids=ids).logits, lean(target)(input_ids=ids).logits
+        c, d = draft(input_ids=ids).logits, lean(draft)(input_ids=ids).logits
+    assert a.abs().max() > 1 and torch.allclose(a, b, atol=1e-3, rtol=1e-4) and torch.allclose(c, d, atol=1e-3, rtol=1e-4)
+    batch = [prompts[0], prompts[1][8:]]
+    eager = generate(target, batch, drafter=draft, k=4, max_new_tokens=48, temperature=0)
+    ours = generate(lean(target), batch, drafter=lean(draft), k=4, max_new_tokens=48, temperature=0)
+    assert [t.tolist() for t in ours.tokens] == [t.tolist() for t in eager.tokens]
