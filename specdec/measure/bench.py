@@ -11,14 +11,19 @@ re-run, medians with paired bootstrap intervals, words that follow the intervals
     hf_assisted  `generate(assistant_model=draft)` with k pinned (`specdec.measure.hf`)
 and at batch 8 (all prompts in one batch, one run per round, ``--batch-repeats`` rounds) ours_ar and
 hf_ar (HF's assisted generation takes batch 1 only).  Both engines run exactly new_tokens (no stop
-token).  Every configuration runs in two execution modes, interleaved in the same rounds: "eager"
-(the forward as written) and "compiled" (ours: `specdec.engine.compiled`, torch.compile on static
-shapes over a preallocated cache, target and draft; HF's: its static cache with compile_config,
-`specdec.measure.hf`, which compiles the target only: its assisted generation runs the assistant
-eager), compiled at k in KS_COMPILED, after an untimed warm-up run of every compiled configuration
-on every timed prompt and batch at full length; the graphs compiled while timing are counted and
-recorded (0: no timed run paid for a compile; a run that did is kept).  Each engine is compared with
-the other in the same mode.  The
+token).  Every configuration runs in three execution modes, interleaved in the same rounds:
+    eager     both engines on Hugging Face's forward (the modules as written): our engine's own work
+              against HF's, on identical forwards.  Ours at k in KS_SHARED, HF's at every k
+    lean      ours only, on `specdec.engine.lean` (GPT-2's forward written out on the same weights:
+              the same logits to fp32 rounding), at every k; paired with HF's eager runs of the same
+              round, the fastest eager forward each engine has
+    compiled  ours: `specdec.engine.compiled`, torch.compile on static shapes over a preallocated
+              cache, target and draft; HF's: its static cache with compile_config (`specdec.measure.hf`,
+              which compiles the target only: its assisted generation runs the assistant eager); at
+              k in KS_SHARED, after an untimed warm-up run of every compiled configuration on every
+              timed prompt and batch at full length; the graphs compiled while timing are counted and
+              recorded (0: no timed run paid for a compile; a run that did is kept).
+Each engine is compared with the other in the same mode (lean: with HF's eager runs).  The
 comparisons, each a paired median with its interval and the target the issue set for it (per mode):
     baseline     hf_ar time per token / ours_ar time per token        (>= 1: ours is not slower)
     vs_hf        hf_assisted / ours_spec at the same k                  (>= 1.1)
@@ -40,6 +45,7 @@ comparisons, each a paired median with its interval and the target the issue set
     overhead     the share of step time outside the model forwards      (<= 0.10), median and max
     compile_gain ours eager time per token / ours compiled, same (prompt, repeat)   (>= 1: compiling
                  pays), for the baseline and each compiled k
+    lean_gain    the same for the lean forward (ours eager / ours lean) at the k both modes run
     vs_hf_compiled_ar  HF's compiled `generate` time per token / ours, for each of our configurations
                  in either mode (>= 1): against the fastest plain decoding measured here, does ours
                  (plain or speculative, eager or compiled) win?
@@ -63,6 +69,7 @@ from specdec.core.cost import draft_cost
 from specdec.engine.compiled import compiled, graph_count
 from specdec.engine.decode import generate
 from specdec.engine.kv import now
+from specdec.engine.lean import lean
 from specdec.family.tokens import prompt_checksum
 from specdec.measure.cost_curve import cost_curve
 from specdec.measure.harness import Cell, Config, protocol_sweep, sweep
@@ -76,18 +83,20 @@ __all__ = ["configs", "comparisons", "main"]
 
 TARGETS = {"baseline": (">=", 1.0), "vs_hf": (">=", 1.1), "vs_hf_per_step": (">=", 1.1), "efficiency": (">=", 0.95),
            "overhead": ("<=", 0.10), "isolated_forwards": (">=", 0.95), "compile_gain": (">=", 1.0),
-           "vs_hf_compiled_ar": (">=", 1.0)}
-MODES = ("eager", "compiled")
-KS_COMPILED = (1, 2, 4, 8)  # the compiled mode at fewer k: both modes at every k would not fit in 15 minutes
+           "vs_hf_compiled_ar": (">=", 1.0), "lean_gain": (">=", 1.0)}
+MODES = ("eager", "lean", "compiled")
+KS_SHARED = (1, 2, 4, 8)  # ours eager and compiled at fewer k: every mode at every k would not fit in 15 minutes
 
 
-def configs(target, draft, ks, temperature: float, n_new: int, spec: bool = True, mode: str = "eager"
-            ) -> list[Config]:
-    """ours_ar and hf_ar, then (spec) ours_spec and hf_assisted for each k, in ``mode``: "eager", or
-    "compiled" (then target and draft are `specdec.engine.compiled` wrappers; HF unwraps them and
-    runs its own compiled mode)."""
+def configs(target, draft, ks, temperature: float, n_new: int, spec: bool = True, mode: str = "eager",
+            hf_ks=None) -> list[Config]:
+    """ours_ar and hf_ar, then (spec) ours_spec for each k in ``ks`` and hf_assisted for each k in
+    ``hf_ks`` (default: ``ks``), in ``mode``: "eager"; "lean" (target and draft are
+    `specdec.engine.lean` wrappers; ours only: HF's counterparts are its eager runs); or "compiled"
+    (`specdec.engine.compiled` wrappers; HF unwraps them and runs its own compiled mode)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    hf_ks = () if mode == "lean" else ks if hf_ks is None else hf_ks
     suffix = "" if mode == "eager" else f" {mode}"
 
     def ours(k):
@@ -100,11 +109,14 @@ def configs(target, draft, ks, temperature: float, n_new: int, spec: bool = True
                                              max_new_tokens=n_new, temperature=temperature, seed=seed,
                                              compiled=mode == "compiled")[1]
 
-    out = [Config("ours_ar" + suffix, ours(0), impl="ours_ar", k=0, mode=mode),
-           Config("hf_ar" + suffix, hf(0), impl="hf_ar", k=0, mode=mode)]
-    for k in ks if spec else ():
-        out += [Config(f"ours_spec k={k}{suffix}", ours(k), impl="ours_spec", k=k, mode=mode),
-                Config(f"hf_assisted k={k}{suffix}", hf(k), impl="hf_assisted", k=k, mode=mode)]
+    out = [Config("ours_ar" + suffix, ours(0), impl="ours_ar", k=0, mode=mode)]
+    if mode != "lean":
+        out.append(Config("hf_ar" + suffix, hf(0), impl="hf_ar", k=0, mode=mode))
+    for k in sorted(set(ks) | set(hf_ks)) if spec else ():
+        if k in ks:
+            out.append(Config(f"ours_spec k={k}{suffix}", ours(k), impl="ours_spec", k=k, mode=mode))
+        if k in hf_ks:
+            out.append(Config(f"hf_assisted k={k}{suffix}", hf(k), impl="hf_assisted", k=k, mode=mode))
     return out
 
 
@@ -169,16 +181,21 @@ def comparisons(rows: list[dict], curve: dict, c: float) -> list[dict]:
         w = comparison([per(h) for h, _ in pairs], [per(o) for _, o in pairs], family_size=family_size)
         return _row(name, mode, T, B, k, w["median"], w["lo"], w["hi"], len(pairs), w)
 
-    n_gain = sum(g[0] == "compiled" and g[3] in ("ours_ar", "ours_spec") for g in groups)
-    n_ours = sum(g[3] in ("ours_ar", "ours_spec") for g in groups)
+    ours_impl = ("ours_ar", "ours_spec")
+    gains = {m: sum(g[0] == m and g[3] in ours_impl and ("eager", *g[1:]) in groups for g in groups)
+             for m in ("compiled", "lean")}  # each gain's family: the configurations that ran eager too
+    n_ours = sum(g[3] in ours_impl for g in groups)
     for (mode, T, B, impl, k), rs in sorted(groups.items()):
-        if impl == "ours_ar":
-            out.append(speed("baseline", mode, "hf_ar", T, B, 0, rs, family[mode, impl]))
-        if impl == "ours_spec":
-            out.append(speed("vs_hf", mode, "hf_assisted", T, B, k, rs, family[mode, impl]))
-            hf_pairs = pairs_of(rs, mode, T, B, "hf_assisted", k)
+        hf_mode = "eager" if mode == "lean" else mode  # the lean mode is ours only
+        if impl == "ours_ar" and (hf_mode, T, B, "hf_ar", 0) in groups:
+            out.append(speed("baseline", mode, "hf_ar", T, B, 0, rs, family[mode, impl], other_mode=hf_mode))
+        if impl == "ours_spec" and (hf_mode, T, B, "hf_assisted", k) in groups:
+            out.append(speed("vs_hf", mode, "hf_assisted", T, B, k, rs, family[mode, impl], other_mode=hf_mode))
+            hf_pairs = pairs_of(rs, hf_mode, T, B, "hf_assisted", k)
             if hf_pairs and all(h.get("steps", 0) > 0 for h, _ in hf_pairs):  # tables before HF counted its steps: none
-                out.append(speed("vs_hf_per_step", mode, "hf_assisted", T, B, k, rs, family[mode, impl], per=_per_step))
+                out.append(speed("vs_hf_per_step", mode, "hf_assisted", T, B, k, rs, family[mode, impl],
+                                 other_mode=hf_mode, per=_per_step))
+        if impl == "ours_spec":
             pairs = pairs_of(rs, mode, T, B, "ours_ar", 0)
             preds = [("efficiency", [_same_run_prediction(b, r) for b, r in pairs])]
             if mode == "eager":
@@ -189,9 +206,10 @@ def comparisons(rows: list[dict], curve: dict, c: float) -> list[dict]:
                 out.append(_row(name, mode, T, B, k, med, lo, hi, len(pairs)))
             share = [r["overhead_share"] for r in rs]
             out.append(_row("overhead", mode, T, B, k, statistics.median(share), min(share), max(share), len(rs)))
-        if mode == "compiled" and impl in ("ours_ar", "ours_spec"):
-            out.append(speed("compile_gain", mode, impl, T, B, k, rs, n_gain, other_mode="eager"))
-        if impl in ("ours_ar", "ours_spec") and (("compiled", T, B, "hf_ar", 0) in groups):
+        if mode in gains and impl in ours_impl and ("eager", T, B, impl, k) in groups:
+            name = "compile_gain" if mode == "compiled" else "lean_gain"
+            out.append(speed(name, mode, impl, T, B, k, rs, gains[mode], other_mode="eager"))
+        if impl in ours_impl and (("compiled", T, B, "hf_ar", 0) in groups):
             out.append(speed("vs_hf_compiled_ar", mode, "hf_ar", T, B, k, rs, n_ours, other_mode="compiled", other_k=0))
     return out
 
@@ -226,11 +244,12 @@ def main(argv=None) -> None:
     curve = {r["n"]: r["median_s"] for r in curve_rows}
     c = draft_cost(d1["median_s"], curve[1])
     log(f"{subj.kind}: T(1) {curve[1] * 1e3:.2f} ms, c {c:.3f}; {n_prompts} prompts x {n_new} tokens x {repeats} repeats")
-    ks_c = [k for k in KS_COMPILED if k in ks]
-    ct, cd = compiled(target), compiled(draft)
+    ks_c = [k for k in KS_SHARED if k in ks]
+    ct, cd, lt, ld = compiled(target), compiled(draft), lean(target), lean(draft)
 
-    def all_configs(T, spec):  # both modes, interleaved by the protocol
-        return configs(target, draft, ks, T, n_new, spec) + configs(ct, cd, ks_c, T, n_new, spec, mode="compiled")
+    def all_configs(T, spec):  # the three modes, interleaved by the protocol
+        return (configs(target, draft, ks_c, T, n_new, spec, hf_ks=ks) + configs(lt, ld, ks, T, n_new, spec, mode="lean")
+                + configs(ct, cd, ks_c, T, n_new, spec, mode="compiled"))
 
     sweep(configs(target, draft, [2], 1.0, 8), [Cell({}, prompts[0])], repeats=1)  # warm-up: one-off costs
     g0 = graph_count()
@@ -251,7 +270,7 @@ def main(argv=None) -> None:
     g2 = graph_count()
     log(f"graphs compiled while timing: {g2 - g1}")
     runs = paired_speedups(runs, baseline="ours_ar", keys=("mode", "temperature", "batch", "prompt", "repeat"))
-    params = {"draft": a.draft, "models": subj.kind, "ks": ks, "ks_compiled": ks_c, "modes": list(MODES),
+    params = {"draft": a.draft, "models": subj.kind, "ks": ks, "ks_shared": ks_c, "modes": list(MODES),
               "temperatures": [0.0, 1.0], "prompts": n_prompts,
               "batch": batch, "prompt_len": a.prompt_len, "new_tokens": n_new, "repeats": repeats,
               "batch_repeats": batch_repeats,

@@ -96,6 +96,34 @@ def test_bench_compares_each_mode_with_its_own_kind_and_counts_what_compiling_ga
     assert [c.labels["mode"] for c in bench.configs(None, None, [1], 0.0, 4, mode="compiled")] == ["compiled"] * 4
 
 
+def test_bench_lean_mode_is_ours_only_and_pairs_with_hugging_faces_eager_runs():
+    """Hand-made timings: ours lean takes 0.7 of ours eager, HF eager 1.2 of ours eager.  The lean
+    mode has no HF configuration of its own; its baseline and vs_hf pair it with HF's eager runs of the
+    same (prompt, repeat) -- also at a k that ours eager did not run (3) -- and lean_gain (ours eager /
+    ours lean) exists only where both ran."""
+    rows = []
+    for p in range(4):
+        for rep in range(6):
+            w = 1.0 + 0.01 * (p + rep)
+            for k, f in ((0, 1.0), (2, 0.8), (3, 0.75)):
+                ours = "ours_ar" if k == 0 else "ours_spec"
+                hf = "hf_ar" if k == 0 else "hf_assisted"
+                rows += [_run("eager", hf, k, p, rep, 1.2 * w * f), _run("lean", ours, k, p, rep, 0.7 * w * f)]
+                if k != 3:
+                    rows.append(_run("eager", ours, k, p, rep, w * f))
+    got = {(r["comparison"], r["mode"], r["k"]): r for r in bench.comparisons(rows, {1: 1.0, 3: 1.2, 4: 1.3}, 0.1)}
+    assert got["baseline", "lean", 0]["median"] == pytest.approx(1.2 / 0.7)
+    assert got["vs_hf", "lean", 3]["median"] == pytest.approx(1.2 / 0.7) and ("vs_hf", "eager", 3) not in got
+    assert got["lean_gain", "lean", 2]["median"] == pytest.approx(1 / 0.7) and ("lean_gain", "lean", 3) not in got
+    assert ("efficiency", "lean", 3) in got and ("isolated_forwards", "lean", 3) not in got
+    assert not any(name == "compile_gain" for name, _, _ in got)
+    lean_cfgs = bench.configs(None, None, [1, 2], 0.0, 4, mode="lean")
+    assert [c.labels["impl"] for c in lean_cfgs] == ["ours_ar", "ours_spec", "ours_spec"]
+    eager = bench.configs(None, None, [2], 0.0, 4, hf_ks=[1, 2, 3])
+    assert [(c.labels["impl"], c.labels["k"]) for c in eager] == [
+        ("ours_ar", 0), ("hf_ar", 0), ("hf_assisted", 1), ("ours_spec", 2), ("hf_assisted", 2), ("hf_assisted", 3)]
+
+
 def test_bench_per_step_comparison_removes_the_acceptance_luck():
     """vs_hf_per_step divides each engine's time by its own steps: HF 1.1x as long per run but over 6
     steps where ours took 5 is 1.1 per token and 1.1 x 5/6 per step; absent when HF's rows carry no
