@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["SamplingConfig", "process_logits", "sample_inverse_cdf", "sample", "uniforms", "RowGenerators", "logit_flags",
+__all__ = ["SamplingConfig", "process_logits", "sample_inverse_cdf", "sample", "uniforms", "draws", "RowGenerators", "logit_flags",
            "raise_for_flags"]
 
 
@@ -199,6 +199,16 @@ def uniforms(shape, generator, device) -> torch.Tensor:
         return (torch.stack(rows) if rows else torch.empty(shape, dtype=torch.float64)).to(device)
     gdev = generator.device if generator is not None else device
     return torch.rand(shape, generator=generator, dtype=torch.float64, device=gdev).to(device)
+
+
+def draws(n: int, rows: int, generator, device) -> torch.Tensor:
+    """(n, rows) float64 uniforms: n successive draws of one uniform per row, drawn at once -- the
+    same numbers, in the same order, as n calls of ``uniforms((rows,), generator, device)`` (row b of
+    a `RowGenerators` from its own generator).  A drafter sampling n tokens in a row draws this way.
+    Example: draws(3, 2, torch.Generator().manual_seed(0), "cpu")[1] is the second of three draws."""
+    if isinstance(generator, RowGenerators):
+        return uniforms((rows, n), generator, device).T
+    return uniforms((n, rows), generator, device)
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None = None, *, greedy: bool = False,

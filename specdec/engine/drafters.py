@@ -30,7 +30,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from specdec.core.sampling import SamplingConfig, logit_flags, sample
+from specdec.core.sampling import SamplingConfig, draws, logit_flags, sample, sample_inverse_cdf
 from specdec.engine.cache import drop_leading_holes, join_caches, pad_left
 from specdec.engine.inputs import prompt_positions
 from specdec.engine.kv import context_length, engine_model, new_cache, now
@@ -43,20 +43,24 @@ def one_hot(x: torch.Tensor, V: int, like: torch.Tensor) -> torch.Tensor:
     return torch.zeros((*x.shape, V), dtype=torch.float32, device=like.device).scatter_(-1, x[..., None], 1.0)
 
 
-def sample_with_q(logits: torch.Tensor, sampling: SamplingConfig, generator, need_q: bool = True
-                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def sample_with_q(logits: torch.Tensor, sampling: SamplingConfig, generator, need_q: bool = True,
+                  u: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(B, V) scores -> (token (B,), q (B, V)): q processed with `sampling`, the token drawn from q.
 
     Greedy takes the argmax of the raw scores (the first maximum, exactly what process_logits with
     temperature 0 keeps) and builds the one-hot q directly (need_q=False: q is None, for a caller
     that builds the one-hot rows of several drafts at once).  No host sync here: the scores are not
     checked; a drafter that can produce NaN or inf reports whether its scores were finite in its
-    ``finite`` attribute, which the engine checks in its one sync per step.
+    ``finite`` attribute, which the engine checks in its one sync per step.  ``u`` (B,): this draw's
+    uniforms, drawn ahead by the caller (`specdec.core.sampling.draws`); None draws them from
+    ``generator`` here.
     """
     if sampling.greedy:
         x = logits.argmax(dim=-1)  # (B,)
         return x, one_hot(x, logits.shape[-1], logits) if need_q else None
     q = sampling.process(logits, check=False)
+    if u is not None:
+        return sample_inverse_cdf(q, u), q
     return sample(q, generator, check=False, float64=False), q
 
 
@@ -107,10 +111,19 @@ class ModelDrafter:
         self.forward_seconds = 0.0
         self.device = next(model.parameters()).device
 
-    def _forward(self, ids, pos, L=None):  # ids (B, s), pos (B, s); the mask's first L columns (default
-        # all) cover the cache and these s slots
+    def _clamp(self, pos):
         if self.max_positions is not None:
             pos = pos.clamp(max=self.max_positions - 1)  # only beyond-budget slots, discarded later
+        return pos
+
+    def _steps(self, n: int) -> torch.Tensor:
+        """arange(n) on the device, made once per n."""
+        if n not in self._ar:
+            self._ar[n] = torch.arange(n, device=self.device)
+        return self._ar[n]
+
+    def _forward(self, ids, pos, L=None):  # ids (B, s), pos (B, s) clamped; the mask's first L columns
+        # (default all) cover the cache and these s slots
         mask = self.mask if L is None else self.mask[:, :L]
         t = now(self.device)
         with torch.no_grad():
@@ -118,7 +131,7 @@ class ModelDrafter:
                              use_cache=True, logits_to_keep=1)
         self.forward_seconds += now(self.device) - t
         logits = out.logits[:, -1]  # (B, V)
-        self._maxima.append(logits.amax(-1))  # (B,): checked once per propose (`finite`)
+        self._scores.append(logits)  # their row maxima are checked once per propose (`_check`)
         return logits
 
     def begin(self, ids, mask):
@@ -129,7 +142,7 @@ class ModelDrafter:
         self.prefix = (ids[:, :-1], prompt_positions(mask[:, :-1])) if T > 1 else None  # fed first
         self.tail = ids[:, -1:]  # (B, m) committed tokens not yet fed
         self.tail_valid = torch.ones(B, 1, dtype=torch.bool, device=ids.device)  # (B, m)
-        self.drafts, self._maxima, self._ahead, self._seen = None, [], [], []
+        self.drafts, self._scores, self._ahead, self._seen, self._ar = None, [], [], [], {}
         self.finite = torch.ones((), dtype=torch.bool, device=self.device)
         self.forward_seconds = 0.0
 
@@ -141,13 +154,14 @@ class ModelDrafter:
         return logit_flags(seen[:, None])
 
     def _check(self):
-        """Fold this propose's (or prefill's) row maxima into `finite`, and keep them for `flags`."""
-        m = torch.cat(self._maxima)  # (forwards * B,)
+        """Fold the row maxima of this propose's (or prefill's) scores into `finite`, and keep them for
+        `flags`."""
+        m = torch.stack(self._scores).amax(-1).reshape(-1)  # (forwards * B,)
         self._seen.append(m)
         self.finite = self.finite & torch.isfinite(m).all()
 
     def propose(self, k, sampling, generator):
-        self.forward_seconds, self._maxima = 0.0, []
+        self.forward_seconds, self._scores = 0.0, []
         self._flush()
         B = self.tail.shape[0]
         ids, valid = self.tail, self.tail_valid
@@ -159,15 +173,21 @@ class ModelDrafter:
         if self.prefix is not None:  # first propose: the prompt, then the tail, in one forward
             ids, pos = torch.cat([self.prefix[0], ids], 1), torch.cat([self.prefix[1], pos], 1)
             self.prefix = None
-        logits = self._forward(ids, pos, L)
+        logits = self._forward(ids, self._clamp(pos), L)
+        # ahead of the loop: the positions d_1..d_{k-1} are fed at, and this propose's k uniforms per
+        # row (one draw; the same numbers, in the same order, as one draw per draft)
+        fed = self._clamp(self.pos[:, None] + self._steps(k - 1)) if k > 1 else None  # (B, k-1)
+        u = None if sampling.greedy else draws(k, B, generator, self.device)  # (k, B)
         toks, qs = [], []
         for i in range(k):
-            x, q = sample_with_q(logits, sampling, generator, need_q=not sampling.greedy)  # (B,), (B, V)
+            x, q = sample_with_q(logits, sampling, generator, need_q=not sampling.greedy,
+                                 u=None if u is None else u[i])  # (B,), (B, V)
             toks.append(x)
             qs.append(q)
             if i + 1 < k:  # the last draft is not fed: nothing is sampled after it
-                logits = self._forward(x[:, None], self.pos[:, None], L + i + 1)
-                self.pos = self.pos + 1
+                logits = self._forward(x[:, None], fed[:, i:i + 1], L + i + 1)
+        if k > 1:
+            self.pos = self.pos + (k - 1)
         self.k = k
         self._check()
         self.drafts = torch.stack(toks, 1)  # (B, k)
@@ -215,8 +235,8 @@ class ModelDrafter:
     def _prefill(self):
         """Feed a pending prompt now (its slots are already in the mask)."""
         if self.prefix is not None:
-            self._maxima = []
-            self._forward(*self.prefix)
+            self._scores = []
+            self._forward(self.prefix[0], self._clamp(self.prefix[1]))
             self._check()
             self.prefix = None
 
