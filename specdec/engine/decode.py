@@ -164,14 +164,16 @@ class _Decoder:
     def rollback(self, ks: int, n, toks, n_max: int, all_done: bool) -> None:
         """Mask each row's rejected slots, crop the slots every row rejected, advance, tell the drafter
         (what it drafted and kept, or after a step without drafts the target's token)."""
+        one = toks.shape[0] == 1  # one row: its n is n_max, so every slot it rejected is cropped below
         if ks > 0:
-            self.tmask[:, -ks:] = (self._arange(ks)[None] < n[:, None]).long()
+            if not one:  # rows keep different counts: each row's rejected slots are masked
+                self.tmask[:, -ks:] = (self._arange(ks)[None] < n[:, None]).long()
             drop = ks - n_max
             if drop:
                 self.cache.crop(-drop)
                 self.tmask = self.tmask[:, :-drop]
-        self.pos = self.pos + n + 1
-        self.pending = toks.gather(1, n[:, None])[:, 0]  # (A,) the target's token
+        self.pos = self.pos + (n_max + 1 if one else n + 1)
+        self.pending = toks[:, n_max] if one else toks.gather(1, n[:, None])[:, 0]  # (A,) the target's token
         if ks > 0 and not all_done:
             self.drafter.commit(n, self.pending, n_max)
         elif self.drafter is not None and not all_done:

@@ -30,7 +30,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from specdec.core.sampling import SamplingConfig, draws, logit_flags, sample, sample_inverse_cdf
+from specdec.core.sampling import SamplingConfig, below_one, draws, logit_flags, sample, sample_below
 from specdec.engine.cache import drop_leading_holes, join_caches, pad_left
 from specdec.engine.inputs import prompt_positions
 from specdec.engine.kv import context_length, engine_model, new_cache, now
@@ -43,24 +43,20 @@ def one_hot(x: torch.Tensor, V: int, like: torch.Tensor) -> torch.Tensor:
     return torch.zeros((*x.shape, V), dtype=torch.float32, device=like.device).scatter_(-1, x[..., None], 1.0)
 
 
-def sample_with_q(logits: torch.Tensor, sampling: SamplingConfig, generator, need_q: bool = True,
-                  u: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def sample_with_q(logits: torch.Tensor, sampling: SamplingConfig, generator, need_q: bool = True
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(B, V) scores -> (token (B,), q (B, V)): q processed with `sampling`, the token drawn from q.
 
     Greedy takes the argmax of the raw scores (the first maximum, exactly what process_logits with
     temperature 0 keeps) and builds the one-hot q directly (need_q=False: q is None, for a caller
     that builds the one-hot rows of several drafts at once).  No host sync here: the scores are not
     checked; a drafter that can produce NaN or inf reports whether its scores were finite in its
-    ``finite`` attribute, which the engine checks in its one sync per step.  ``u`` (B,): this draw's
-    uniforms, drawn ahead by the caller (`specdec.core.sampling.draws`); None draws them from
-    ``generator`` here.
+    ``finite`` attribute, which the engine checks in its one sync per step.
     """
     if sampling.greedy:
         x = logits.argmax(dim=-1)  # (B,)
         return x, one_hot(x, logits.shape[-1], logits) if need_q else None
     q = sampling.process(logits, check=False)
-    if u is not None:
-        return sample_inverse_cdf(q, u), q
     return sample(q, generator, check=False, float64=False), q
 
 
@@ -142,6 +138,7 @@ class ModelDrafter:
         self.prefix = (ids[:, :-1], prompt_positions(mask[:, :-1])) if T > 1 else None  # fed first
         self.tail = ids[:, -1:]  # (B, m) committed tokens not yet fed
         self.tail_valid = torch.ones(B, 1, dtype=torch.bool, device=ids.device)  # (B, m)
+        self._dense = True  # every tail slot is valid (kept on the host: a shorter propose)
         self.drafts, self._scores, self._ahead, self._seen, self._ar = None, [], [], [], {}
         self.finite = torch.ones((), dtype=torch.bool, device=self.device)
         self.forward_seconds = 0.0
@@ -165,52 +162,67 @@ class ModelDrafter:
         self._flush()
         B = self.tail.shape[0]
         ids, valid = self.tail, self.tail_valid
-        L = self.mask.shape[1] + valid.shape[1]  # slots after this forward; one more after each draft fed
-        # the drafts' columns too, at once (the last draft is never fed); each forward sees its first L
-        self.mask = torch.cat([self.mask, valid.long(), self.mask.new_ones(B, k - 1)], 1)
-        pos = (self.pos[:, None] + valid.long().cumsum(1) - 1).clamp(min=0)  # (B, s)
-        self.pos = self.pos + valid.sum(1)
+        m = valid.shape[1]
+        L = self.mask.shape[1] + m  # slots after this forward; one more after each draft fed
+        # the drafts' columns too, at once (the last draft is never fed); each forward sees its first
+        # L.  Positions: the tail's, then d_1..d_{k-1}'s; this propose's k uniforms per row are drawn
+        # at once (the same numbers, in the same order, as one draw per draft)
+        if self._dense:  # every tail slot valid: positions run on from self.pos
+            self.mask = torch.cat([self.mask, self.mask.new_ones(B, m + k - 1)], 1)
+            both = self._clamp(self.pos[:, None] + self._steps(m + k - 1))  # (B, m + k - 1)
+            pos, fed = both[:, :m], both[:, m:]
+            self.pos = self.pos + m
+        else:
+            self.mask = torch.cat([self.mask, valid.long(), self.mask.new_ones(B, k - 1)], 1)
+            pos = self._clamp((self.pos[:, None] + valid.long().cumsum(1) - 1).clamp(min=0))  # (B, m)
+            self.pos = self.pos + valid.sum(1)
+            fed = self._clamp(self.pos[:, None] + self._steps(k - 1))  # (B, k - 1)
         if self.prefix is not None:  # first propose: the prompt, then the tail, in one forward
             ids, pos = torch.cat([self.prefix[0], ids], 1), torch.cat([self.prefix[1], pos], 1)
             self.prefix = None
-        logits = self._forward(ids, self._clamp(pos), L)
-        # ahead of the loop: the positions d_1..d_{k-1} are fed at, and this propose's k uniforms per
-        # row (one draw; the same numbers, in the same order, as one draw per draft)
-        fed = self._clamp(self.pos[:, None] + self._steps(k - 1)) if k > 1 else None  # (B, k-1)
+        logits = self._forward(ids, pos, L)
         u = None if sampling.greedy else draws(k, B, generator, self.device)  # (k, B)
         toks, qs = [], []
-        for i in range(k):
-            x, q = sample_with_q(logits, sampling, generator, need_q=not sampling.greedy,
-                                 u=None if u is None else u[i])  # (B,), (B, V)
+        for i in range(k):  # x (B, 1): the argmax (the first maximum), or drawn from q (B, V)
+            if sampling.greedy:
+                x = logits.argmax(dim=-1, keepdim=True)
+            else:
+                qs.append(sampling.process(logits, check=False))  # checked through `finite`
+                if i == 0:
+                    u = below_one(u, qs[0].dtype)  # (k, B, 1)
+                x = sample_below(qs[-1], u[i])  # a softmax's rows: `sample_inverse_cdf`'s ids
             toks.append(x)
-            qs.append(q)
             if i + 1 < k:  # the last draft is not fed: nothing is sampled after it
-                logits = self._forward(x[:, None], fed[:, i:i + 1], L + i + 1)
+                logits = self._forward(x, fed[:, i:i + 1], L + i + 1)
         if k > 1:
             self.pos = self.pos + (k - 1)
         self.k = k
         self._check()
-        self.drafts = torch.stack(toks, 1)  # (B, k)
+        self.drafts = torch.cat(toks, 1)  # (B, k)
         if sampling.greedy:  # one-hot q of every draft at once
             return self.drafts, one_hot(self.drafts, logits.shape[-1], logits)
         return self.drafts, torch.stack(qs, 1)  # (B, k), (B, k, V)
 
     def commit(self, n, next_token, n_max):
-        k = self.k
+        k, one = self.k, n.shape[0] == 1  # one row: its n is n_max, so every slot it rejected is cropped
         if k > 1:  # slots of d_1..d_{k-1}: keep the first n[b]
-            j = torch.arange(k - 1, device=n.device)
-            self.mask[:, -(k - 1):] = (j[None] < n[:, None]).long()
-            self.pos = self.pos - (k - 1 - n.clamp(max=k - 1))
             drop = k - 1 - min(n_max, k - 1)
+            if not one:  # rows keep different counts: each row's rejected slots are masked
+                self.mask[:, -(k - 1):] = (self._steps(k - 1)[None] < n[:, None]).long()
+                self.pos = self.pos - (k - 1 - n.clamp(max=k - 1))
+            elif drop:
+                self.pos = self.pos - drop
             if drop:
                 self.cache.crop(-drop)
                 self.mask = self.mask[:, :-drop]
         if n_max == k:  # a row accepted every draft: its d_k was never fed
             self.tail = torch.stack([self.drafts[:, -1], next_token], 1)
             self.tail_valid = torch.stack([n == k, torch.ones_like(n, dtype=torch.bool)], 1)
+            self._dense = one  # other rows' first slot may be a hole
         else:
             self.tail = next_token[:, None]
             self.tail_valid = torch.ones_like(self.tail, dtype=torch.bool)
+            self._dense = True
 
     def advance(self, next_token):
         self._ahead.append(next_token)  # joins the tail at the next propose, select or admit (no work per step)
@@ -253,7 +265,7 @@ class ModelDrafter:
         self.mask = torch.cat([pad_left(self.mask, L), pad_left(new.mask, L)], 0)
         self.tail = torch.cat([pad_left(self.tail, m), pad_left(new.tail, m)], 0)
         self.tail_valid = torch.cat([pad_left(self.tail_valid, m), pad_left(new.tail_valid, m)], 0)
-        self.pos, self.drafts = torch.cat([self.pos, new.pos]), None
+        self.pos, self.drafts, self._dense = torch.cat([self.pos, new.pos]), None, False  # padded tails
         self.finite, self._seen = self.finite & new.finite, self._seen + new._seen
 
 

@@ -153,13 +153,21 @@ def _mode(rows, mode: str = "eager") -> list[dict]:
 
 
 def long_drafts(bench_summary, k_from: int) -> dict:
-    """What `make bench` measured for our speculative decoding (eager, the chapter's mode) at
-    k >= k_from (the draft lengths this chapter cuts): how many (temperature, k) settings, how many
-    faster, and the largest median."""
-    rows = [r for r in _mode(bench_summary) if r["impl"] == "ours_spec" and r["k"] >= k_from]
+    """What `make bench` measured for our speculative decoding at k >= k_from (the draft lengths this
+    chapter cuts): how many (temperature, k) settings, how many faster than plain decoding of the
+    same mode, and the largest median; in the eager mode (the chapter's) when it ran every such k,
+    else in the lean mode, which does (``long_mode``)."""
+    def spec(mode):
+        return [r for r in _mode(bench_summary, mode) if r["impl"] == "ours_spec" and r["k"] >= k_from]
+
+    mode = "eager"
+    ks = {r["k"] for r in spec(mode)}
+    if ks != set(range(k_from, max(ks, default=k_from - 1) + 1)) and spec("lean"):
+        mode = "lean"
+    rows = spec(mode)
     return {"long_n": len(rows), "long_faster": sum(r["verdict"] == "faster" for r in rows),
             "long_max": float(max((r["speedup_median"] for r in rows), default=float("nan"))),
-            "long_k_from": k_from, "long_k_to": int(max((r["k"] for r in rows), default=k_from))}
+            "long_k_from": k_from, "long_k_to": int(max((r["k"] for r in rows), default=k_from)), "long_mode": mode}
 
 
 def _range(rows, name: str, prefix: str) -> dict:
@@ -179,31 +187,35 @@ def engine_values(comp, bench_summary=None) -> dict:
     Eager mode (the chapter's): per temperature, at batch 1 (b1) and at the bench's batch (bn,
     ``bench_batch``), the baseline ratio with its interval and words; the range of overhead share,
     engine efficiency and ratio to HF assisted generation, and how many (T, k) meet their targets by
-    the median and by the whole interval.  Compiled mode
-    (prefix c, when the table has it): the same baseline and vs-HF figures against HF's compiled
-    mode, what compiling gains (``gain_ar_*``, ``gain_spec_*``) and, from the summary, the best
-    median speculative speedup over the same k in each mode (``spec_best_eager`` / ``_compiled``).
-    Against HF's compiled plain `generate`, the fastest plain decoding measured (prefix fast): every
-    configuration of ours in either mode, and our eager greedy batch-1 baseline (``fast_base``)."""
+    the median and by the whole interval.  Lean mode (prefix l, when the table has it): the same,
+    against HF's eager runs, and what the lean forward gains over the eager one (``lgain_ar_*``,
+    ``lgain_spec_*``).  Compiled mode (prefix c, when the table has it): the same baseline and vs-HF
+    figures against HF's compiled mode and what compiling gains (``gain_ar_*``, ``gain_spec_*``).
+    From the summary, the best median speculative speedup over plain decoding of the same mode, over
+    the k every mode ran (``spec_best_eager`` / ``_lean`` / ``_compiled``).  Against HF's compiled
+    plain `generate`, the fastest plain decoding measured (prefix fast): every configuration of ours
+    in every mode, and our greedy batch-1 baselines (``fast_base``, ``fast_lbase``, ``fast_cbase``)."""
     out = {}
-    for mode, pre in (("eager", ""), ("compiled", "c")):
+    for mode, pre in (("eager", ""), ("lean", "l"), ("compiled", "c")):
         rows = _mode(comp, mode)
         for r in (r for r in rows if r["comparison"] == "baseline"):
             tag = f"{pre}base_t{int(r['temperature'])}_{'b1' if r['batch'] == 1 else 'bn'}"  # bn: the batch cell
             out["bench_batch"] = max(out.get("bench_batch", 1), int(r["batch"]))
             out.update({tag: r["median"], f"{tag}_lo": r["lo"], f"{tag}_hi": r["hi"], f"{tag}_words": r["verdict"]})
-        names = ("overhead", "efficiency", "vs_hf") if mode == "eager" else ("vs_hf",)
+        names = ("vs_hf",) if mode == "compiled" else ("overhead", "efficiency", "vs_hf")
         for name in names:
             out.update(_range(rows, name, pre + name))
-        if mode == "compiled" and rows:
-            gain = [r for r in rows if r["comparison"] == "compile_gain"]
-            out.update(_range([r for r in gain if r["k"] == 0], "compile_gain", "gain_ar"))
-            out.update(_range([r for r in gain if r["k"] > 0], "compile_gain", "gain_spec"))
+        gain = [r for r in rows if r["comparison"] in ("compile_gain", "lean_gain")]
+        if gain:
+            g = "gain" if mode == "compiled" else "lgain"
+            out.update(_range([r for r in gain if r["k"] == 0], gain[0]["comparison"], f"{g}_ar"))
+            out.update(_range([r for r in gain if r["k"] > 0], gain[0]["comparison"], f"{g}_spec"))
     if any(r["comparison"] == "vs_hf_compiled_ar" for r in records(comp)):  # against the fastest plain decoding
         out.update(fastest_plain_values(comp))
     if bench_summary is not None and _mode(bench_summary, "compiled"):
-        ks = {r["k"] for r in _mode(bench_summary, "compiled") if r["impl"] == "ours_spec"}
-        for mode in ("eager", "compiled"):
+        modes = [m for m in ("eager", "lean", "compiled") if _mode(bench_summary, m)]
+        ks = set.intersection(*({r["k"] for r in _mode(bench_summary, m) if r["impl"] == "ours_spec"} for m in modes))
+        for mode in modes:
             best = max((r for r in _mode(bench_summary, mode) if r["impl"] == "ours_spec" and r["k"] in ks),
                        key=lambda r: r["speedup_median"])
             out.update({f"spec_best_{mode}": float(best["speedup_median"]), f"spec_best_{mode}_lo": float(best["speedup_lo"]),

@@ -117,17 +117,18 @@ def speed(root: Path = RESULTS_DIR, bench: Path = RESULTS_DIR / "bench") -> dict
 
 
 def fastest_plain_values(rows) -> dict:
-    """From `make bench`'s comparison rows: every setting of ours (plain and speculative, eager and
-    compiled) against Hugging Face's compiled plain `generate`, its fastest plain decoding measured
+    """From `make bench`'s comparison rows: every setting of ours (plain and speculative, in every
+    execution mode) against Hugging Face's compiled plain `generate`, its fastest plain decoding measured
     -- how many settings, faster (by each interval, and by the simultaneous ones), slower, the best
-    median and its setting -- and our eager and compiled greedy batch-1 baselines' ratios with their
-    intervals (``fast_base``: the baseline chapter 06's speedups are over; ``fast_cbase`` when the
-    bench ran the compiled mode).  A table without the eager check is an error."""
+    median and its setting -- and our greedy batch-1 baselines' ratios with their intervals
+    (``fast_base``: eager, the baseline chapter 06's speedups are over; ``fast_lbase`` lean and
+    ``fast_cbase`` compiled, when the bench ran those modes).  A table without the eager check is an
+    error."""
     fast = [{"mode": "eager", **r} for r in records(rows) if r["comparison"] == "vs_hf_compiled_ar"]
     out = {}
-    for key, mode in (("fast_base", "eager"), ("fast_cbase", "compiled")):
+    for key, mode in (("fast_base", "eager"), ("fast_lbase", "lean"), ("fast_cbase", "compiled")):
         base = [r for r in fast if (r["mode"], r["k"], r["batch"], r["temperature"]) == (mode, 0, 1, 0.0)]
-        if not base and mode == "compiled":
+        if not base and mode != "eager":
             continue
         if not base:
             raise ValueError(f"the bench table has no check against Hugging Face's compiled generate (vs_hf_compiled_ar, "

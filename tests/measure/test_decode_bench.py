@@ -117,6 +117,14 @@ def test_bench_lean_mode_is_ours_only_and_pairs_with_hugging_faces_eager_runs():
     assert got["lean_gain", "lean", 2]["median"] == pytest.approx(1 / 0.7) and ("lean_gain", "lean", 3) not in got
     assert ("efficiency", "lean", 3) in got and ("isolated_forwards", "lean", 3) not in got
     assert not any(name == "compile_gain" for name, _, _ in got)
+    import pandas as pd
+
+    from specdec.measure import decoding_values as dv
+
+    v = dv.engine_values(pd.DataFrame(list(bench.comparisons(rows, {1: 1.0, 3: 1.2, 4: 1.3}, 0.1))))
+    assert v["lbase_t0_b1"] == pytest.approx(1.2 / 0.7) and v["base_t0_b1"] == pytest.approx(1.2)
+    assert (v["lvs_hf_n"], v["vs_hf_n"]) == (2, 1) and v["lgain_ar_min"] == pytest.approx(1 / 0.7)
+    assert v["lgain_spec_n"] == 1 and "gain_ar_min" not in v
     lean_cfgs = bench.configs(None, None, [1, 2], 0.0, 4, mode="lean")
     assert [c.labels["impl"] for c in lean_cfgs] == ["ours_ar", "ours_spec", "ours_spec"]
     eager = bench.configs(None, None, [2], 0.0, 4, hf_ks=[1, 2, 3])

@@ -277,7 +277,12 @@ def test_long_drafts_counts_what_the_bench_measured_beyond_the_cut():
             for k, m, v in ((4, 1.2, "faster"), (5, 0.9, "slower"), (8, 1.05, "faster"))] + [
         {"impl": "ours_ar", "k": 0, "speedup_median": 1.0, "verdict": "faster"}]
     v = dv.long_drafts(rows, 5)
-    assert (v["long_n"], v["long_faster"], v["long_max"], v["long_k_to"]) == (2, 1, 1.05, 8)
+    assert (v["long_n"], v["long_faster"], v["long_max"], v["long_k_to"], v["long_mode"]) == (2, 1, 1.05, 8, "eager")
+    gappy = [{**r, "mode": "eager"} for r in rows if r["k"] != 5] + [  # eager skips k = 5..7: the lean mode ran them
+        {"mode": "lean", "impl": "ours_spec", "k": k, "speedup_median": 1.1 + k / 100, "verdict": "faster"}
+        for k in range(1, 9)]
+    v = dv.long_drafts(gappy, 5)
+    assert (v["long_n"], v["long_faster"], v["long_max"], v["long_mode"]) == (4, 4, 1.18, "lean")
 
 
 def test_pairs_needed_follows_the_spread(measured):
