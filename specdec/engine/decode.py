@@ -173,7 +173,8 @@ class _Decoder:
                 self.cache.crop(-drop)
                 self.tmask = self.tmask[:, :-drop]
         self.pos = self.pos + (n_max + 1 if one else n + 1)
-        self.pending = toks[:, n_max] if one else toks.gather(1, n[:, None])[:, 0]  # (A,) the target's token
+        # (A,) the target's token (contiguous, like every tensor a compiled forward is fed)
+        self.pending = toks.reshape(-1)[n_max:n_max + 1] if one else toks.gather(1, n[:, None])[:, 0]
         if ks > 0 and not all_done:
             self.drafter.commit(n, self.pending, n_max)
         elif self.drafter is not None and not all_done:

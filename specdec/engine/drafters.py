@@ -112,11 +112,13 @@ class ModelDrafter:
             pos = pos.clamp(max=self.max_positions - 1)  # only beyond-budget slots, discarded later
         return pos
 
-    def _steps(self, n: int) -> torch.Tensor:
-        """arange(n) on the device, made once per n."""
-        if n not in self._ar:
-            self._ar[n] = torch.arange(n, device=self.device)
-        return self._ar[n]
+    def _steps(self, n: int, start: int = 0, column: bool = False) -> torch.Tensor:
+        """arange(start, start + n) on the device (a column (n, 1) if ``column``), made once."""
+        key = (n, start, column)
+        if key not in self._ar:
+            r = torch.arange(start, start + n, device=self.device)
+            self._ar[key] = r[:, None] if column else r
+        return self._ar[key]
 
     def _forward(self, ids, pos, L=None):  # ids (B, s), pos (B, s) clamped; the mask's first L columns
         # (default all) cover the cache and these s slots
@@ -165,18 +167,19 @@ class ModelDrafter:
         m = valid.shape[1]
         L = self.mask.shape[1] + m  # slots after this forward; one more after each draft fed
         # the drafts' columns too, at once (the last draft is never fed); each forward sees its first
-        # L.  Positions: the tail's, then d_1..d_{k-1}'s; this propose's k uniforms per row are drawn
-        # at once (the same numbers, in the same order, as one draw per draft)
+        # L.  Positions: the tail's (B, m), and d_1..d_{k-1}'s (k - 1, B) -- row i contiguous, as a
+        # compiled forward's static shapes want; this propose's k uniforms per row are drawn at once
+        # (the same numbers, in the same order, as one draw per draft)
         if self._dense:  # every tail slot valid: positions run on from self.pos
             self.mask = torch.cat([self.mask, self.mask.new_ones(B, m + k - 1)], 1)
-            both = self._clamp(self.pos[:, None] + self._steps(m + k - 1))  # (B, m + k - 1)
-            pos, fed = both[:, :m], both[:, m:]
+            pos = self._clamp(self.pos[:, None] + self._steps(m))
+            fed = self._clamp(self.pos[None] + self._steps(k - 1, m, column=True))
             self.pos = self.pos + m
         else:
             self.mask = torch.cat([self.mask, valid.long(), self.mask.new_ones(B, k - 1)], 1)
-            pos = self._clamp((self.pos[:, None] + valid.long().cumsum(1) - 1).clamp(min=0))  # (B, m)
+            pos = self._clamp((self.pos[:, None] + valid.long().cumsum(1) - 1).clamp(min=0))
             self.pos = self.pos + valid.sum(1)
-            fed = self._clamp(self.pos[:, None] + self._steps(k - 1))  # (B, k - 1)
+            fed = self._clamp(self.pos[None] + self._steps(k - 1, column=True))
         if self.prefix is not None:  # first propose: the prompt, then the tail, in one forward
             ids, pos = torch.cat([self.prefix[0], ids], 1), torch.cat([self.prefix[1], pos], 1)
             self.prefix = None
@@ -193,7 +196,7 @@ class ModelDrafter:
                 x = sample_below(qs[-1], u[i])  # a softmax's rows: `sample_inverse_cdf`'s ids
             toks.append(x)
             if i + 1 < k:  # the last draft is not fed: nothing is sampled after it
-                logits = self._forward(x, fed[:, i:i + 1], L + i + 1)
+                logits = self._forward(x, fed[i].unsqueeze(1), L + i + 1)
         if k > 1:
             self.pos = self.pos + (k - 1)
         self.k = k
