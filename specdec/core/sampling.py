@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["SamplingConfig", "process_logits", "sample_inverse_cdf", "sample", "uniforms", "draws", "below_one", "sample_below", "RowGenerators", "logit_flags",
-           "raise_for_flags"]
+__all__ = ["SamplingConfig", "process_logits", "sample_inverse_cdf", "sample", "uniforms", "draws", "below_one",
+           "sample_below", "RowGenerators", "logit_flags", "raise_for_flags"]
 
 
 def _check_knobs(temperature, top_k, top_p) -> None:
@@ -160,18 +160,20 @@ def below_one(u: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Uniforms (...) -> (..., 1) in ``dtype``, each at most the largest value of ``dtype`` below 1
     (1 - 2^-24 in float32): the thresholds `sample_below` needs (rounding to ``dtype`` can reach 1).
     Example: below_one(torch.tensor([1 - 1e-12]), torch.float32) -> tensor([[0.99999994]])"""
-    return u.to(dtype).clamp_(max=1.0 - torch.finfo(dtype).eps / 2).unsqueeze(-1)
+    return u.to(dtype).clamp(max=1.0 - torch.finfo(dtype).eps / 2).unsqueeze(-1)  # never the caller's u
 
 
 def sample_below(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """`sample_inverse_cdf` in five tensor operations, for rows whose total is a normal float (a
     softmax's, about 1) and uniforms from `below_one`: (..., V), (..., 1) -> (..., 1) ids.
 
-    Why no guard on the threshold: with u <= 1 - 2^-p (p the precision's significand bits) and a
-    total t = m 2^e, m in [1, 2), the exact product u t lies within t 2^-p = (m/2) ulp(t) below t, so
-    it rounds to t's predecessor or below (m > 1: it is nearer t - ulp than t; m = 1: t - 2^(e-p) is
-    t's predecessor exactly) -- the same threshold `sample_inverse_cdf`'s guard makes, so the same id
-    for the same uniform.  The id is clamped below V for rows that are not distributions (NaN), as
+    Why no guard on the threshold: with u <= 1 - 2^-p (p the significand's bits, the implicit one
+    included: 24 in float32, 53 in float64) and a normal total t = m 2^e, m in [1, 2), the exact
+    product u t lies at least t 2^-p = (m/2) ulp(t) below t, so it rounds to t's predecessor or below
+    (m > 1: it is nearer t - ulp than t; m = 1: t - 2^(e-p) is t's predecessor exactly).  Where the
+    clamp of `below_one` binds, the threshold is exactly t's predecessor, the one `sample_inverse_cdf`'s
+    guard makes; elsewhere both compute the same product with the guard idle: the same id for the
+    same uniform.  The id is clamped below V for rows that are not distributions (NaN), as
     there.  A subnormal total (not a softmax's) needs `sample_inverse_cdf`.
     Example: sample_below(torch.tensor([0.2, 0.0, 0.8]), below_one(torch.tensor(0.5), torch.float32)) -> tensor([2])
     """
@@ -225,9 +227,11 @@ def uniforms(shape, generator, device) -> torch.Tensor:
 
 
 def draws(n: int, rows: int, generator, device) -> torch.Tensor:
-    """(n, rows) float64 uniforms: n successive draws of one uniform per row, drawn at once -- the
-    same numbers, in the same order, as n calls of ``uniforms((rows,), generator, device)`` (row b of
-    a `RowGenerators` from its own generator).  A drafter sampling n tokens in a row draws this way.
+    """(n, rows) float64 uniforms: n successive draws of one uniform per row, drawn at once -- on a
+    CPU generator the same numbers, in the same order, as n calls of ``uniforms((rows,), generator,
+    device)`` (row b of a `RowGenerators` from its own generator; a CUDA generator advances per
+    call, so there the numbers differ, not their law).  A drafter sampling n tokens in a row draws
+    this way.
     Example: draws(3, 2, torch.Generator().manual_seed(0), "cpu")[1] is the second of three draws."""
     if isinstance(generator, RowGenerators):
         return uniforms((rows, n), generator, device).T

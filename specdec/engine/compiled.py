@@ -63,6 +63,8 @@ class CompiledModel(KVCompat):
             raise ValueError(f"compiled() needs a torch.nn.Module causal LM, got {type(model).__name__}")
         if isinstance(model, CompiledModel):
             raise ValueError("this model is already compiled")
+        if type(model).__name__ == "LeanGPT2":  # its forward is its own: compiling .inner would drop it
+            raise ValueError("compiled() takes the model itself, not a lean() wrapper")
         super().__init__(model.inner if isinstance(model, KVCompat) else model)
         self.static = bool(static)
         self._fwd = torch.compile(self.inner.forward, dynamic=not self.static)

@@ -8,12 +8,15 @@ scaled dot-product attention and the tanh-approximated GELU, the final norm, the
 flat sequence of tensor calls on the model's parameters -- no copies, no module dispatch, no output
 bookkeeping -- and so removes that cost (measured: `make bench`, README).  It is an implementation
 of the model, not a different model: its logits equal Hugging Face's up to fp32 rounding (a fused
-GELU and another attention kernel; tested to 1e-4 on every position a caller reads, ragged and
-left-padded batches included), so decoding with it is the same law, like the compiled mode.
+GELU and another attention kernel; tested to 1e-4 on every position a caller reads on tiny models,
+ragged and left-padded batches included, and to 1e-3 on the trained embedded pair, whose logits
+reach tens), so decoding with it is the same law, like the compiled mode.
 
 What it accepts: a GPT-2 causal LM (``model_type`` "gpt2": the embedded family and the real-size
 GPT-2 shapes of `specdec.family.architectures`) without cross-attention, per-layer attention
-scaling or an activation other than GELU; anything else is refused at wrapping, naming the reason.
+scaling, upcast-and-reordered attention or an activation other than GELU; anything else is refused
+at wrapping, naming the reason.  The blocks' parameters are taken at wrapping: a model whose
+parameters are replaced afterwards (not updated in place) is wrapped again.
 The engine calls it as it calls any model (`specdec.engine.kv`): ``input_ids`` (B, s), the 2-D
 ``attention_mask`` over every cached and fed slot (0 = a hole), ``position_ids``, the engine's
 DynamicCache (``cache=``; keys and values are appended with its ``update``, so every cache surgery
@@ -21,10 +24,11 @@ of the engine -- crop, row selection, leading-slot drop, rows joining -- works u
 ``logits_to_keep``.  Inference only: dropout is never applied, whatever ``model.training`` says.
 
 Masking.  Query i of a forward that follows `past` cached slots attends slot j when j <= past + i
-(causal) and the mask keeps j.  A left-pad query, which the mask holes everywhere, attends to nothing:
-PyTorch's scaled dot-product attention returns zeros for such a row (since 2.5; tested here, as a
-NaN there would reach the pad slot's keys and values), and to every other query that slot is a
-hole, whose weight is exactly 0.
+(causal) and the mask keeps j, or j is its own slot (several fed tokens only: a left-pad query of a
+prompt, which the mask holes everywhere, then attends to itself and stays finite -- whatever an
+attention kernel returns for a row with nothing to attend to -- and to every other query its slot
+is a hole, whose weight is exactly 0).  A single fed token's own slot is the caller's to keep, as
+the engine always does.
 
 Hugging Face's `generate` (`specdec.measure.hf`) unwraps it (``.inner``) and runs the model's own
 forward: the lean mode is ours only.
@@ -68,6 +72,8 @@ def _refusal(model) -> str | None:
         return "cross-attention layers"
     if getattr(cfg, "scale_attn_by_inverse_layer_idx", False) or not getattr(cfg, "scale_attn_weights", True):
         return "attention scaling other than 1/sqrt(head_dim)"
+    if getattr(cfg, "reorder_and_upcast_attn", False):
+        return "upcast-and-reordered attention"
     return None
 
 
@@ -90,7 +96,8 @@ class LeanGPT2(KVCompat):
                         b.mlp.c_proj.weight, b.mlp.c_proj.bias) for b in t.h]
 
     def _mask(self, attention_mask, B: int, s: int, past: int, device) -> torch.Tensor | None:
-        """(B, 1, s, past + s) bool (or what broadcasts to it): causal and the caller's holes."""
+        """(B, 1, s, past + s) bool (or what broadcasts to it): causal and the caller's holes, and
+        (s > 1) each query's own slot."""
         L = past + s
         causal = None if s == 1 else torch.ones(s, L, dtype=torch.bool, device=device).tril_(past)
         if attention_mask is None:
@@ -99,7 +106,10 @@ class LeanGPT2(KVCompat):
             raise ValueError(f"the lean forward needs a 2-D attention mask of every slot, ({B}, {L}) here "
                              f"({past} cached + {s} fed), got {tuple(attention_mask.shape)}")
         allowed = attention_mask.bool()[:, None, None, :]
-        return allowed if causal is None else allowed & causal
+        if causal is None:
+            return allowed
+        own = torch.ones(s, L, dtype=torch.bool, device=device).triu_(past).tril_(past)  # the diagonal
+        return (allowed & causal) | own
 
     def _call(self, **kw):
         if unknown := set(kw) - _ARGS:
@@ -124,7 +134,9 @@ class LeanGPT2(KVCompat):
             h = h + torch.addmm(bp, o.transpose(1, 2).reshape(-1, E), wp).view(B, s, E)
             a = F.layer_norm(h, (E,), w2, b2, self.eps)
             h = h + torch.addmm(bq, F.gelu(torch.addmm(bf, a.view(-1, E), wf), approximate=self.approx), wq).view(B, s, E)
-        keep = int(kw.get("logits_to_keep") or 0)
+        keep = kw.get("logits_to_keep") or 0
+        if not isinstance(keep, int):
+            raise ValueError(f"the lean forward keeps the last logits_to_keep positions (an int), got {type(keep).__name__}")
         h = h if keep <= 0 or keep >= s else h[:, -keep:]
         h = F.layer_norm(h, (E,), m.transformer.ln_f.weight, m.transformer.ln_f.bias, self.eps)
         return _Output(F.linear(h, m.lm_head.weight, getattr(m.lm_head, "bias", None)))

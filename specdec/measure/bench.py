@@ -163,8 +163,9 @@ def _row(name, mode, temperature, batch, k, med, lo, hi, runs, words: dict | Non
 
 
 def comparisons(rows: list[dict], curve: dict, c: float) -> list[dict]:
-    """The baseline, vs_hf, efficiency, overhead, compile_gain and vs_hf_compiled_ar rows (module
-    docstring) from the paired runs, per execution mode (isolated_forwards: eager only, the curve's mode)."""
+    """The baseline, vs_hf, vs_hf_per_step, efficiency, overhead, compile_gain, lean_gain and
+    vs_hf_compiled_ar rows (module docstring) from the paired runs, per execution mode
+    (isolated_forwards: eager only, the curve's mode)."""
     out, groups = [], {}
     for r in rows:
         groups.setdefault((r.get("mode", "eager"), r["temperature"], r["batch"], r["impl"], r["k"]), []).append(r)
@@ -251,7 +252,8 @@ def main(argv=None) -> None:
         return (configs(target, draft, ks_c, T, n_new, spec, hf_ks=ks) + configs(lt, ld, ks, T, n_new, spec, mode="lean")
                 + configs(ct, cd, ks_c, T, n_new, spec, mode="compiled"))
 
-    sweep(configs(target, draft, [2], 1.0, 8), [Cell({}, prompts[0])], repeats=1)  # warm-up: one-off costs
+    sweep(configs(target, draft, [2], 1.0, 8) + configs(lt, ld, [2], 1.0, 8, mode="lean"), [Cell({}, prompts[0])],
+          repeats=1)  # warm-up: one-off costs
     g0 = graph_count()
     for T in (0.0, 1.0):  # warm-up: every compiled configuration on every timed cell, untimed
         for cells, spec in (([Cell({}, p) for p in prompts[:n_prompts]], True), ([Cell({}, prompts[:batch])], False)):

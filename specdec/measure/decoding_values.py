@@ -155,15 +155,13 @@ def _mode(rows, mode: str = "eager") -> list[dict]:
 def long_drafts(bench_summary, k_from: int) -> dict:
     """What `make bench` measured for our speculative decoding at k >= k_from (the draft lengths this
     chapter cuts): how many (temperature, k) settings, how many faster than plain decoding of the
-    same mode, and the largest median; in the eager mode (the chapter's) when it ran every such k,
-    else in the lean mode, which does (``long_mode``)."""
+    same mode, and the largest median; in the eager mode (the chapter's) unless the lean mode ran k
+    it skipped (``long_mode``)."""
     def spec(mode):
         return [r for r in _mode(bench_summary, mode) if r["impl"] == "ours_spec" and r["k"] >= k_from]
 
-    mode = "eager"
-    ks = {r["k"] for r in spec(mode)}
-    if ks != set(range(k_from, max(ks, default=k_from - 1) + 1)) and spec("lean"):
-        mode = "lean"
+    lean_ks = {r["k"] for r in spec("lean")}
+    mode = "lean" if lean_ks - {r["k"] for r in spec("eager")} else "eager"  # eager unless it skipped some
     rows = spec(mode)
     return {"long_n": len(rows), "long_faster": sum(r["verdict"] == "faster" for r in rows),
             "long_max": float(max((r["speedup_median"] for r in rows), default=float("nan"))),
@@ -198,6 +196,8 @@ def engine_values(comp, bench_summary=None) -> dict:
     out = {}
     for mode, pre in (("eager", ""), ("lean", "l"), ("compiled", "c")):
         rows = _mode(comp, mode)
+        if not rows and mode != "eager":  # a bench without this mode: no values (a glue of one fails)
+            continue
         for r in (r for r in rows if r["comparison"] == "baseline"):
             tag = f"{pre}base_t{int(r['temperature'])}_{'b1' if r['batch'] == 1 else 'bn'}"  # bn: the batch cell
             out["bench_batch"] = max(out.get("bench_batch", 1), int(r["batch"]))
@@ -215,7 +215,7 @@ def engine_values(comp, bench_summary=None) -> dict:
     if bench_summary is not None and _mode(bench_summary, "compiled"):
         modes = [m for m in ("eager", "lean", "compiled") if _mode(bench_summary, m)]
         ks = set.intersection(*({r["k"] for r in _mode(bench_summary, m) if r["impl"] == "ours_spec"} for m in modes))
-        for mode in modes:
+        for mode in modes if ks else ():  # modes that share no k have no comparable best
             best = max((r for r in _mode(bench_summary, mode) if r["impl"] == "ours_spec" and r["k"] in ks),
                        key=lambda r: r["speedup_median"])
             out.update({f"spec_best_{mode}": float(best["speedup_median"]), f"spec_best_{mode}_lo": float(best["speedup_lo"]),

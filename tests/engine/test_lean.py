@@ -29,7 +29,7 @@ def _steps(model, rows, mask, feeds):
 def test_lean_logits_equal_hugging_faces_on_every_position_a_caller_reads(tiny_pair):
     """A left-padded batch of two, then one token, then three fed with a hole in the middle (a rejected
     draft's slot): the lean logits equal HF's to 1e-4 wherever the query's own slot is kept, and are
-    finite everywhere (a left-pad query attends its own slot, never to nothing)."""
+    finite everywhere; the prefill's mask lets a left-pad query attend its own slot (never nothing)."""
     target = engine_model(tiny_pair[0])
     rows = torch.tensor([[0, 0, 5, 9, 3], [4, 8, 1, 7, 2]])
     mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
@@ -41,11 +41,15 @@ def test_lean_logits_equal_hugging_faces_on_every_position_a_caller_reads(tiny_p
         assert a.shape == b.shape and torch.isfinite(b).all()
         assert torch.allclose(a[keep], b[keep], atol=1e-4, rtol=1e-4)
     assert not torch.allclose(hf[2][1, 2], hf[2][0, 2], atol=1e-2), "rows must differ for the check to mean something"
+    m = lean(tiny_pair[0])._mask(mask, 2, 5, 0, "cpu")  # (2, 1, 5, 5)
+    assert m[0, 0].diagonal().all() and not m[0, 0, 0, 1:].any() and m[1, 0].equal(torch.ones(5, 5).tril().bool())
 
 
 def test_lean_without_cache_or_mask_is_the_causal_forward_and_keeps_the_last_logits(tiny_pair):
     """No cache and no mask: the plain causal forward; ``logits_to_keep`` keeps the last positions;
-    a training-mode model (dropout on) gives the inference logits."""
+    a training-mode model with dropout 0.5 gives the inference logits (HF's then differ)."""
+    from specdec.family.architectures import build_model, real_size_config
+
     target = tiny_pair[0]
     ids = torch.tensor([[3, 7, 1, 9, 4, 6]])
     lm = lean(target)
@@ -53,12 +57,14 @@ def test_lean_without_cache_or_mask_is_the_causal_forward_and_keeps_the_last_log
         a, b = target(input_ids=ids).logits, lm(input_ids=ids).logits
         last = lm(input_ids=ids, logits_to_keep=2).logits
     assert torch.allclose(a, b, atol=1e-4, rtol=1e-4) and torch.allclose(last, b[:, -2:])
-    target.train()
-    try:
-        with torch.inference_mode():
-            assert torch.equal(lm(input_ids=ids).logits, b)
-    finally:
-        target.eval()
+    wet = build_model(real_size_config("draft-3m", vocab_size=64, n_positions=32, resid_pdrop=0.5, embd_pdrop=0.5,
+                                       attn_pdrop=0.5), generator=torch.Generator().manual_seed(1)).eval()
+    with torch.inference_mode():
+        dry = wet(input_ids=ids).logits
+        wet.train()
+        torch.manual_seed(0)
+        assert not torch.allclose(wet(input_ids=ids).logits, dry, atol=1e-3), "HF applies dropout in training mode"
+        assert torch.allclose(lean(wet)(input_ids=ids).logits, dry, atol=1e-4, rtol=1e-4)
 
 
 def test_lean_engine_decodes_what_the_eager_engine_decodes(tiny_pair):
@@ -105,6 +111,14 @@ def test_lean_refuses_what_it_cannot_run_naming_why(tiny_pair):
         lean(lambda **kw: None)
     with pytest.raises(ValueError, match="takes the model itself"):
         lean(compiled(tiny_pair[0]))
+    with pytest.raises(ValueError, match="not a lean"):
+        compiled(lean(tiny_pair[0]))
+    for over, why in ((dict(add_cross_attention=True), "cross-attention"),
+                      (dict(scale_attn_by_inverse_layer_idx=True), "attention scaling"),
+                      (dict(scale_attn_weights=False), "attention scaling"),
+                      (dict(reorder_and_upcast_attn=True), "upcast")):
+        with pytest.raises(ValueError, match=why):
+            lean(build_model(real_size_config("draft-3m", vocab_size=64, n_positions=32, **over)))
     lm = lean(tiny_pair[0])
     assert isinstance(lm, LeanGPT2)
     ids = torch.tensor([[3, 7, 1]])
@@ -114,6 +128,8 @@ def test_lean_refuses_what_it_cannot_run_naming_why(tiny_pair):
         lm(input_ids=ids, attention_mask=torch.ones(1, 4, dtype=torch.long))
     with pytest.raises(ValueError, match="input_ids must be"):
         lm(input_ids=ids[0])
+    with pytest.raises(ValueError, match="an int"):
+        lm(input_ids=ids, logits_to_keep=torch.tensor([2]))
 
 
 def test_lean_embedded_pair_gives_hugging_faces_logits_and_tokens():
