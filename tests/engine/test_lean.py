@@ -70,15 +70,11 @@ def test_lean_without_cache_or_mask_is_the_causal_forward_and_keeps_the_last_log
 def test_lean_engine_decodes_what_the_eager_engine_decodes(tiny_pair):
     """Greedy on a ragged batch of two, plain and k = 2, and a seeded sampled run at batch 1, k = 3:
     token for token the eager run's (the lean forward differs from HF's only in fp32 rounding)."""
+    from conftest import assert_decodes_like_eager
+
     target, draft = tiny_pair
-    lt, ld = lean(target), lean(draft)
-    assert engine_model(lt) is lt and lt.config is target.config
-    prompts = [torch.tensor([3, 7, 1, 9, 4]), torch.tensor([5, 2, 8])]
-    for drafter, ldrafter in ((None, None), (draft, ld)):
-        eager = generate(target, prompts, drafter=drafter, k=2, max_new_tokens=12, temperature=0)
-        ours = generate(lt, prompts, drafter=ldrafter, k=2, max_new_tokens=12, temperature=0)
-        assert [t.tolist() for t in ours.tokens] == [t.tolist() for t in eager.tokens]
-    runs = [generate(t, prompts[0], drafter=d, k=3, max_new_tokens=16, temperature=1.0,
+    lt, ld = assert_decodes_like_eager(lean, tiny_pair, 12)
+    runs = [generate(t, torch.tensor([3, 7, 1, 9, 4]), drafter=d, k=3, max_new_tokens=16, temperature=1.0,
                      generator=torch.Generator().manual_seed(5)) for t, d in ((target, draft), (lt, ld))]
     assert runs[0].tokens[0].tolist() == runs[1].tokens[0].tolist()
 
