@@ -7,17 +7,18 @@ the target's (8 blocks, width 384) about 5.2 ms and 3.3 ms.  `LeanGPT2` runs the
 (embeddings, pre-norm blocks with scaled dot-product attention and the tanh-approximated GELU, the
 final norm, the tied head) as a flat sequence of tensor calls on the model's parameters -- no
 copies, no module dispatch, no output bookkeeping.  What that gains in decoding is `make bench`'s
-``lean_gain`` (README).  It is an implementation
-of the model, not a different model: its logits equal Hugging Face's up to fp32 rounding (a fused
-GELU and another attention kernel; tested to 1e-4 on every position a caller reads on tiny models,
-ragged and left-padded batches included, and to 1e-3 on the trained embedded pair, whose logits
-reach tens), so decoding with it is the same law, like the compiled mode.
+``lean_gain`` (README: 1.43-1.45x for plain decoding at batch 1, 1.52-1.63x for speculative).  It
+is an implementation of the model, not a different model: its logits equal Hugging Face's up to
+fp32 rounding (a fused GELU and another attention kernel; tested to 1e-4 on every position a caller
+reads on tiny models, ragged and left-padded batches included, and to 1e-3 on the trained embedded
+pair, whose logits reach tens), so decoding with it is the same law, like the compiled mode.
 
 What it accepts: a GPT-2 causal LM (``model_type`` "gpt2": the embedded family and the real-size
 GPT-2 shapes of `specdec.family.architectures`) without cross-attention, per-layer attention
 scaling, upcast-and-reordered attention or an activation other than GELU; anything else is refused
 at wrapping, naming the reason.  The blocks' parameters are taken at wrapping: a model whose
 parameters are replaced afterwards (not updated in place) is wrapped again.
+
 The engine calls it as it calls any model (`specdec.engine.kv`): ``input_ids`` (B, s), the 2-D
 ``attention_mask`` over every cached and fed slot (0 = a hole), ``position_ids``, the engine's
 DynamicCache (``cache=``; keys and values are appended with its ``update``, so every cache surgery
