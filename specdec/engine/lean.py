@@ -135,10 +135,12 @@ class LeanGPT2(KVCompat):
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0 / math.sqrt(D))
             h = h + torch.addmm(bp, o.transpose(1, 2).reshape(-1, E), wp).view(B, s, E)
             a = F.layer_norm(h, (E,), w2, b2, self.eps)
-            h = h + torch.addmm(bq, F.gelu(torch.addmm(bf, a.view(-1, E), wf), approximate=self.approx), wq).view(B, s, E)
+            f = F.gelu(torch.addmm(bf, a.view(-1, E), wf), approximate=self.approx)
+            h = h + torch.addmm(bq, f, wq).view(B, s, E)
         keep = kw.get("logits_to_keep") or 0
         if not isinstance(keep, int):
-            raise ValueError(f"the lean forward keeps the last logits_to_keep positions (an int), got {type(keep).__name__}")
+            raise ValueError(f"the lean forward keeps the last logits_to_keep positions (an int), "
+                             f"got {type(keep).__name__}")
         h = h if keep <= 0 or keep >= s else h[:, -keep:]
         h = F.layer_norm(h, (E,), m.transformer.ln_f.weight, m.transformer.ln_f.bias, self.eps)
         return _Output(F.linear(h, m.lm_head.weight, getattr(m.lm_head, "bias", None)))
