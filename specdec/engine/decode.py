@@ -53,7 +53,7 @@ from specdec.core.verify import greedy_verify, verify_unchecked
 from specdec.engine.cache import drop_leading_holes
 from specdec.engine.drafters import as_drafter
 from specdec.engine.inputs import check_arguments, clip_k, peak_memory, prompt_positions, prompts_of, stop_tokens
-from specdec.engine.kv import context_length, engine_model, new_cache, now
+from specdec.engine.kv import context_length, engine_model, new_cache, now, steps
 from specdec.engine.schedule import History, as_schedule
 from specdec.engine.stats import DecodeStats, GenerateResult
 
@@ -86,25 +86,18 @@ class _Decoder:
         self.tmax = None  # (A, s) the maxima of the step's target logits: checked by the step's sync (emit)
         self.true = torch.ones((), dtype=torch.bool, device=self.device)  # for a drafter that reports nothing
         self.active, self.max_rem = max_new_tokens > 0, max_new_tokens
-        self._ar: dict = {}
 
     def draft(self, ks: int):
         """ks drafts per row: (drafts (A, ks), q (A, ks, V), seconds in the drafter's forwards)."""
         drafts, q = self.drafter.propose(ks, self.sampling, self.generator)
         return drafts, q, self.drafter.forward_seconds
 
-    def _arange(self, s: int) -> torch.Tensor:
-        """torch.arange(s) on the device, made once per length (a step reuses it several times)."""
-        if s not in self._ar:
-            self._ar[s] = torch.arange(s, device=self.device)
-        return self._ar[s]
-
     def forward(self, drafts) -> torch.Tensor:
         """The target over the pending token and the drafts (and, at the first step, the prompt
         before them): logits (A, ks+1, V); their row maxima are kept for the step's check (`emit`)."""
         feed = self.pending[:, None] if drafts is None else torch.cat([self.pending[:, None], drafts], 1)
         A, s = feed.shape
-        j = self._arange(s)
+        j = steps(s, self.device)
         self.tmask = torch.cat([self.tmask, self.tmask.new_ones(A, s)], 1)
         pos = (self.pos[:, None] + j).clamp(max=self.n_ctx - 1)
         if self.prefix is not None:  # first step: the prompt, then the pending token and the drafts
@@ -167,7 +160,7 @@ class _Decoder:
         one = toks.shape[0] == 1  # one row: its n is n_max, so every slot it rejected is cropped below
         if ks > 0:
             if not one:  # rows keep different counts: each row's rejected slots are masked
-                self.tmask[:, -ks:] = (self._arange(ks)[None] < n[:, None]).long()
+                self.tmask[:, -ks:] = (steps(ks, self.device)[None] < n[:, None]).long()
             drop = ks - n_max
             if drop:
                 self.cache.crop(-drop)

@@ -33,7 +33,7 @@ import torch
 from specdec.core.sampling import SamplingConfig, below_one, draws, logit_flags, sample, sample_below
 from specdec.engine.cache import drop_leading_holes, join_caches, pad_left
 from specdec.engine.inputs import prompt_positions
-from specdec.engine.kv import context_length, engine_model, new_cache, now
+from specdec.engine.kv import context_length, engine_model, new_cache, now, steps
 
 __all__ = ["Drafter", "ModelDrafter", "as_drafter", "sample_with_q"]
 
@@ -43,19 +43,17 @@ def one_hot(x: torch.Tensor, V: int, like: torch.Tensor) -> torch.Tensor:
     return torch.zeros((*x.shape, V), dtype=torch.float32, device=like.device).scatter_(-1, x[..., None], 1.0)
 
 
-def sample_with_q(logits: torch.Tensor, sampling: SamplingConfig, generator, need_q: bool = True
-                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def sample_with_q(logits: torch.Tensor, sampling: SamplingConfig, generator) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, V) scores -> (token (B,), q (B, V)): q processed with `sampling`, the token drawn from q.
 
     Greedy takes the argmax of the raw scores (the first maximum, exactly what process_logits with
-    temperature 0 keeps) and builds the one-hot q directly (need_q=False: q is None, for a caller
-    that builds the one-hot rows of several drafts at once).  No host sync here: the scores are not
+    temperature 0 keeps) and builds the one-hot q directly.  No host sync here: the scores are not
     checked; a drafter that can produce NaN or inf reports whether its scores were finite in its
     ``finite`` attribute, which the engine checks in its one sync per step.
     """
     if sampling.greedy:
         x = logits.argmax(dim=-1)  # (B,)
-        return x, one_hot(x, logits.shape[-1], logits) if need_q else None
+        return x, one_hot(x, logits.shape[-1], logits)
     q = sampling.process(logits, check=False)
     return sample(q, generator, check=False, float64=False), q
 
@@ -112,14 +110,6 @@ class ModelDrafter:
             pos = pos.clamp(max=self.max_positions - 1)  # only beyond-budget slots, discarded later
         return pos
 
-    def _steps(self, n: int, start: int = 0, column: bool = False) -> torch.Tensor:
-        """arange(start, start + n) on the device (a column (n, 1) if ``column``), made once."""
-        key = (n, start, column)
-        if key not in self._ar:
-            r = torch.arange(start, start + n, device=self.device)
-            self._ar[key] = r[:, None] if column else r
-        return self._ar[key]
-
     def _forward(self, ids, pos, L=None):  # ids (B, s), pos (B, s) clamped; the mask's first L columns
         # (default all) cover the cache and these s slots
         mask = self.mask if L is None else self.mask[:, :L]
@@ -141,7 +131,7 @@ class ModelDrafter:
         self.tail = ids[:, -1:]  # (B, m) committed tokens not yet fed
         self.tail_valid = torch.ones(B, 1, dtype=torch.bool, device=ids.device)  # (B, m)
         self._dense = True  # every tail slot is valid (kept on the host: a shorter propose)
-        self.drafts, self._scores, self._ahead, self._seen, self._ar = None, [], [], [], {}
+        self.drafts, self._scores, self._ahead, self._seen = None, [], [], []
         self.finite = torch.ones((), dtype=torch.bool, device=self.device)
         self.forward_seconds = 0.0
 
@@ -172,14 +162,14 @@ class ModelDrafter:
         # (the same numbers, in the same order, as one draw per draft)
         if self._dense:  # every tail slot valid: positions run on from self.pos
             self.mask = torch.cat([self.mask, self.mask.new_ones(B, m + k - 1)], 1)
-            pos = self._clamp(self.pos[:, None] + self._steps(m))
-            fed = self._clamp(self.pos[None] + self._steps(k - 1, m, column=True))
+            pos = self._clamp(self.pos[:, None] + steps(m, self.device))
+            fed = self._clamp(self.pos[None] + steps(k - 1, self.device, m, column=True))
             self.pos = self.pos + m
         else:
             self.mask = torch.cat([self.mask, valid.long(), self.mask.new_ones(B, k - 1)], 1)
             pos = self._clamp((self.pos[:, None] + valid.long().cumsum(1) - 1).clamp(min=0))
             self.pos = self.pos + valid.sum(1)
-            fed = self._clamp(self.pos[None] + self._steps(k - 1, column=True))
+            fed = self._clamp(self.pos[None] + steps(k - 1, self.device, column=True))
         if self.prefix is not None:  # first propose: the prompt, then the tail, in one forward
             ids, pos = torch.cat([self.prefix[0], ids], 1), torch.cat([self.prefix[1], pos], 1)
             self.prefix = None
@@ -211,7 +201,7 @@ class ModelDrafter:
         if k > 1:  # slots of d_1..d_{k-1}: keep the first n[b]
             drop = k - 1 - min(n_max, k - 1)
             if not one:  # rows keep different counts: each row's rejected slots are masked
-                self.mask[:, -(k - 1):] = (self._steps(k - 1)[None] < n[:, None]).long()
+                self.mask[:, -(k - 1):] = (steps(k - 1, self.device)[None] < n[:, None]).long()
                 self.pos = self.pos - (k - 1 - n.clamp(max=k - 1))
             elif drop:
                 self.pos = self.pos - drop

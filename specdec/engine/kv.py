@@ -8,8 +8,9 @@ The engine calls ``model(..., cache=DynamicCache)`` (transformers 5.24).  Older 
 ``forward`` signature once (`inspect.signature`) and, only when needed, wraps it in `KVCompat`,
 which renames the keyword; a model that already takes ``cache`` is returned as it is.
 
-`now` is the one clock of the project: ``time.perf_counter`` after a CUDA synchronize on a GPU,
-so a timing covers the kernels it launched, not just their launch.
+`steps` is the engine's arange, made once per length and device (a decoding step reuses a few small
+ones many times).  `now` is the one clock of the project: ``time.perf_counter`` after a CUDA
+synchronize on a GPU, so a timing covers the kernels it launched, not just their launch.
 
 Example: engine_model(model)(input_ids=ids, cache=c) calls model(input_ids=ids, past_key_values=c)
 on a transformers release whose forward has no `cache` parameter.
@@ -22,7 +23,7 @@ import time
 
 import torch
 
-__all__ = ["kv_keyword", "KVCompat", "engine_model", "new_cache", "context_length", "now"]
+__all__ = ["kv_keyword", "KVCompat", "engine_model", "new_cache", "context_length", "steps", "now"]
 
 
 def kv_keyword(model) -> str:
@@ -86,6 +87,20 @@ def context_length(model) -> int | None:
         if isinstance(v, int) and v > 0:
             return v
     return None
+
+
+_STEPS: dict = {}
+
+
+def steps(n: int, device, start: int = 0, column: bool = False) -> torch.Tensor:
+    """arange(start, start + n) on ``device`` (a column (n, 1) if ``column``), made once and shared:
+    never written to by its callers."""
+    key = (n, start, column, str(device))
+    if key not in _STEPS:
+        with torch.inference_mode(False):  # a normal tensor, usable in and out of inference mode
+            r = torch.arange(start, start + n, device=device)
+        _STEPS[key] = r[:, None] if column else r
+    return _STEPS[key]
 
 
 def now(device: torch.device | str | None = None) -> float:
