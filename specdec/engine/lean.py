@@ -65,6 +65,8 @@ class _Output:
 
 def _refusal(model) -> str | None:
     """Why `model` cannot run lean, or None."""
+    if not isinstance(model, torch.nn.Module):
+        return "not a torch.nn.Module"
     cfg = getattr(model, "config", None)
     if getattr(cfg, "model_type", None) != "gpt2" or not hasattr(model, "transformer") or not hasattr(model, "lm_head"):
         return f"the lean forward is GPT-2's (a GPT2LMHeadModel), got {type(model).__name__}"
@@ -85,14 +87,14 @@ class LeanGPT2(KVCompat):
     def __init__(self, model):
         if isinstance(model, KVCompat):
             raise ValueError(f"lean() takes the model itself, got a {type(model).__name__} wrapper")
-        if not isinstance(model, torch.nn.Module) or (why := _refusal(model)) is not None:
-            raise ValueError(f"lean() cannot run this model: "
-                             f"{why if isinstance(model, torch.nn.Module) else 'not a torch.nn.Module'}")
+        if (why := _refusal(model)) is not None:
+            raise ValueError(f"lean() cannot run this model: {why}")
         super().__init__(model)
         self.kv_name = "cache"
         cfg, t = model.config, model.transformer
         self.E, self.H = cfg.n_embd, cfg.n_head
         self.D, self.eps, self.approx = self.E // self.H, cfg.layer_norm_epsilon, _GELU[cfg.activation_function]
+        self.scale = 1.0 / math.sqrt(self.D)
         self.blocks = [(b.ln_1.weight, b.ln_1.bias, b.attn.c_attn.weight, b.attn.c_attn.bias, b.attn.c_proj.weight,
                         b.attn.c_proj.bias, b.ln_2.weight, b.ln_2.bias, b.mlp.c_fc.weight, b.mlp.c_fc.bias,
                         b.mlp.c_proj.weight, b.mlp.c_proj.bias) for b in t.h]
@@ -119,6 +121,10 @@ class LeanGPT2(KVCompat):
         ids, cache = kw["input_ids"], kw.get("cache")
         if ids.dim() != 2:
             raise ValueError(f"input_ids must be (batch, tokens), got shape {tuple(ids.shape)}")
+        keep = kw.get("logits_to_keep") or 0
+        if not isinstance(keep, int):
+            raise ValueError(f"the lean forward keeps the last logits_to_keep positions (an int), "
+                             f"got {type(keep).__name__}")
         B, s = ids.shape
         past = cache.get_seq_length() if cache is not None else 0
         pos = kw.get("position_ids")
@@ -132,15 +138,11 @@ class LeanGPT2(KVCompat):
             q, k, v = torch.addmm(ba, a.view(-1, E), wa).view(B, s, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
             if cache is not None:
                 k, v = cache.update(k, v, i)
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0 / math.sqrt(D))
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
             h = h + torch.addmm(bp, o.transpose(1, 2).reshape(-1, E), wp).view(B, s, E)
             a = F.layer_norm(h, (E,), w2, b2, self.eps)
             f = F.gelu(torch.addmm(bf, a.view(-1, E), wf), approximate=self.approx)
             h = h + torch.addmm(bq, f, wq).view(B, s, E)
-        keep = kw.get("logits_to_keep") or 0
-        if not isinstance(keep, int):
-            raise ValueError(f"the lean forward keeps the last logits_to_keep positions (an int), "
-                             f"got {type(keep).__name__}")
         h = h if keep <= 0 or keep >= s else h[:, -keep:]
         h = F.layer_norm(h, (E,), m.transformer.ln_f.weight, m.transformer.ln_f.bias, self.eps)
         return _Output(F.linear(h, m.lm_head.weight, getattr(m.lm_head, "bias", None)))
