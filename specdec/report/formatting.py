@@ -5,7 +5,10 @@ printed as "< 1e-300" rather than "0".  An exact rational (e.g. the 10/9 accepte
 example) is printed as a fraction, not as "1.111111".
 
 A table whose cells hold sentences reads better as a Markdown table (cells wrap) than as a DataFrame
-(pandas cuts long cells with "..."): `markdown_table`.
+(pandas cuts long cells with "..."): `markdown_table`.  Every table a chapter shows goes through
+`show` (`table_text` is its pure core): chosen columns under human headers (the shared `GLOSSARY`,
+or the chapter's own), no index, no raw snake_case header, and a table too wide or too long to read
+replaced by a link to its CSV instead of being cut.
 
 Example: p_value_text(0.0) -> "< 1e-300";  p_value_text(0.0123) -> "0.012";  p_value_text(3e-12) -> "3e-12"
          fraction_text(10 / 9) -> "10/9";  fraction_text(2.0) -> "2"
@@ -16,7 +19,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-__all__ = ["p_value_text", "fraction_text", "with_p_values", "markdown_table", "config_text", "temperature_text"]
+__all__ = ["p_value_text", "fraction_text", "with_p_values", "markdown_table", "config_text", "temperature_text",
+           "GLOSSARY", "MAX_COLUMNS", "MAX_ROWS", "header", "table_text", "show"]
 
 FLOOR = 1e-300  # below this a double p-value has lost all meaning (the smallest normal is 2.2e-308)
 
@@ -83,3 +87,121 @@ def markdown_table(df, digits: int = 3) -> str:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines)
+
+
+# -- tables a reader can read ----------------------------------------------------------------------
+MAX_COLUMNS = 7   # wider than this a table no longer fits a page's text column
+MAX_ROWS = 40     # longer than this a reader wants the CSV, not a scroll
+
+# The headers every chapter shares: one name for one quantity on every page.
+GLOSSARY = {
+    "k": "$k$", "c": "$c$", "alpha": r"$\alpha$", "beta": r"$\beta$", "n": "$n$", "p": "$p$", "q": "$q$",
+    "alpha_mle": r"$\alpha$ (fitted)", "alpha_lo": r"$\alpha$ low", "alpha_hi": r"$\alpha$ high",
+    "beta_mean": r"mean $\beta$", "beta_real_text": r"$\beta$ on real text", "mean_beta": r"mean $\beta$",
+    "temperature": "temperature", "top_p": "top-$p$", "batch": "batch", "output_len": "tokens per request",
+    "draft": "draft", "target": "target", "model": "model", "config": "configuration", "method": "method",
+    "algorithm": "algorithm", "family": "family", "policy": "policy", "rule": "rule", "path": "path",
+    "case": "case", "variant": "variant", "bug": "bug", "pair": "pair", "prompt": "prompt", "prompts": "prompts",
+    "position": "position", "positions": "positions", "context": "context", "dtype": "dtype", "mode": "mode",
+    "steps": "steps", "tokens": "tokens", "samples": "samples", "runs": "runs", "reruns": "re-runs",
+    "pairs": "pairs", "rate": "requests/s", "requests": "requests", "verdict": "verdict", "words": "verdict",
+    "verdict_sim": "verdict (simultaneous)", "words_sim": "verdict (simultaneous)",
+    "speedup": "speedup", "speedup_median": "speedup (median)", "speedup_lo": "speedup low",
+    "speedup_hi": "speedup high", "speedup_lo_sim": "speedup low (simultaneous)",
+    "speedup_hi_sim": "speedup high (simultaneous)", "half_width": "interval half-width",
+    "lo": "low", "hi": "high", "lo_sim": "low (simultaneous)", "hi_sim": "high (simultaneous)",
+    "median": "median", "ratio": "ratio", "gain": "gain",
+    "tokens_per_step": "tokens per step", "tokens_per_s": "tokens/s", "mean_accepted": "mean accepted drafts",
+    "expected_tokens": "expected tokens per step", "expected_accepted": "expected accepted drafts",
+    "predicted": "predicted", "rule_predicted": "predicted by the rule", "chosen": "chosen",
+    "k_best": "best $k$", "k_chosen": "chosen $k$", "k_max": "largest $k$", "k_mean": "mean $k$",
+    "wall_s": "wall time (s)", "median_s": "median (s)", "ttft_ms": "first token (ms)",
+    "lat_p95_ms": "latency p95 (ms)", "cpu_share": "CPU share", "load_1m": "load (1 min)",
+    "p_value": "p-value", "chi2": "$X^2$", "df": "degrees of freedom", "tv": "TV", "kl": "KL",
+    "tv_low": "TV low", "tv_high": "TV high", "exact_tv": "exact TV", "max_abs_error": "largest error",
+    "detect_N": "samples to detect", "lossless": "lossless", "identical": "identical",
+    "nll": "NLL", "nll_diff": "NLL difference", "distinct_2": "distinct 2-grams", "params": "parameters",
+    "val_ppl": "validation perplexity", "test_ppl": "test perplexity", "tokens_seen": "training tokens",
+    "architecture": "architecture", "status": "status", "chapter": "chapter", "commit": "commit", "date": "date",
+}
+
+
+def header(name, columns: dict | None = None) -> str:
+    """The header a column ``name`` shows: ``columns[name]`` if given, else `GLOSSARY`'s, else a
+    single lowercase word as itself.  A snake_case name with no header is an error: a raw column
+    name is no header for a reader.  Example: header("tokens_per_step") -> "tokens per step";
+    header("draft") -> "draft"; header("x_y") -> ValueError."""
+    if columns and columns.get(name) is not None:
+        return str(columns[name])
+    if name in GLOSSARY:
+        return GLOSSARY[name]
+    if "_" in str(name):
+        raise ValueError(f"column {name!r} has no human header: pass columns={{{name!r}: '...'}} "
+                         "or add it to formatting.GLOSSARY")
+    return str(name)
+
+
+def _csv_link(csv, rows: int, cols: int, shown: bool) -> str:
+    from pathlib import Path
+
+    from specdec.report.paths import ROOT
+
+    path = Path(csv)
+    if path.is_absolute():
+        try:
+            path = path.relative_to(ROOT)
+        except ValueError:
+            raise ValueError(f"csv {csv} is outside the repository: a page links the committed table "
+                             "(data/results/<chapter>/<table>.csv)") from None
+    size = f"{rows} row{'' if rows == 1 else 's'}, {cols} column{'' if cols == 1 else 's'}"
+    lead = "Every column" if shown else f"The full table ({size}) is too large to read here"
+    return f"{lead}: {{download}}`{path.name} <../{path.as_posix()}>`."
+
+
+def table_text(frame, columns=None, *, csv=None, digits: int = 3, formats: dict | None = None,
+               p_values=("p_value",), max_columns: int = MAX_COLUMNS, max_rows: int = MAX_ROWS) -> str:
+    """The MyST Markdown of a table a reader can read, from DataFrame ``frame`` (not changed).
+
+    - ``columns``: which columns, in order: a list (headers from `GLOSSARY`) or a dict raw -> header
+      (None: the glossary's); by default every column.  A named index (e.g. a groupby's) becomes
+      columns first; an unnamed one is dropped, never shown.
+    - numbers to ``digits`` significant digits (`markdown_table`), p-values as text (`p_value_text`),
+      ``formats``: raw column -> format string or callable for columns that need their own.
+    - ``csv``: the committed table's path from the repository root (or absolute inside it): linked
+      under the table; if the selection is wider than ``max_columns`` or longer than ``max_rows``
+      only the link is shown (a reader gets the whole table, not a cut one).  Without ``csv`` such
+      a table is an error.
+
+    Example: table_text(pd.DataFrame({"k": [1, 2], "speedup": [1.23456, 0.9]}))
+             -> "| $k$ | speedup |\n|---|---|\n| 1 | 1.23 |\n| 2 | 0.9 |"
+    """
+    df = frame.reset_index() if any(n is not None for n in frame.index.names) else frame
+    if columns is None:
+        names, given = list(df.columns), {}
+    elif isinstance(columns, dict):
+        names, given = list(columns), dict(columns)
+    else:
+        names, given = list(columns), {}
+    missing = [c for c in names if c not in df.columns]
+    if missing:
+        raise ValueError(f"no column {missing} in the table (it has {list(df.columns)})")
+    heads = [header(c, given) for c in names]
+    rows, cols = len(df), len(names)
+    if cols > max_columns or rows > max_rows:
+        if csv is None:
+            raise ValueError(f"a table of {rows} rows x {cols} columns is too large to read (at most {max_rows} x "
+                             f"{max_columns}): choose columns or rows, or pass csv= to link the full table")
+        return _csv_link(csv, len(frame), len(frame.columns), shown=False)
+    out = with_p_values(df[names], [c for c in p_values if c in names])
+    for col, fmt in (formats or {}).items():
+        out[col] = [("" if v is None or v != v else fmt(v) if callable(fmt) else fmt.format(v)) for v in out[col]]
+    out.columns = heads
+    text = markdown_table(out, digits)
+    return text if csv is None else text + "\n\n" + _csv_link(csv, len(frame), len(frame.columns), shown=True)
+
+
+def show(frame, columns=None, **options):
+    """`table_text` as Markdown for a notebook cell to display (the same arguments)."""
+    from IPython.display import Markdown
+
+    return Markdown(table_text(frame, columns, **options))

@@ -40,3 +40,52 @@ def test_markdown_table_keeps_long_cells_and_blanks_missing_values():
     df = pd.DataFrame({"a": [1.0, float("nan"), 0.123456], "b": ["x|y", long, None]})
     assert markdown_table(df).splitlines() == ["| a | b |", "|---|---|", "| 1 | x\\|y |", f"|  | {long} |",
                                                "| 0.123 |  |"]
+
+
+def test_show_selects_renames_and_rounds_without_the_index():
+    from specdec.report.formatting import table_text
+
+    df = pd.DataFrame({"k": [1, 2], "speedup": [1.23456, 0.9], "tokens_per_step": [1.5, 2.25], "noise": [0, 0]},
+                      index=[10, 11])
+    assert table_text(df, ["k", "tokens_per_step"]).splitlines() == [
+        "| $k$ | tokens per step |", "|---|---|", "| 1 | 1.5 |", "| 2 | 2.25 |"]
+    text = table_text(df, {"speedup": "Speedup over plain", "k": None}, digits=2)
+    assert text.splitlines()[0] == "| Speedup over plain | $k$ |" and "| 1.2 | 1 |" in text
+    assert "10" not in text  # the unnamed index is dropped
+
+
+def test_show_keeps_a_named_index_and_formats_p_values_and_own_columns():
+    from specdec.report.formatting import table_text
+
+    df = pd.DataFrame({"draft": ["a", "b"], "p_value": [0.0, 0.5], "tv": [1e-5, 0.25]}).set_index("draft")
+    lines = table_text(df, formats={"tv": "{:.1e}"}).splitlines()
+    assert lines[0] == "| draft | p-value | TV |" and lines[2] == "| a | < 1e-300 | 1.0e-05 |"
+
+
+def test_show_refuses_a_raw_snake_case_header_and_a_missing_column():
+    from specdec.report.formatting import table_text
+
+    df = pd.DataFrame({"made_up_thing": [1]})
+    with pytest.raises(ValueError, match="made_up_thing.*no human header"):
+        table_text(df)
+    assert table_text(df, {"made_up_thing": "made-up thing"}).startswith("| made-up thing |")
+    with pytest.raises(ValueError, match="no column"):
+        table_text(df, ["absent"])
+
+
+def test_a_table_too_large_to_read_becomes_a_link_to_its_csv_never_a_cut_table():
+    from specdec.report.formatting import MAX_COLUMNS, table_text
+    from specdec.report.paths import ROOT
+
+    wide = pd.DataFrame({f"c{i}": [1.0] * 3 for i in range(MAX_COLUMNS + 1)})
+    with pytest.raises(ValueError, match="too large to read"):
+        table_text(wide)
+    text = table_text(wide, csv="data/results/06_measured_decoding/surface.csv")
+    assert text == ("The full table (3 rows, 8 columns) is too large to read here: "
+                    "{download}`surface.csv <../data/results/06_measured_decoding/surface.csv>`.")
+    long = pd.DataFrame({"k": range(100)})
+    assert "100 rows, 1 column)" in table_text(long, csv=ROOT / "data/results/x/long.csv")
+    shown = table_text(wide, ["c0", "c1"], csv="data/results/x/wide.csv")  # a selection that fits, and the link
+    assert shown.startswith("| c0 | c1 |") and shown.endswith("Every column: {download}`wide.csv <../data/results/x/wide.csv>`.")
+    with pytest.raises(ValueError, match="outside the repository"):
+        table_text(long, csv="/elsewhere/long.csv")
