@@ -9,8 +9,9 @@ Per (temperature, output length L, batch B, configuration), over prompt groups x
                     simultaneous (Bonferroni) interval over every speculative configuration
     steady_speedup  the same ratio after each run's first step (the prompt's forward): what the cost
                     model predicts (`specdec.measure.prediction`)
-    tokens_per_step mean tokens per verification step after the first, all rows together (at batch
-                    1: Spec-Bench's "mean accepted tokens", bonus included)
+    tokens_per_step mean tokens one row emits per verification step after the first (the batch's
+                    tokens over the steps, divided by B; at most k + 1; Spec-Bench's "mean accepted
+                    tokens", bonus included)
     sb_mean, sb_sd  Spec-Bench's convention: per repeat the mean speedup over prompt groups, then
                     the mean and standard deviation over repeats
     alpha_mle, k_chosen, ttft_ms, latency percentiles, peak memory, the load record (lowest CPU
@@ -27,7 +28,7 @@ from specdec.measure.protocol import LEVEL, comparison, paired_interval, paired_
 from specdec.report.results import records
 
 __all__ = ["CELL", "PAIR", "SUMMARY_INTERVALS", "PREDICTION_INTERVALS", "paired", "summary_table",
-           "prediction_summary", "draft_summary", "dynamic_vs_fixed", "hf_summary", "time_breakdown", "groups"]
+           "prediction_summary", "draft_summary", "dynamic_vs_fixed", "hf_summary", "time_breakdown", "groups", "per_row_tokens_per_step"]
 
 CELL = ("temperature", "output_len", "batch")
 SUMMARY_INTERVALS = [["speedup", "speedup_lo", "speedup_hi"], ["speedup", "speedup_lo_sim", "speedup_hi_sim"],
@@ -38,6 +39,14 @@ PAIR = CELL + ("group", "repeat")
 BREAKDOWN_PARTS = (("t_draft_forward", "draft forwards"), ("t_draft_other", "draft bookkeeping"),
                    ("t_target", "target forward"), ("t_accept", "process + verify"), ("t_rollback", "rollback"),
                    ("t_other", "other"))
+
+
+def per_row_tokens_per_step(run: dict) -> float:
+    """Tokens one row emits per verification step after the first: the run's tokens after its first
+    step over its later steps, divided by the batch size (one definition at every B, at most k + 1).
+
+    Example: batch 8, 8 x 40 tokens after the first step, 20 later steps -> 2.0."""
+    return (run["tokens"] - run["first_step_tokens"]) / max(run["steps"] - 1, 1) / int(run["batch"])
 
 
 def groups(rows, keys) -> dict:
@@ -81,7 +90,7 @@ def summary_table(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
         med = lambda col: float(np.nanmedian([float(r[col]) for r in rr]))  # noqa: E731
         st = paired_interval([r["steady_speedup"] / r["tokens_per_s"] for r in rr], [1 / r["tokens_per_s"] for r in rr],
                              level=level, seed=seed)
-        steps = [(r["tokens"] - r["first_step_tokens"]) / max(r["steps"] - 1, 1) for r in rr]
+        steps = [per_row_tokens_per_step(r) for r in rr]
         s = stats[key]
         out.append({**dict(zip(CELL + ("config",), key)), "k": rr[0]["k"], "runs": len(rr),
                     "speedup": s["speedup_median"], "speedup_lo": s["speedup_lo"], "speedup_hi": s["speedup_hi"],
@@ -151,7 +160,7 @@ def draft_summary(draft_rows, rule_rows, *, level: float = LEVEL, seed: int = 0)
     for (name,), rr in by_draft.items():
         c = comparison([r["base_s_per_token"] for r in rr], [r["wall_s"] / r["tokens"] for r in rr], level=level,
                        family_size=len(by_draft), seed=seed)
-        steps = [(r["tokens"] - r["first_step_tokens"]) / max(r["steps"] - 1, 1) for r in rr]
+        steps = [per_row_tokens_per_step(r) for r in rr]
         ru = rule.get(name, {})
         out.append({"draft": name, "k": rr[0]["k"], "runs": len(rr), "speedup": c["median"], "speedup_lo": c["lo"],
                     "speedup_hi": c["hi"], "verdict": c["verdict"], "speedup_lo_sim": c["lo_sim"],

@@ -174,7 +174,7 @@ def paired_predictions(runs, T, draft: str, *, keys: tuple, context_of, baseline
                     "target_inloop_over_isolated": r["t_target_steady"] / (s * iso),
                     "base_target_inloop_over_isolated": s, "context_ratio": ctx / ctx_b,
                     "overhead_share": 1 - (r["t_target_steady"] + r["t_draft_forward_steady"]) / r["t_step_steady"],
-                    "tokens_per_step": steady(r) / max(int(r["steps"]) - 1, 1)})
+                    "tokens_per_step": steady(r) / max(int(r["steps"]) - 1, 1) / int(r["batch"])})  # per row
     return out
 
 

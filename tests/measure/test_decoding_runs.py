@@ -324,3 +324,11 @@ def test_presentation_helpers_hand_worked():
     s = pd.DataFrame([{c: 1 for c in dv.SHOWN} | {"config": "baseline", "verdict": "x"},
                       {c: 1 for c in dv.SHOWN} | {"config": "k=1", "verdict": "faster"}])
     assert list(dv.shown(s)["verdict"]) == ["(the baseline)", "faster"] and list(dv.shown(s)) == dv.SHOWN
+
+
+def test_tokens_per_step_is_per_row_at_every_batch():
+    """One definition at every batch size: a batch of 8 emitting 8 x 40 tokens after its first step
+    over 20 later steps gives 2.0 tokens per step (per row, at most k + 1), not the batch's 16."""
+    run = dict(tokens=8 * 40 + 8, first_step_tokens=8, steps=21, batch=8)
+    assert ds.per_row_tokens_per_step(run) == 2.0
+    assert ds.per_row_tokens_per_step({**run, "batch": 1}) == 16.0
