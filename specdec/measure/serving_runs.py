@@ -12,10 +12,12 @@ to serving):
      tokens/s / plain decoding's.  Both go through the protocol's own code (`paired_speedups`,
      `summarize`): the median over rounds with a 95% bootstrap interval, its half-width, the
      words of `verdict`, and a simultaneous interval over every (policy, rate) comparison.
-  3. Break-even load (`break_even`): the arrival rate at which the median latency speedup falls to 1,
-     interpolated linearly in log rate between the last rate above 1 and the next; its interval:
-     percentiles of the same crossing over bootstrap resamples of the rounds (each rate resampled
-     on its own).  Resamples without a crossing in the tested range are counted and reported.
+  3. Break-even load (`break_even`): the arrival rate at which the median latency speedup crosses 1,
+     from the side it is on at the lightest rate - falling (speculation stops paying as load grows)
+     or rising (it starts paying) - interpolated linearly in log rate between the two tested rates
+     around the crossing; its interval: percentiles of the same crossing over bootstrap resamples of
+     the rounds (each rate resampled on its own) that start on the same side.  Resamples without a
+     crossing in the tested range, and those starting on the other side, are counted and reported.
   4. Per run (`summary`): the serving metrics of `specdec.measure.serving.run_metrics`, tokens per
      row-step, the mean running batch, acceptance per draft position (vLLM's "acceptance rate per
      position": row-steps that kept draft i / row-steps that drafted i), and the peak bytes of the
@@ -154,34 +156,44 @@ def speedups(rows: list[dict], *, level: float = LEVEL, seed: int = 0) -> list[d
     return sorted(out, key=lambda r: (order.index(r["policy"]), r["rate"]))
 
 
-def _crossing(rates, med) -> float:
-    """The first rate where med (ordered by rate) falls from above 1 to at most 1, log-interpolated;
-    -inf if it starts at or below 1, +inf if it never falls to 1."""
-    if med[0] <= 1:
-        return -math.inf
+def _crossing(rates, med) -> tuple[float, str]:
+    """(rate, direction): the first rate where med (ordered by rate) crosses 1 from the side it starts
+    on at the lightest rate, log-interpolated.  Direction "falls" when it starts above 1 (the policy
+    stops paying as load grows; reaching exactly 1 counts as falling), "rises" when it starts at or
+    below 1 (the policy starts paying); rate +inf when it never crosses in the tested range.
+
+    Example: _crossing([1, 4], [1.2, 0.8]) -> (2.0, "falls"); _crossing([1, 4], [0.8, 1.2]) -> (2.0, "rises")."""
+    above = med[0] > 1
+    direction = "falls" if above else "rises"
     for i in range(1, len(rates)):
-        if med[i] <= 1:
+        if (med[i] <= 1) if above else (med[i] > 1):
             x0, x1, y0, y1 = math.log(rates[i - 1]), math.log(rates[i]), med[i - 1], med[i]
-            return math.exp(x0 + (y0 - 1) / (y0 - y1) * (x1 - x0))
-    return math.inf
+            return math.exp(x0 + (y0 - 1) / (y0 - y1) * (x1 - x0)), direction
+    return math.inf, direction
 
 
 def break_even(rows: list[dict], policy: str, *, level: float = LEVEL, seed: int = 0, n_resamples: int = 2000) -> dict:
-    """The arrival rate (and running batch) at which `policy` stops paying, with its interval (point 3)."""
+    """The arrival rate at which `policy`'s median latency speedup crosses 1, in either direction
+    (`_crossing`), with the running batch there and an interval (point 3).  The interval is over the
+    resamples that start on the same side as the estimate (+inf: no crossing in the range); the
+    share that starts on the other side (``share_opposite``) and the share with no crossing
+    (``share_no_crossing``) are reported beside it."""
     rates = sorted({r["rate"] for r in rows})
     ratios = [np.divide(*_pairs(rows, policy, x, "e2e_mean_s")) for x in rates]
-    est = _crossing(rates, [float(np.median(r)) for r in ratios])
+    est, direction = _crossing(rates, [float(np.median(r)) for r in ratios])
     rng = np.random.default_rng(seed)
-    boot = np.array([_crossing(rates, [float(np.median(rng.choice(r, r.size))) for r in ratios])
-                     for _ in range(n_resamples)])
-    a, srt = (1 - level) / 2, np.sort(boot)  # order statistics: an end may be -inf / +inf (outside the range)
-    lo, hi = srt[int(math.floor(a * n_resamples))], srt[int(math.ceil((1 - a) * n_resamples)) - 1]
+    boot = [_crossing(rates, [float(np.median(rng.choice(r, r.size))) for r in ratios]) for _ in range(n_resamples)]
+    same = np.sort([x for x, d in boot if d == direction])
+    a = (1 - level) / 2  # order statistics: an end may be +inf (no crossing in the range)
+    lo, hi = (same[int(math.floor(a * same.size))], same[int(math.ceil((1 - a) * same.size)) - 1]) if same.size \
+        else (math.nan, math.nan)
     run = [(r["rate"], r["mean_running"]) for r in rows if r["policy"] == NONE]  # every round, ties included
     running_at = float(np.interp(math.log(est), [math.log(x) for x in rates],
                                  [np.median([m for x2, m in run if x2 == x]) for x in rates])) \
         if math.isfinite(est) else math.nan
-    return {"policy": policy, "break_even_rate": est, "lo": float(lo), "hi": float(hi),
-            "share_never": float(np.mean(boot == math.inf)), "share_always_below": float(np.mean(boot == -math.inf)),
+    return {"policy": policy, "break_even_rate": est, "direction": direction, "lo": float(lo), "hi": float(hi),
+            "share_no_crossing": float(np.mean([x == math.inf for x, _ in boot])),
+            "share_opposite": float(np.mean([d != direction for _, d in boot])),
             "running_at_break_even": running_at, "resamples": n_resamples}
 
 

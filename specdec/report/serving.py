@@ -1,6 +1,7 @@
 """Chapter 09's tables and words, from its measured rows (`specdec.measure.serving_runs`): the
 policies' written rules, latency and throughput per (policy, rate), acceptance per draft position,
-memory, the break-even load, the checks, and the idealized model's prediction beside the measured.
+memory, the break-even load in either direction, the checks, and the extended cost model's prediction
+beside the measured.
 
 Example: latency_table(runs) -> one row per (policy, rate): medians over rounds of each metric.
 """
@@ -12,7 +13,8 @@ import math
 import numpy as np
 import pandas as pd
 
-__all__ = ["tidy_runs", "rules_table", "latency_table", "position_table", "memory_table", "rate_text", "headline",
+__all__ = ["tidy_runs", "rules_table", "latency_table", "position_table", "memory_table", "rate_text",
+           "break_even_text", "trend_text", "headline",
            "check_words", "memory_words", "role"]
 
 MIB = 2.0 ** 20
@@ -77,12 +79,46 @@ def memory_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def rate_text(x: float, rates) -> str:
-    """A break-even rate in words; an infinite one says which end of the tested range it lies beyond."""
+    """A break-even rate in words; an infinite one says it lies beyond the tested range."""
     if x == math.inf:
-        return f"above the tested range (> {max(rates):g} requests/s)"
-    if x == -math.inf:
-        return f"below the tested range (< {min(rates):g} requests/s)"
+        return f"beyond the tested range (> {max(rates):g} requests/s)"
+    if x != x:
+        return "undefined (no resample starts on that side)"
     return f"{x:.3g} requests/s"
+
+
+def break_even_text(r, rates) -> str:
+    """One policy's break-even (`specdec.measure.serving_runs.break_even`) in words that follow its
+    direction: where the median latency speedup falls through 1 (stops paying) or rises through it
+    (starts paying), or that it stays on one side over the tested range.
+
+    Example: falls at 6.6 -> "stops paying at 6.63 requests/s ..."; rises, none -> "below 1 at every tested rate"."""
+    side = "above" if r.direction == "falls" else "at or below"
+    if r.break_even_rate == math.inf:
+        head = f"{side} 1 at every tested rate (no crossing from {min(rates):g} to {max(rates):g} requests/s)"
+    else:
+        verb = "stops paying (its median falls through 1)" if r.direction == "falls" else \
+            "starts paying (its median rises through 1)"
+        run = "" if math.isnan(r.running_at_break_even) else \
+            f", where plain decoding runs {r.running_at_break_even:.2f} requests at a time (mean over steps)"
+        head = (f"{verb} at {rate_text(r.break_even_rate, rates)}{run}; 95% interval {rate_text(r.lo, rates)} to "
+                f"{rate_text(r.hi, rates)}")
+    return (f"{r.policy}: {head} ({100 * r.share_no_crossing:.0f}% of resamples never cross, "
+            f"{100 * r.share_opposite:.0f}% start on the other side of 1)")
+
+
+def trend_text(speed: pd.DataFrame) -> str:
+    """How each policy's latency speedup moves from the lightest to the heaviest tested rate, in words
+    its intervals allow: "gains with load" / "loses with load" only when the two intervals are
+    disjoint, else "no trend detected".  For the figure's title and the prose."""
+    lo, hi = speed["rate"].min(), speed["rate"].max()
+    parts = []
+    for pol, g in speed.groupby("policy", sort=False):
+        a, b = g[g["rate"] == lo].iloc[0], g[g["rate"] == hi].iloc[0]
+        word = "gains with load" if b["latency_lo"] > a["latency_hi"] else \
+            "loses with load" if b["latency_hi"] < a["latency_lo"] else "no trend detected"
+        parts.append(f"{pol} {word}")
+    return "; ".join(parts)
 
 
 def role(policy: str) -> str:
@@ -120,8 +156,8 @@ def headline(speed: pd.DataFrame, be: pd.DataFrame, lat: pd.DataFrame, baseline:
         f = fixed.iloc[0]
         rel = "above" if f["predicted_batch1"] > f["latency_hi"] else "below" if f["predicted_batch1"] < f["latency_lo"] \
             else "inside"
-        out["prediction_words"] = (f"the idealized model predicts {f['predicted_batch1']:.3f} for {f['policy']} at the "
-                                   f"lightest rate, {rel} the measured interval [{f['latency_lo']:.3f}, "
+        out["prediction_words"] = (f"the extended cost model predicts {f['predicted_batch1']:.3f} for {f['policy']} "
+                                   f"at the lightest rate, {rel} the measured interval [{f['latency_lo']:.3f}, "
                                    f"{f['latency_hi']:.3f}]")
     t_base = 1000 * base.loc[lo_rate, "ttft_p95_s"]
     spec = lat[(lat["rate"] == lo_rate) & (lat["policy"] != baseline)]
@@ -135,12 +171,8 @@ def headline(speed: pd.DataFrame, be: pd.DataFrame, lat: pd.DataFrame, baseline:
     if len(la):
         out.update(la_draft_share=float(la["draft_share"].iloc[0]), la_k_heavy=float(la["k_mean"].iloc[0]))
     for r in be.itertuples():
-        run = "" if math.isnan(r.running_at_break_even) else \
-            f", where plain decoding runs {r.running_at_break_even:.2f} requests at a time (mean over steps)"
-        out[f"be_{role(r.policy)}"] = (
-            f"{r.policy}: {rate_text(r.break_even_rate, rates)}{run}; 95% interval {rate_text(r.lo, rates)} to "
-            f"{rate_text(r.hi, rates)} ({100 * r.share_never:.0f}% of resamples never fall to 1, "
-            f"{100 * r.share_always_below:.0f}% are at or below 1 from the lowest rate on)")
+        out[f"be_{role(r.policy)}"] = break_even_text(r, rates)
+    out["trend_words"] = trend_text(speed)
     return out
 
 

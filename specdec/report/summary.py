@@ -29,7 +29,7 @@ from specdec.report.formatting import temperature_text
 from specdec.report.paths import CHAPTERS, RESULTS_DIR, RERUNS_DIR
 from specdec.report.results import read_table, records
 from specdec.report.robustness import multiplicity_words, rerun_values
-from specdec.report.serving import rate_text
+from specdec.report.serving import break_even_text
 
 __all__ = ["exactness", "acceptance_by_draft", "speed", "fastest_plain", "fastest_plain_values", "guide_rows",
            "comparison_rows", "scope"]
@@ -192,14 +192,13 @@ def _serving_row(root: Path) -> dict:
     sp, be = _t(root, "serve", "speedup"), _t(root, "serve", "break_even").set_index("policy")
     lo, hi = sp["rate"].min(), sp["rate"].max()
     rates = sorted(sp["rate"].unique())
-    fmt = lambda x: rate_text(x, rates)  # noqa: E731
     parts = []
     for pol, g in sp.groupby("policy", sort=False):
         a, b = g[g["rate"] == lo].iloc[0], g[g["rate"] == hi].iloc[0]
-        e = be.loc[pol]
-        parts.append(f"{pol}: {a['latency_speedup']:.2f} [{a['latency_lo']:.2f}, {a['latency_hi']:.2f}] at {lo:g} "
-                     f"requests/s, {b['latency_speedup']:.2f} [{b['latency_lo']:.2f}, {b['latency_hi']:.2f}] at {hi:g}, "
-                     f"break-even {fmt(e['break_even_rate'])} [{fmt(e['lo'])}, {fmt(e['hi'])}]")
+        e = next(be.loc[[pol]].reset_index().itertuples())
+        parts.append(break_even_text(e, rates) + f"; {a['latency_speedup']:.2f} [{a['latency_lo']:.2f}, "
+                     f"{a['latency_hi']:.2f}] at {lo:g} requests/s, {b['latency_speedup']:.2f} [{b['latency_lo']:.2f}, "
+                     f"{b['latency_hi']:.2f}] at {hi:g}")
     return {"question": "Will it pay on a busy server?",
             "rule": "Speculation spends spare compute to cut latency, and a growing running batch uses that compute; "
                     "where it runs out depends on the hardware's cost curve, so measure the break-even load before "
@@ -245,7 +244,7 @@ def comparison_rows(published, root: Path = RESULTS_DIR) -> list[dict]:
                      "target": f"embedded GPT-2 ({target_params / 1e6:.1f}M)", "hardware": f"CPU, {prm['THREADS']} thread",
                      "task": "held-out Shakespeare prompts", "temperature": float(best["temperature"]), "k": int(best["k"]),
                      "acceptance": float(best["alpha_mle"]),
-                     "mean_accepted_tokens": float(best["tokens_per_step"]) / int(best["batch"]),  # per row
+                     "mean_accepted_tokens": float(best["tokens_per_step"]),  # per row, as chapter 06 defines it
                      "speedup": f"{best['speedup']:.2f} ({best['speedup_lo']:.2f}-{best['speedup_hi']:.2f}), "
                                 f"batch {best['batch']}, {best['output_len']} tokens"})
     rows.append({"whose": "this report (chapter 06)", "method": "controlled acceptance (instrumentation, not decoding)",

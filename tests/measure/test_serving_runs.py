@@ -50,15 +50,17 @@ def _rows(policy_ratio: dict, running=None, rates=(1.0, 2.0, 4.0, 8.0)):
 # --- the crossing and the break-even load ------------------------------------------------------
 
 
-def test_crossing_is_log_linear_and_names_the_ends():
-    assert _crossing([1.0, 4.0], [1.2, 0.8]) == pytest.approx(2.0)  # exp(log 1 + 0.5 (log 4 - log 1))
-    assert _crossing([1.0, 4.0], [1.2, 1.0]) == pytest.approx(4.0)  # reaching exactly 1 counts as falling
+def test_crossing_is_log_linear_and_names_its_direction():
+    assert _crossing([1.0, 4.0], [1.2, 0.8]) == pytest.approx((2.0, "falls"))  # exp(log 1 + 0.5 (log 4 - log 1))
+    assert _crossing([1.0, 4.0], [1.2, 1.0]) == pytest.approx((4.0, "falls"))  # reaching exactly 1 counts as falling
     # the first fall wins, even if the medians rise again: between 1 and 2, fraction 0.5 / 0.6 -> 2^(5/6)
-    assert _crossing([1.0, 2.0, 4.0, 8.0], [1.5, 0.9, 1.2, 0.8]) == pytest.approx(1.7817974362806785)
+    assert _crossing([1.0, 2.0, 4.0, 8.0], [1.5, 0.9, 1.2, 0.8]) == pytest.approx((1.7817974362806785, "falls"))
     # interpolation in log rate, not in rate: 10 -> 1000 halfway in log is 100 (linear would be 505)
-    assert _crossing([10.0, 1000.0], [1.5, 0.5]) == pytest.approx(100.0)
-    assert _crossing([1.0, 4.0], [1.0, 0.8]) == -math.inf and _crossing([1.0, 4.0], [0.7, 1.3]) == -math.inf
-    assert _crossing([1.0, 4.0, 16.0], [1.3, 1.1, 1.01]) == math.inf
+    assert _crossing([10.0, 1000.0], [1.5, 0.5]) == pytest.approx((100.0, "falls"))
+    # a policy that starts at or below 1 and gains with load crosses upward
+    assert _crossing([1.0, 4.0], [0.8, 1.2]) == pytest.approx((2.0, "rises"))
+    assert _crossing([1.0, 4.0], [1.0, 0.8]) == (math.inf, "rises")  # at 1 from the start, never above
+    assert _crossing([1.0, 4.0, 16.0], [1.3, 1.1, 1.01]) == (math.inf, "falls")
 
 
 def test_break_even_falls_between_the_rates_where_the_policy_stops_paying():
@@ -71,7 +73,8 @@ def test_break_even_falls_between_the_rates_where_the_policy_stops_paying():
     want = 2.0 * 2.0 ** 0.6
     assert be["break_even_rate"] == pytest.approx(want)
     assert 2.0 <= be["lo"] <= be["break_even_rate"] <= be["hi"] <= 4.0 and be["lo"] < be["hi"]
-    assert be["share_never"] == 0.0 and be["share_always_below"] == 0.0 and be["resamples"] == 500
+    assert be["direction"] == "falls" and be["share_no_crossing"] == 0.0 and be["share_opposite"] == 0.0
+    assert be["resamples"] == 500
     # plain decoding's median running batch: 1.5 at rate 2, 3.0 at rate 4, 0.6 of the way -> 2.4
     assert be["running_at_break_even"] == pytest.approx(2.4)
 
@@ -80,13 +83,24 @@ def test_break_even_of_a_policy_that_always_pays_or_never_pays():
     rows = _rows({"pays": {r: 1.4 for r in (1.0, 2.0, 4.0, 8.0)}, "costs": {r: 0.7 for r in (1.0, 2.0, 4.0, 8.0)}})
     pays = break_even(rows, "pays", n_resamples=300)
     assert pays["break_even_rate"] == math.inf and pays["lo"] == pays["hi"] == math.inf
-    assert pays["share_never"] == 1.0 and pays["share_always_below"] == 0.0
+    assert pays["direction"] == "falls" and pays["share_no_crossing"] == 1.0 and pays["share_opposite"] == 0.0
     assert math.isnan(pays["running_at_break_even"])
     costs = break_even(rows, "costs", n_resamples=300)  # negative control: the roles swapped
-    assert costs["break_even_rate"] == -math.inf and costs["lo"] == costs["hi"] == -math.inf
-    assert costs["share_always_below"] == 1.0 and costs["share_never"] == 0.0
+    assert costs["break_even_rate"] == math.inf and costs["direction"] == "rises"
+    assert costs["share_no_crossing"] == 1.0 and costs["share_opposite"] == 0.0
     both = break_even_rows(rows)  # every speculative policy, in order of first appearance
-    assert [(b["policy"], b["break_even_rate"]) for b in both] == [("pays", math.inf), ("costs", -math.inf)]
+    assert [(b["policy"], b["direction"]) for b in both] == [("pays", "falls"), ("costs", "rises")]
+
+
+def test_break_even_of_a_policy_that_gains_with_load():
+    """Below 1 at light load, above it at heavy load (as fixed k did in chapter 09 on this CPU): the
+    break-even is where it starts paying, with the same log interpolation: medians 0.8 at rate 2 and
+    1.3 at rate 4 cross 1 at 0.2 / 0.5 = 0.4 of the way."""
+    ratio = {1.0: 0.7, 2.0: 0.8, 4.0: 1.3, 8.0: 1.4}
+    be = break_even(_rows({"spec": ratio}), "spec", n_resamples=500)
+    assert be["direction"] == "rises" and be["break_even_rate"] == pytest.approx(2.0 * 2.0 ** 0.4)
+    assert 2.0 <= be["lo"] <= be["break_even_rate"] <= be["hi"] <= 4.0
+    assert be["share_opposite"] == 0.0 and be["share_no_crossing"] == 0.0
 
 
 def test_break_even_bootstrap_counts_resamples_without_a_crossing():
@@ -97,8 +111,8 @@ def test_break_even_bootstrap_counts_resamples_without_a_crossing():
     rows = _two_rates(dict(((1.0, [1.5] * 5), (2.0, [1.1, 1.2, 0.9, 0.95, 1.3]))))
     be = break_even(rows, "p", n_resamples=4000, seed=1)
     assert be["break_even_rate"] == math.inf  # median at rate 2 is 1.1 > 1
-    assert abs(be["share_never"] - 0.68256) < 5 * math.sqrt(0.31744 * 0.68256 / 4000)
-    assert be["share_always_below"] == 0.0 and be["hi"] == math.inf and 1.0 <= be["lo"] <= 2.0
+    assert abs(be["share_no_crossing"] - 0.68256) < 5 * math.sqrt(0.31744 * 0.68256 / 4000)
+    assert be["share_opposite"] == 0.0 and be["hi"] == math.inf and 1.0 <= be["lo"] <= 2.0
 
 
 def test_break_even_interval_ends_are_the_bootstrap_percentiles():
@@ -111,7 +125,7 @@ def test_break_even_interval_ends_are_the_bootstrap_percentiles():
     be = break_even(rows, "p", n_resamples=2000, seed=2)
     assert be["break_even_rate"] == pytest.approx(2.0 ** (0.5 / 0.8))  # median 0.7
     assert be["lo"] == pytest.approx(2.0 ** 0.5) and be["hi"] == pytest.approx(2.0 ** (0.5 / 0.6))
-    assert be["share_never"] == 0.0 and be["share_always_below"] == 0.0
+    assert be["share_no_crossing"] == 0.0 and be["share_opposite"] == 0.0
 
 
 def test_break_even_running_batch_counts_tied_rounds():

@@ -28,9 +28,10 @@ def latency_curves(lat):
     return fig
 
 
-def speedup_vs_rate(speed):
+def speedup_vs_rate(speed, title: str = "Latency speedup against the arrival rate"):
     """Latency speedup over plain decoding (plain's mean end-to-end latency / the policy's) with its 95%
-    interval against the arrival rate, one series per policy; the break-even level 1 (table speedup)."""
+    interval against the arrival rate, one series per policy; the break-even level 1 (table speedup).
+    The title is the caller's: it should say what the data show (`specdec.report.serving.trend_text`)."""
     fig, ax = new(6.8, 4.0)
     for j, (name, g) in enumerate(_by_policy(speed)):
         x = g["rate"] * (1.0 + 0.06 * (j - 1))  # side by side at each rate
@@ -40,7 +41,7 @@ def speedup_vs_rate(speed):
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_xscale("log")
     ax.set(xlabel="arrival rate (requests/s)", ylabel="latency speedup over plain decoding",
-           title="Where speculation stops paying")
+           title=title)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return fig
