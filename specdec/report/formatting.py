@@ -20,7 +20,7 @@ import math
 from fractions import Fraction
 
 __all__ = ["p_value_text", "fraction_text", "with_p_values", "markdown_table", "config_text", "temperature_text",
-           "GLOSSARY", "MAX_COLUMNS", "MAX_ROWS", "header", "table_text", "show"]
+           "GLOSSARY", "MAX_COLUMNS", "MAX_ROWS", "header", "table_text", "show", "counted"]
 
 FLOOR = 1e-300  # below this a double p-value has lost all meaning (the smallest normal is 2.2e-308)
 
@@ -37,6 +37,14 @@ def temperature_text(t: float, label: str = "T = ") -> str:
     """A sampling temperature in words, "greedy" at 0.  Example: temperature_text(0.0) -> "greedy";
     temperature_text(1.0) -> "T = 1"; temperature_text(1.0, "temperature ") -> "temperature 1" """
     return "greedy" if t == 0 else f"{label}{t:g}"
+
+
+def counted(n, noun: str, plural: str | None = None) -> str:
+    """A count with its noun in the right number, never "thread(s)".  Example: counted(1, "thread")
+    -> "1 thread"; counted(2, "thread") -> "2 threads"; counted(3, "re-run") -> "3 re-runs";
+    counted(0, "query", "queries") -> "0 queries" """
+    n = int(n)
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
 
 
 def p_value_text(p: float, digits: int = 2) -> str:
@@ -73,12 +81,16 @@ def markdown_table(df, digits: int = 3) -> str:
     """A pipe table of DataFrame ``df`` (index not shown): floats to ``digits`` significant digits,
     integral floats as integers, NaN and None as blank, "|" in text escaped.
 
+    Booleans read "yes" and "no".
+
     Example: markdown_table(pd.DataFrame({"a": [1.0, float("nan")], "b": ["x|y", "z"]}))
              -> "| a | b |\n|---|---|\n| 1 | x\\|y |\n|  | z |"
     """
     def cell(v) -> str:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return ""
+        if isinstance(v, bool) or type(v).__name__ == "bool_":  # numpy's bool too: a reader reads yes/no
+            return "yes" if v else "no"
         if isinstance(v, float):
             return str(int(v)) if v.is_integer() and abs(v) < 1e15 else f"{v:.{digits}g}"
         return str(v).replace("|", "\\|").replace("\n", " ")

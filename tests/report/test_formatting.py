@@ -89,3 +89,12 @@ def test_a_table_too_large_to_read_becomes_a_link_to_its_csv_never_a_cut_table()
     assert shown.startswith("| c0 | c1 |") and shown.endswith("Every column: {download}`wide.csv <../data/results/x/wide.csv>`.")
     with pytest.raises(ValueError, match="outside the repository"):
         table_text(long, csv="/elsewhere/long.csv")
+
+
+def test_booleans_read_yes_no_and_counts_take_their_plural():
+    from specdec.report.formatting import counted, markdown_table
+
+    df = pd.DataFrame({"any NaN": [False, True]})
+    assert markdown_table(df).splitlines()[2:] == ["| no |", "| yes |"]
+    assert counted(1, "thread") == "1 thread" and counted(2, "thread") == "2 threads"
+    assert counted(0, "query", "queries") == "0 queries"

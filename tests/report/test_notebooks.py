@@ -1,7 +1,7 @@
 """The chapters: committed clean and thin, recomputed in SMOKE mode, rendered from the committed
 results as `make book` does (also from notebooks/ as the working directory), and the book built
 from them with warnings as errors: no code, warnings or local paths on a page, every figure shown,
-math typeset offline."""
+math typeset offline.  The executed chapters and the book are conftest.py's session fixtures."""
 
 import ast
 import json
@@ -16,8 +16,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "notebooks"))
-sys.path.insert(0, str(ROOT / "book"))
-import assemble  # noqa: E402  (book/assemble.py)
 import run  # noqa: E402  (notebooks/run.py)
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -78,19 +76,6 @@ def test_committed_results_are_a_full_run_with_provenance(nb):
         assert chapter["models_sha256"], f"{nb.stem} loaded models but recorded no sha256"
 
 
-def _execute_all(out: Path, params_for) -> dict:
-    """Execute every notebook into ``out`` with ``params_for(nb)``; {stem: error} of the failures."""
-    failures = {}
-    for nb in NOTEBOOKS:
-        params = params_for(nb)
-        try:
-            run.execute(nb, out / nb.name, params, run.run_key(nb, params))
-            run.record_run(nb, params, 1.0)
-        except Exception as exc:  # papermill's error carries the failing cell's traceback
-            failures[nb.stem] = str(exc)
-    return failures
-
-
 FIGURE_DIRECTIVE = re.compile(r"```\{glue:figure\} fig_(\w+)\n:name: (fig-[\w-]+)\n(.*?)```", flags=re.S)
 DOWNLOAD = re.compile(r"\{download\}`[^<`]+<([^>]+)>`")
 
@@ -139,34 +124,12 @@ def test_every_figure_is_numbered_with_a_finding_and_its_data(nb):
     assert figure_problems(json.loads(nb.read_text())["cells"]) == []
 
 
-@pytest.fixture(scope="session")
-def recomputed(tmp_path_factory):
-    """Recompute every notebook once in SMOKE mode into a temp folder."""
-    out = tmp_path_factory.mktemp("recomputed")
-
-    def params(nb):
-        p = {"SMOKE": True, "RECOMPUTE": True, "RESULTS_DIR": str(out / "results" / nb.stem)}
-        if "RESULTS_ROOT" in run.declared_parameters(nb):
-            p["RESULTS_ROOT"] = str(out / "results")
-        return p
-
-    return out, _execute_all(out, params)
-
-
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_recomputes_in_smoke_mode(recomputed, nb):
     out, failures = recomputed
     assert nb.stem not in failures, failures.get(nb.stem)
     assert (out / "results" / nb.stem / "chapter.json").exists()
     assert not _stderr(out / nb.name), "warnings in the executed chapter (the book hides stderr; fix them instead)"
-
-
-@pytest.fixture(scope="session")
-def rendered(tmp_path_factory):
-    """Render every notebook from the committed results, as `make book` does (run.json untouched:
-    record_run writes only after a recompute)."""
-    out = tmp_path_factory.mktemp("rendered")
-    return out, _execute_all(out, lambda nb: {"RECOMPUTE": False})
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
@@ -245,19 +208,6 @@ def test_page_check_catches_a_local_path_and_a_warning():
     page = "<p>loaded /work/main/.venv/lib/x.py</p><pre>UserWarning: tqdm</pre><script>var a='/tmp/'</script>"
     found = [p for p in FORBIDDEN_ON_PAGES if re.search(p, page_text(page))]
     assert {r"/work/", r"\.venv", r"UserWarning", r"tqdm"} <= set(found) and r"/tmp/" not in found
-
-
-@pytest.fixture(scope="session")
-def book(rendered, tmp_path_factory):
-    out, failures = rendered
-    if failures:
-        pytest.fail(f"notebooks failed to render, no book: {sorted(failures)}")
-    src = tmp_path_factory.mktemp("book")
-    assemble.assemble(out, src)
-    proc = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build", str(src), "-W",
-                           "--keep-going", "--quiet"], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"book build failed (warnings are errors):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    return src / "_build" / "html", out
 
 
 def test_book_loads_nothing_from_outside(book):
