@@ -258,8 +258,10 @@ class Chapter:
         shown = ", ".join(f"`{k} = {as_text(p[k])}`" for k in knobs if k in p) or "the defaults of its parameters cell"
         if rec:
             hw = rec.get("hardware", {})
+            commit = str(rec.get("commit", ""))
+            dirty = " with uncommitted changes" if commit.endswith("+dirty") else ""
             when = (f"{rec['wall_s']:.0f} s on {hw.get('cpu', 'an unknown CPU')} ({hw.get('cpu_count', '?')} cores), "
-                    f"{rec.get('date', '')[:10]}, commit `{str(rec.get('commit', ''))[:12]}`")
+                    f"{rec.get('date', '')[:10]}, commit `{commit.removesuffix('+dirty')[:12]}`{dirty}")
         else:
             when = "not recorded yet (no recompute of this chapter has been run by `notebooks/run.py`)"
         return Markdown(

@@ -71,6 +71,10 @@ def test_the_reproduce_box_reads_the_run_record(tmp_path):
         "hardware": {"cpu": "Some CPU", "cpu_count": 2}}))
     box = ch.reproduce_box(("N", "KS"))
     assert "--only 07" in box.data and "12 s on Some CPU (2 cores)" in box.data and "`KS = 1, 2`" in box.data
+    assert "uncommitted" not in box.data
+    (tmp_path / "07_x" / "run.json").write_text(json.dumps({
+        "chapter": "07_x", "wall_s": 12.3, "date": "2026-11-30T00:00:00", "commit": "abc+dirty", "hardware": {}}))
+    assert "commit `abc` with uncommitted changes" in ch.reproduce_box(("N",)).data  # the flag is kept
 
 
 def test_the_page_states_the_machine_of_the_run_it_shows(tmp_path, monkeypatch):
