@@ -35,6 +35,16 @@ def mathjax_dir() -> Path:
     return static
 
 
+def gpu_part_status(status: Path = ROOT / "data" / "results" / "07_gpu_decoding" / "status.csv") -> str:
+    """The GPU part's caption: "measured" once chapter 07's committed status records a real GPU run,
+    else "the protocol, not yet run" (so the table of contents never implies GPU measurements)."""
+    import csv
+
+    rows = list(csv.DictReader(status.open())) if status.exists() else []
+    real = bool(rows) and rows[0].get("real_gpu", "").strip().lower() in ("true", "1")
+    return "measured" if real else "the protocol, not yet run"
+
+
 def assemble(notebooks: Path, out: Path) -> None:
     listed = toc_notebooks(BOOK / "_toc.yml")
     in_repo = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -55,6 +65,7 @@ def assemble(notebooks: Path, out: Path) -> None:
             continue
         dest = out / item.name
         shutil.copytree(item, dest) if item.is_dir() else shutil.copy2(item, dest)
+    (out / "_toc.yml").write_text((BOOK / "_toc.yml").read_text().replace("GPU_PART_STATUS", gpu_part_status()))
     # Not under _static: jupyter-book would add every .js file there to every page.
     shutil.copytree(mathjax_dir(), out / "_mathjax" / "mathjax")
     # The data behind each figure, linked from its caption ({download}`../data/results/...csv`).

@@ -75,18 +75,18 @@ def agreement(a, b, keys=KEYS) -> dict:
 def rerun_values(summary, reruns: Path = RERUNS_DIR / CHAPTERS["dec"]) -> dict:
     """The committed summary against each re-run under ``reruns`` (folders with a ``summary.csv``,
     in name order; the commit from their ``run.json`` where there is one): how many re-runs, and in
-    words per re-run its commit, the overlapping intervals, the agreeing verdicts (`agreement`) and
+    words per re-run (numbered in folder-name order) its commit, the overlapping intervals, the agreeing verdicts (`agreement`) and
     its best configuration with its interval; the committed run's best; and, per re-run, the
     configurations whose intervals miss (committed first)."""
     runs = sorted(d for d in Path(reruns).glob("*") if (d / "summary.csv").exists()) if Path(reruns).exists() else []
     words, missed = [], []
-    for d in runs:
+    for i, d in enumerate(runs, 1):
         other = read_table(d / "summary.csv")
         ag = agreement(summary, other)
         run = json.loads((d / "run.json").read_text()) if (d / "run.json").exists() else {}
-        words.append(f"{d.name} (commit {str(run.get('commit', 'unknown'))[:7]}): {ag['overlap']} of {ag['n']} "
+        words.append(f"re-run {i} (commit {str(run.get('commit', 'unknown'))[:7]}): {ag['overlap']} of {ag['n']} "
                      f"intervals overlap, {ag['words_agree']} verdicts agree, its best {_best(other)}")
-        missed += [f"{d.name}: committed {x}" for x in ag["missed"]]
+        missed += [f"re-run {i}: committed {x}" for x in ag["missed"]]
     return {"reruns_n": len(runs), "reruns_words": "; ".join(words) or "no re-run is committed",
             "reruns_missed": "; ".join(missed) or "none", "best_here": _best(summary)}
 

@@ -40,13 +40,13 @@ def test_rerun_values_read_every_rerun_folder(tmp_path):
     (tmp_path / "older").mkdir()  # a folder without a summary of its own (e.g. older runs below it) is skipped
     v = rb.rerun_values(_summary(), tmp_path)
     assert v["reruns_n"] == 2
-    assert v["reruns_words"].startswith("run_a (commit abcdef0): 3 of 3 intervals overlap, 3 verdicts agree, its best "
-                                        "k=1, batch 1, 32 tokens, temperature 1 at 1.100 [1.050, 1.150]; run_b")
-    assert "run_b (commit abcdef0): 0 of 3 intervals overlap" in v["reruns_words"]
+    assert v["reruns_words"].startswith("re-run 1 (commit abcdef0): 3 of 3 intervals overlap, 3 verdicts agree, its "
+                                        "best k=1, batch 1, 32 tokens, temperature 1 at 1.100 [1.050, 1.150]; re-run 2")
+    assert "re-run 2 (commit abcdef0): 0 of 3 intervals overlap" in v["reruns_words"]
     assert v["reruns_missed"].count("against") == 3 and v["best_here"].endswith("1.100 [1.050, 1.150]")
-    assert v["reruns_missed"].startswith("run_b: committed k=1, batch 1, 32 tokens, temperature 1: 1.100")
+    assert v["reruns_missed"].startswith("re-run 2: committed k=1, batch 1, 32 tokens, temperature 1: 1.100")
     (tmp_path / "run_b" / "run.json").unlink()
-    assert "run_b (commit unknown)" in rb.rerun_values(_summary(), tmp_path)["reruns_words"]
+    assert "re-run 2 (commit unknown)" in rb.rerun_values(_summary(), tmp_path)["reruns_words"]
     assert rb.rerun_values(_summary().iloc[:1], tmp_path)["best_here"] == "none"  # only the baseline
     assert rb.rerun_values(_summary(), tmp_path / "none")["reruns_words"] == "no re-run is committed"
 
