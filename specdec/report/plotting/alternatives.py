@@ -3,7 +3,7 @@ chapter's table(s) and labels; nothing is computed here."""
 
 from __future__ import annotations
 
-from specdec.report.plotting.style import new
+from specdec.report.plotting.style import integer_axis, new, paired
 
 __all__ = ["tv_against_gain", "multidraft_acceptance", "precision_tv", "measured_alternatives"]
 
@@ -21,7 +21,7 @@ def tv_against_gain(exact, floor: float):
         for _, r in g.iterrows():
             ax.annotate(r["algorithm"], (r["gain"], r["tv_shown"]), fontsize=6, xytext=(3, 3),
                         textcoords="offset points")
-    ax.axhline(floor, color="C0", lw=0.8, ls=":", label=f"exact: TV below {floor:.0e} (rounding)")
+    ax.axhline(floor, color="grey", lw=0.8, ls=":", label=f"exact: TV below {floor:.0e} (rounding)")
     ax.axvline(1.0, color="black", lw=0.8)
     ax.set_yscale("log")
     ax.set(xlabel="E[tokens per step] / token verification's", ylabel="TV from the target law",
@@ -33,13 +33,14 @@ def tv_against_gain(exact, floor: float):
 
 def multidraft_acceptance(md):
     """Acceptance at one position against the number of drafts n: recursive rejection sampling
-    (solid) and the optimal n-draft bound (dashed), one colour per pair; table multidraft."""
+    (solid, dark) and the optimal n-draft bound (dashed, light), one hue per pair; table multidraft."""
     fig, ax = new(6.0, 3.8)
     for j, (name, g) in enumerate(md.groupby("pair", sort=False)):
-        ax.plot(g["drafts"], g["rrs"], marker="o", color=f"C{j}", label=f"{name}: recursive rejection")
-        ax.plot(g["drafts"], g["optimal"], ls="--", marker="x", color=f"C{j}", label=f"{name}: optimal bound")
+        ax.plot(g["drafts"], g["rrs"], marker="o", color=paired(j, 0), label=f"{name}: recursive rejection")
+        ax.plot(g["drafts"], g["optimal"], ls="--", marker="x", color=paired(j, 1), label=f"{name}: optimal bound")
     ax.set(xlabel="independent drafts n", ylabel="P(a draft is kept) at one position",
            title="Multi-draft acceptance against the optimal coupling", ylim=(0, 1.02))
+    integer_axis(ax, "x")
     ax.legend(fontsize=6)
     ax.grid(alpha=0.3)
     return fig
@@ -66,7 +67,8 @@ def precision_tv(prec, floor: float):
 def measured_alternatives(speed, acceptance):
     """Left: measured speedup over plain decoding with its 95% interval per algorithm, one colour
     per temperature (table speedup).  Right: measured acceptance per draft position given that the
-    position was reached, with its 95% bootstrap interval over prompts (table acceptance)."""
+    position was reached, with its 95% bootstrap interval over prompts, one hue per algorithm and
+    one shade per temperature (table acceptance)."""
     fig, (ax, bx) = new(11.0, 4.0, ncols=2)
     algs = list(dict.fromkeys(speed["algorithm"]))
     temps = list(dict.fromkeys(speed["temperature"]))
@@ -79,7 +81,7 @@ def measured_alternatives(speed, acceptance):
             r = acceptance[(acceptance["temperature"] == t) & (acceptance["algorithm"] == a)]
             if len(r):
                 err = [r["conditional"] - r["conditional_lo_prompts"], r["conditional_hi_prompts"] - r["conditional"]]
-                bx.errorbar(r["position"], r["conditional"], yerr=err, marker="o", capsize=2,
+                bx.errorbar(r["position"], r["conditional"], yerr=err, marker="o", capsize=2, color=paired(algs.index(a), j),
                             ls="-" if j == 0 else "--", label=f"{a}, τ={t:g}")
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_xticks(range(len(algs)), algs, rotation=30, ha="right", fontsize=7)
@@ -87,6 +89,7 @@ def measured_alternatives(speed, acceptance):
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     bx.set(xlabel="draft position", ylabel="P(draft kept | reached)", title="Measured acceptance", ylim=(0, 1.02))
+    integer_axis(bx, "x")
     bx.legend(fontsize=5, ncol=2)
     bx.grid(alpha=0.3)
     return fig

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specdec.report.plotting.style import new
+from specdec.report.plotting.style import integer_axis, new
 
 __all__ = ["mass_decomposition", "replacement_rules", "exact_laws_scatter", "frequency_tests", "block_vs_token"]
 
@@ -81,7 +81,7 @@ def frequency_tests(freq, eps: float, power: float, confidence: float):
     ax.errorbar(x, tvs, yerr=err, fmt="none", ecolor="grey", capsize=3, label=f"{confidence:g}% interval")
     ax.scatter(x, tvs, c=colors, zorder=3, label="TV of the frequencies")
     ax.scatter(x, freq["exact_tv"], marker="_", s=300, color="black", zorder=4, label="exact TV of the algorithm's law")
-    ax.axhline(eps, color="grey", ls=":", label=f"detectable TV (power {power})")
+    ax.axhline(eps, color="#8172B2", ls=":", label=f"detectable TV (power {power})")
     ax.set_xticks(x)
     ax.set_xticklabels(freq["algorithm"], rotation=25, ha="right", fontsize=8)
     ax.set_ylabel("TV(frequencies, target law)")
@@ -101,6 +101,7 @@ def block_vs_token(blocks):
         ax.plot(g["k"], g["block"], "s-", label="block")
         ax.set_title(name, fontsize=9)
         ax.set(xlabel="k (drafts per step)", ylabel="expected accepted drafts (first step)")
+        integer_axis(ax, "x")
         ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
