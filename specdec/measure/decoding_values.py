@@ -20,8 +20,7 @@ __all__ = ["SHOWN", "headline", "curve_values", "interleave_values", "curve_drif
            "pairs_needed", "long_drafts", "shown", "misses_markdown", "dynamic_values", "best_draft_values",
            "bench_tables", "engine_values"]
 
-SHOWN = ["temperature", "output_len", "batch", "config", "runs", "speedup", "speedup_lo", "speedup_hi", "half_width",
-         "verdict", "tokens_per_step", "alpha_mle", "tokens_per_s", "ttft_ms", "lat_p95_ms", "reruns"]
+SHOWN = ["setting", "speedup", "speedup_lo", "speedup_hi", "verdict", "tokens_per_step", "alpha_mle"]  # 7 columns
 OUTSIDE_FORWARDS = ("draft bookkeeping", "process + verify", "rollback", "other")  # work outside any model forward
 
 
@@ -105,8 +104,11 @@ def pairs_needed(runs) -> dict:
 
 
 def shown(summary):
-    """The summary's columns a page shows, the baseline's verdict written as what it is."""
-    return summary.assign(verdict=summary["verdict"].where(summary["config"] != "baseline", "(the baseline)"))[SHOWN]
+    """The summary's columns a page shows (`SHOWN`; the rest are in its CSV): the configuration in
+    words (`config_text`), the speedup with its interval and words, tokens per step and alpha; the
+    baseline's verdict written as what it is."""
+    return summary.assign(setting=[config_text(r) for r in records(summary)],
+                          verdict=summary["verdict"].where(summary["config"] != "baseline", "(the baseline)"))[SHOWN]
 
 
 def misses_markdown(pred) -> str:

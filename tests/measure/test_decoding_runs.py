@@ -321,9 +321,10 @@ def test_presentation_helpers_hand_worked():
     assert (b["chosen_predicted"], b["chosen_speedup"], b["chosen_words"]) == (1.2, 0.9, "w")
     assert pr.break_even_words([{"pair": "p", "break_even": 0.3712}, {"pair": "p", "break_even": 0.3712},
                                 {"pair": "q", "break_even": float("inf")}]) == "p 0.37, q none"
-    s = pd.DataFrame([{c: 1 for c in dv.SHOWN} | {"config": "baseline", "verdict": "x"},
-                      {c: 1 for c in dv.SHOWN} | {"config": "k=1", "verdict": "faster"}])
+    cols = {c: 1 for c in dv.SHOWN if c != "setting"} | {"temperature": 0.0, "output_len": 32, "batch": 1}
+    s = pd.DataFrame([cols | {"config": "baseline", "verdict": "x"}, cols | {"config": "k=1", "verdict": "faster"}])
     assert list(dv.shown(s)["verdict"]) == ["(the baseline)", "faster"] and list(dv.shown(s)) == dv.SHOWN
+    assert list(dv.shown(s)["setting"]) == ["baseline, batch 1, 32 tokens, greedy", "k=1, batch 1, 32 tokens, greedy"]
 
 
 def test_tokens_per_step_is_per_row_at_every_batch():
