@@ -8,7 +8,7 @@ re-run, medians with paired bootstrap intervals, words that follow the intervals
     ours_ar      `specdec.engine.decode.generate` without a drafter (KV cache)
     hf_ar        Hugging Face `generate`
     ours_spec    our engine with the draft model, k drafts, token verification, k in KS
-    hf_assisted  `generate(assistant_model=draft)` with k pinned (`specdec.measure.hf`)
+    hf_assisted  `generate(assistant_model=draft)` with k pinned (`specdec.peers.hf`)
 and at batch 8 (all prompts in one batch, one run per round, ``--batch-repeats`` rounds) ours_ar and
 hf_ar (HF's assisted generation takes batch 1 only).  Both engines run exactly new_tokens (no stop
 token).  Every configuration runs in three execution modes, interleaved in the same rounds:
@@ -18,7 +18,7 @@ token).  Every configuration runs in three execution modes, interleaved in the s
               the same logits to fp32 rounding), at every k; paired with HF's eager runs of the same
               round, the fastest eager forward each engine has
     compiled  ours: `specdec.engine.compiled`, torch.compile on static shapes over a preallocated
-              cache, target and draft; HF's: its static cache with compile_config (`specdec.measure.hf`,
+              cache, target and draft; HF's: its static cache with compile_config (`specdec.peers.hf`,
               which compiles the target only: its assisted generation runs the assistant eager); at
               k in KS_SHARED, after an untimed warm-up run of every compiled configuration on every
               timed prompt and batch at full length; the graphs compiled while timing are counted and
@@ -28,7 +28,7 @@ comparisons, each a paired median with its interval and the target the issue set
     baseline     hf_ar time per token / ours_ar time per token        (>= 1: ours is not slower)
     vs_hf        hf_assisted / ours_spec at the same k                  (>= 1.1)
     vs_hf_per_step  the same pairs per verification step: HF's time per target forward (counted by
-                 a hook, `specdec.measure.hf`) / ours per step.  When sampling the two engines draw
+                 a hook, `specdec.peers.hf`) / ours per step.  When sampling the two engines draw
                  different random numbers, so per token each k carries its fixed seeds' acceptance
                  luck; per step that luck is largely removed (a step is k draft forwards and one
                  target forward in both; what remains: fixed costs spread over a number of steps
@@ -73,7 +73,7 @@ from specdec.engine.lean import lean
 from specdec.family.tokens import prompt_checksum
 from specdec.measure.cost_curve import cost_curve
 from specdec.measure.harness import Cell, Config, protocol_sweep, sweep
-from specdec.measure.hf import hf_assisted
+from specdec.peers.hf import hf_assisted
 from specdec.measure.protocol import comparison, paired_interval, paired_speedups, summarize
 from specdec.measure.subjects import load_subjects
 from specdec.report.paths import RESULTS_DIR

@@ -237,7 +237,7 @@ def hf_runs(target, draft, prompts, *, k: int, output_len: int, groups: int, tem
             seed: int, min_share: float = 0.9, max_reruns: int = 2) -> list[dict]:
     """Hugging Face's plain `generate` and its assisted generation with k pinned (batch 1: all HF
     assisted generation takes), per prompt and repeat, interleaved and shuffled; end-to-end timing."""
-    from specdec.measure.hf import hf_assisted
+    from specdec.peers.hf import hf_assisted
 
     def run(kk):
         return lambda x, s: hf_assisted(target, draft, x["ids"], k=kk, max_new_tokens=x["max_new_tokens"],

@@ -1,11 +1,11 @@
-"""specdec.measure.hf: Hugging Face generate and assisted generation, pinned, reproduce the engine's
+"""specdec.peers.hf: Hugging Face generate and assisted generation, pinned, reproduce the engine's
 greedy output and leave the global RNG alone."""
 
 import pytest
 import torch
 
 from specdec.engine.decode import generate
-from specdec.measure.hf import hf_assisted
+from specdec.peers.hf import hf_assisted
 
 def test_hf_assisted_greedy_matches_the_engine(tiny_pair):
     target, draft = tiny_pair
