@@ -37,8 +37,9 @@ import numpy as np
 import torch
 
 from specdec.core.exact import all_sequences
-from specdec.core.sampling import sample_inverse_cdf, uniforms
-from specdec.core.verify import VerifyResult, accept_prob, check_inputs, residual
+from specdec.core.sampling import sample_inverse_cdf
+from specdec.core.sampling import uniforms as draw_uniforms  # `uniforms` is verify_multi's argument
+from specdec.core.verify import VerifyResult, accept_prob, check_inputs, check_uniforms, residual
 
 __all__ = ["verify_multi", "multi_step_chunks", "rrs_acceptance", "optimal_acceptance", "optimal_acceptance_lp"]
 
@@ -60,16 +61,24 @@ def _check(drafts, q, p):
 
 
 def verify_multi(drafts: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, method: str = "token",
-                 generator: torch.Generator | None = None) -> VerifyResult:
+                 generator: torch.Generator | None = None, uniforms: torch.Tensor | None = None) -> VerifyResult:
     """One step of multi-draft verification (module docstring) -> `VerifyResult` with tokens (B, k+1):
-    the accepted path, then the emitted token, then -1.  Randomness: B (k n + 1) float64 uniforms.
-    ``method`` is accepted for `verify`'s signature and ignored (recursive rejection sampling)."""
+    the accepted path, then the emitted token, then -1.  Randomness: B (k n + 1) float64 uniforms,
+    one per (position, candidate) and one for the emitted token: column i n + j (0-based) decides
+    candidate j at position i, column k n is the inverse-CDF draw of the residual or bonus token.
+    ``uniforms`` (tests only): that (B, k n + 1) float64 tensor in [0, 1), used instead of drawing
+    (checked as `verify` checks its own).  ``method`` is accepted for `verify`'s signature and
+    ignored (recursive rejection sampling)."""
     _check(drafts, q, p)
     B, n, k = drafts.shape
     V = p.shape[-1]
     check_inputs(drafts.reshape(B * n, k), q.reshape(B * n, k, V), p.reshape(B * n, k + 1, V))  # as `verify` does
     dev = p.device
-    u = uniforms((B, k * n + 1), generator, dev)
+    if uniforms is None:
+        u = draw_uniforms((B, k * n + 1), generator, dev)
+    else:
+        check_uniforms(uniforms, B, k, width=k * n + 1)
+        u = uniforms.to(dev)
     d = drafts.long()
     rows = torch.arange(B, device=dev)
     alive = torch.ones(B, n, dtype=torch.bool, device=dev)

@@ -39,7 +39,7 @@ import torch
 from specdec.core.exact import chunks_from_table
 from specdec.core.sampling import sample_inverse_cdf
 from specdec.core.sampling import uniforms as draw_uniforms  # `uniforms` is sample_rule's argument
-from specdec.core.verify import VerifyResult, check_inputs
+from specdec.core.verify import VerifyResult, check_inputs, check_uniforms
 
 __all__ = ["Rule", "drafted_probs", "sample_rule", "rule_outcomes", "positional_law_rule", "first_token_law"]
 
@@ -64,11 +64,15 @@ def sample_rule(parts: Parts, d: torch.Tensor, q: torch.Tensor, p: torch.Tensor,
                 generator: torch.Generator | None = None, uniforms: torch.Tensor | None = None) -> VerifyResult:
     """One sampled verification step under rule ``parts``: keep draft i while u_i < a_i, then one
     token from r at the first rejection or from p_k after k kept.  Returns `VerifyResult`.
+    ``uniforms`` (tests only) is checked as `verify` checks it, whether or not the rule checks its
+    rows: a (B, k+1) float64 tensor in [0, 1), else the same ValueError.
 
     Example: a = [[1, 0]], r = one-hot on 3 at position 2 -> num_accepted [1], tokens [[d_1, 3, -1]].
     """
     B, k = d.shape
     dev = p.device
+    if uniforms is not None:
+        check_uniforms(uniforms, B, k)
     u = draw_uniforms((B, k + 1), generator, dev) if uniforms is None else uniforms.to(dev)
     a, r = parts(d, q, p)  # (B, k), (B, k, V)
     n = (u[:, :k] < a).long().cumprod(-1).sum(-1)  # (B,) leading acceptances

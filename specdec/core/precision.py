@@ -52,6 +52,17 @@ class Path:
     probs: str
     verify: str
 
+    def __post_init__(self):
+        for part in ("logits", "probs", "verify"):
+            _dtype(getattr(self, part), part)
+
+
+def _dtype(name, part: str) -> torch.dtype:
+    """The torch dtype of a path's dtype name, or a ValueError naming the part and the valid names."""
+    if not isinstance(name, str) or name not in DTYPES:
+        raise ValueError(f"a precision path's {part} dtype must be one of {sorted(DTYPES)}, got {name!r}")
+    return DTYPES[name]
+
 
 PATHS = {p.name: p for p in [
     Path("exact (float64)", "float64", "float64", "float64"),
@@ -67,8 +78,11 @@ PATHS = {p.name: p for p in [
 
 def precision_cfg(path: Path, cfg: SamplingConfig, normalize: bool = False):
     """logits -> processed rows as this path computes them, returned in float64 (the rounded values).
-    normalize=True divides each row by its float64 total: the law an inverse-CDF draw realizes."""
-    lo, pr = DTYPES[path.logits], DTYPES[path.probs]
+    normalize=True divides each row by its float64 total: the law an inverse-CDF draw realizes.
+    A dtype name outside DTYPES is refused with a ValueError listing the valid ones."""
+    if not isinstance(path, Path):
+        raise ValueError(f"path must be a precision Path (see PATHS), got {type(path).__name__}")
+    lo, pr = _dtype(path.logits, "logits"), _dtype(path.probs, "probs")
 
     def process(logits: torch.Tensor) -> torch.Tensor:
         rows = process_logits(logits.to(lo), cfg.temperature, cfg.top_k, cfg.top_p, check=False, dtype=pr).to(F64)
@@ -94,7 +108,10 @@ def token_parts(dtype: torch.dtype):
 def one_step_law(p: torch.Tensor, q: torch.Tensor, dtype: torch.dtype = F64) -> torch.Tensor:
     """The law (float64) of one verified token (module docstring) from rounded rows p~, q~ (..., V)
     given in float64, with the ratio and residual in ``dtype``: a batched closed form of
-    `specdec.core.positional.first_token_law` with `token_parts` (tested equal to it)."""
+    `specdec.core.positional.first_token_law` with `token_parts` (tested equal to it).
+    p and q must be tensors of one shape, finite and non-negative, with every row of positive mass
+    (a rounded row may miss 1, an empty or NaN one has no law): else a ValueError naming the problem."""
+    _check_rows(p, q)
     p, q = p.to(F64), q.to(F64)
     qn = q / q.sum(-1, keepdim=True)
     a = torch.where(q > 0, torch.clamp(p.to(dtype) / torch.where(q > 0, q, 1.0).to(dtype), max=1.0).to(F64), 1.0)
@@ -103,6 +120,20 @@ def one_step_law(p: torch.Tensor, q: torch.Tensor, dtype: torch.dtype = F64) -> 
     r = torch.where(mass > 0, r / torch.where(mass > 0, mass, 1.0), p / p.sum(-1, keepdim=True))
     rej = (qn * (1 - a)).sum(-1, keepdim=True)
     return qn * a + rej * r
+
+
+def _check_rows(p, q) -> None:
+    if not (isinstance(p, torch.Tensor) and isinstance(q, torch.Tensor)) or p.shape != q.shape or p.dim() < 1:
+        raise ValueError(f"p and q must be tensors (..., V) of one shape, got "
+                         f"{getattr(p, 'shape', type(p).__name__)} and {getattr(q, 'shape', type(q).__name__)}")
+    for name, t in (("p", p), ("q", q)):
+        t = t.to(F64)
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} contains NaN or inf")
+        if bool((t < 0).any()):
+            raise ValueError(f"{name} has negative entries")
+        if not bool((t.sum(-1) > 0).all()):
+            raise ValueError(f"a row of {name} has no mass (all zeros): it is not a distribution")
 
 
 def tv(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -43,7 +43,7 @@ from specdec.core.sampling import sample_below, sample_inverse_cdf
 from specdec.core.sampling import uniforms as draw_uniforms  # `uniforms` is verify's argument
 
 __all__ = ["VerifyResult", "accept_prob", "residual", "block_weights", "block_stop_probs", "verify", "verify_unchecked",
-           "greedy_verify", "check_inputs"]
+           "greedy_verify", "check_inputs", "check_uniforms"]
 
 
 @dataclass(frozen=True)
@@ -236,13 +236,17 @@ def _check_method(method) -> None:
         raise ValueError(f"method must be 'token' or 'block', got {method!r}")
 
 
-def _check_uniforms(uniforms, B: int, k: int) -> None:
-    """Raise ValueError unless `uniforms` is a (B, k+1) float64 tensor with every entry in [0, 1)."""
+def check_uniforms(uniforms, B: int, k: int, width: int | None = None) -> None:
+    """Raise ValueError unless `uniforms` is a (B, width) float64 tensor (width k+1 unless given)
+    with every entry in [0, 1): the one check of injected uniforms, shared by every sampled rule
+    (`verify`, the positional rules, multi-draft), so each says the same thing."""
+    width = k + 1 if width is None else width
     if not isinstance(uniforms, torch.Tensor) or uniforms.dtype != torch.float64:
         raise ValueError(f"uniforms must be a float64 tensor, got "
                          f"{uniforms.dtype if isinstance(uniforms, torch.Tensor) else type(uniforms).__name__}")
-    if tuple(uniforms.shape) != (B, k + 1):
-        raise ValueError(f"uniforms has shape {tuple(uniforms.shape)}, expected (B, k+1) = ({B}, {k + 1})")
+    if tuple(uniforms.shape) != (B, width):
+        what = "(B, k+1)" if width == k + 1 else "(B, k n + 1)"
+        raise ValueError(f"uniforms has shape {tuple(uniforms.shape)}, expected {what} = ({B}, {width})")
     if uniforms.numel() and not bool(((uniforms >= 0) & (uniforms < 1)).all()):  # NaN fails too
         raise ValueError("uniforms must lie in [0, 1)")
 
@@ -265,7 +269,7 @@ def verify_unchecked(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tenso
     if uniforms is None:  # the normal path: B*(k+1) float64 uniforms from the generator
         u = draw_uniforms((B, k + 1), generator, dev)  # (B, k+1)
     else:
-        _check_uniforms(uniforms, B, k)
+        check_uniforms(uniforms, B, k)
         u = uniforms.to(dev)  # (B, k+1)
     # few tensor operations: the engine calls this once per step, between model forwards that
     # leave the caches cold, where each small operation costs several microseconds

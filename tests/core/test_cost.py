@@ -180,3 +180,19 @@ def test_optimal_k_with_a_measured_curve_hand_cases():
     assert optimal_k(0.9, 0.0, 8, curve=steep) == 0
     with pytest.raises(ValueError, match="lacks"):
         optimal_k(0.5, 0.1, 2, curve={1: 1.0})
+
+
+def test_optimal_k_divides_the_measured_curve_by_t1():
+    """The extended model uses the verification cost relative to one plain step, T(k+1)/T(1): a
+    curve with T(1) != 1 must give the k of its own normalization.  T(n) = 2 + 0.2 n (T(1) = 2.2),
+    alpha = 0.8, c = 0.1, k_max = 10:
+        k = 4: E[L] = 3.3616, cost 1 + 0.8/2.2 + 0.4 = 1.7636 -> S = 1.9061
+        k = 5: E[L] = 3.6893, cost 1 + 1.0/2.2 + 0.5 = 1.9545 -> S = 1.8876
+    so k = 4 (checked against every k below); undivided, T(k+1) itself as the cost, k = 5 wins.
+    The answer cannot depend on the unit of time: the same curve in milliseconds gives the same k."""
+    curve = {n: 2.0 + 0.2 * n for n in range(1, 12)}
+    s = [expected_tokens(0.8, k) / ((2.2 + 0.2 * k) / 2.2 + 0.1 * k) for k in range(11)]
+    assert max(range(11), key=lambda k: s[k]) == 4 and s[4] == pytest.approx(1.9061, abs=1e-4)
+    assert optimal_k(0.8, 0.1, 10, curve=curve) == 4
+    assert optimal_k(0.8, 0.1, 10, curve={n: 1000 * t for n, t in curve.items()}) == 4
+    assert optimal_k([0.8, 0.9], [0.1, 0.1], 10, curve=curve).tolist() == [4, 7]

@@ -248,3 +248,20 @@ def test_block_stop_probabilities_hand_worked():
     assert torch.allclose(h, torch.tensor([[0.5, 0.5]], dtype=torch.float64), atol=1e-12)
     h0 = block_stop_probs(torch.tensor([[1.0, 0.5, 1.0]], dtype=torch.float64), p, q)  # s_1 = 0
     assert h0[0, 0].item() == 0.0 and h0[0, 1].item() == 1.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+@pytest.mark.parametrize("method", ["token", "block"])
+def test_the_final_draw_uses_its_own_uniform_on_every_path(dtype, method):
+    """Column k of the uniforms is the final token's inverse-CDF draw, never the last acceptance
+    uniform (column k-1) -- on float32 rows too, whose residual and bonus go through `sample_below`,
+    not the float64 sampler.  k = 1, p_0 = [.2, .4, .4], q_0 = [.6, .2, .2], p_1 = [.5, .3, .2]:
+      draft 0: a = h_1 = 1/3; u = [.7, .2] rejects it, and the residual [0, .2, .2] at .2 gives 1
+               (at .7, the acceptance uniform reused: 2);
+      draft 1: a = h_1 = 1; u = [.7, .2] keeps it, and the bonus p_1 at .2 gives 0 (at .7: 1)."""
+    p = torch.tensor([[0.2, 0.4, 0.4], [0.5, 0.3, 0.2]], dtype=dtype).expand(2, 2, 3)
+    q = torch.tensor([[0.6, 0.2, 0.2]], dtype=dtype).expand(2, 1, 3)
+    u = torch.tensor([[0.7, 0.2], [0.7, 0.2]], dtype=F64)
+    r = verify(torch.tensor([[0], [1]]), q, p, method=method, uniforms=u)
+    assert r.num_accepted.tolist() == [0, 1]
+    assert r.tokens.tolist() == [[1, -1], [1, 0]]
