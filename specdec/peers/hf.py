@@ -19,12 +19,17 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import time
+from dataclasses import dataclass, field
 
 import torch
 
 from specdec.engine.kv import now
+from specdec.family.loader import load_model
+from specdec.peers.interface import Continuations, Sampling, Speculation
+from specdec.peers.ours import check_request
 
-__all__ = ["hf_assisted", "pin_assistant", "no_stop_token"]
+__all__ = ["hf_assisted", "pin_assistant", "no_stop_token", "HFEngine", "HF_METHODS"]
 
 
 @contextlib.contextmanager
@@ -75,9 +80,12 @@ def _quiet_transformers():
 
 
 def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temperature: float, seed: int,
-                top_k: int | None = None, compiled: bool = False) -> tuple[torch.Tensor, dict]:
+                top_k: int | None = None, top_p: float | None = None, compiled: bool = False,
+                lookup_ngram: int = 0) -> tuple[torch.Tensor, dict]:
     """Hugging Face assisted generation with k pinned (batch 1), or HF's plain `generate` for
-    k = 0 (any batch of equal-length prompts), as a side-by-side reference.
+    k = 0 (any batch of equal-length prompts), as a side-by-side reference.  ``lookup_ngram`` > 0
+    (with draft None) is HF's prompt lookup instead of a draft model: ``prompt_lookup_num_tokens=k``
+    with n-grams of at most ``lookup_ngram`` tokens (``max_matching_ngram_size``), batch 1.
 
     Pinned as the module docstring says, for the call only: the models' own generation configs are
     restored afterwards.  HF's sampler draws from the global RNG, so it runs inside
@@ -88,6 +96,8 @@ def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temper
     assisted generation, the prompt's included; the hook adds about a microsecond a call; NaN when
     the draft is the target itself, whose draft forwards the hook could not tell apart).
     """
+    if lookup_ngram and (draft is not None or k < 1):
+        raise ValueError("prompt lookup (lookup_ngram > 0) takes no draft model and k >= 1")
     if input_ids.dim() != 2 or (k > 0 and input_ids.shape[0] != 1):
         raise ValueError("HF assisted generation takes batch size 1: input_ids (1, T); plain generate (k = 0) "
                          "takes (B, T)")
@@ -98,9 +108,12 @@ def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temper
     if temperature == 0:
         kw.update(do_sample=False)
     else:
-        kw.update(do_sample=True, temperature=temperature, top_p=1.0, top_k=top_k if top_k is not None else 0)
+        kw.update(do_sample=True, temperature=temperature, top_p=top_p if top_p is not None else 1.0,
+                  top_k=top_k if top_k is not None else 0)
     extra = {}
-    if k > 0:
+    if lookup_ngram:
+        kw.update(prompt_lookup_num_tokens=k, max_matching_ngram_size=lookup_ngram)
+    elif k > 0:
         kw.update(num_assistant_tokens=k, num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)
         extra["assistant_model"] = inner(draft)
     gc = copy.deepcopy(tgt.generation_config)
@@ -112,10 +125,10 @@ def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temper
         gc.compile_config._compile_all_devices = True
     gc.eos_token_id = None  # no stop token, as in the engine runs: exactly max_new_tokens
     devs = [device] if device.type == "cuda" else []
-    pinned = pin_assistant(draft, k) if k > 0 else contextlib.nullcontext()
+    pinned = pin_assistant(draft, k) if k > 0 and draft is not None else contextlib.nullcontext()
     calls = [0]
     with torch.random.fork_rng(devices=devs), torch.inference_mode(), pinned, _quiet_transformers(), \
-            no_stop_token(tgt, draft if k > 0 else None):
+            no_stop_token(tgt, draft if k > 0 and draft is not None else None):
         torch.manual_seed(seed)
         hook = tgt.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
         try:
@@ -126,5 +139,74 @@ def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temper
         finally:
             hook.remove()
     new = out[:, input_ids.shape[1]:].cpu()
-    steps = float("nan") if k > 0 and inner(draft) is tgt else calls[0]  # its drafts would count too
+    # the target as its own draft: its draft forwards would count too
+    steps = float("nan") if k > 0 and draft is not None and inner(draft) is tgt else calls[0]
     return new, {"tokens": int(new.numel()), "steps": steps, "total_s": total, "tokens_per_s": new.numel() / total}
+
+
+HF_METHODS = ("none", "draft_model", "prompt_lookup")
+
+
+@dataclass
+class HFEngine:
+    """Hugging Face's `generate` behind `specdec.peers.Engine`, through `hf_assisted`.
+
+    Methods: None / "none" = plain `generate`, one batch of `n` copies per prompt, seeded with
+    `seed + prompt index`; "draft_model" = assisted generation with the family member `spec.draft`
+    and k pinned; "prompt_lookup" = HF's prompt lookup (option "max_matching_ngram_size", HF's
+    default 2).  Assisted generation takes batch 1, so sample j of prompt i is its own call seeded
+    with `seed + i * n + j`.  HF's assistant samples its drafts with the target's own settings
+    (greedy at temperature 0, sampled otherwise, verified by `_speculative_sampling`); prompt
+    lookup's drafts are kept while they match the target's own choice.  HF reports no acceptance:
+    the counters are the target's forwards (`num_steps`, one per verification step) and tokens.
+    """
+    target: str = "target"
+    device: str = "cpu"
+    dtype: str = "float32"
+    name: str = "hf"
+    _models: dict = field(default_factory=dict, repr=False)
+
+    def model(self, member: str):
+        if member not in self._models:
+            self._models[member] = load_model(member, dtype=self.dtype, device=self.device)
+        return self._models[member]
+
+    def continue_prompts(self, prompts: list[list[int]], n: int, max_new_tokens: int,
+                         sampling: Sampling, spec: Speculation | None, seed: int) -> Continuations:
+        method = check_request(prompts, n, max_new_tokens, spec, HF_METHODS)
+        options = dict(spec.options) if spec is not None else {}
+        allowed = {"prompt_lookup": {"max_matching_ngram_size"}}.get(method, set())
+        if set(options) - allowed:
+            raise ValueError(f"HF method {method!r} takes options {sorted(allowed)}, got {sorted(options)}")
+        if method == "draft_model" and not spec.draft:
+            raise ValueError("method 'draft_model' needs a draft: Speculation('draft_model', k, draft='draft-distilled')")
+        if method == "prompt_lookup" and spec.draft:
+            raise ValueError(f"prompt lookup takes no draft model (got draft={spec.draft!r})")
+        target = self.model(self.target)
+        draft = self.model(spec.draft) if method == "draft_model" else None
+        kw = dict(max_new_tokens=max_new_tokens, temperature=sampling.temperature, top_k=sampling.top_k,
+                  top_p=sampling.top_p, lookup_ngram=int(options.get("max_matching_ngram_size", 2))
+                  if method == "prompt_lookup" else 0)
+        tokens, counters = [], {"num_steps": 0, "num_tokens": 0}
+        start = time.perf_counter()
+        for i, prompt in enumerate(prompts):
+            ids = torch.tensor([prompt], dtype=torch.long)  # (1, T)
+            if method == "none":
+                calls = [(ids.repeat(n, 1), seed + i)]
+            else:
+                calls = [(ids, seed + i * n + j) for j in range(n)]
+            rows = []
+            for batch, s in calls:
+                new, row = hf_assisted(target, draft, batch, k=spec.k if method != "none" else 0, seed=s, **kw)
+                rows += new.tolist()
+                counters["num_steps"] += row["steps"]
+                counters["num_tokens"] += row["tokens"]
+            tokens.append(rows)
+        import transformers
+
+        provenance = {"engine": self.name, "method": method, "k": spec.k if method != "none" else 0,
+                      "draft": spec.draft if draft is not None else None, "options": options,
+                      "target": self.target, "sampling": vars(sampling), "n": n, "seed": seed,
+                      "device": self.device, "dtype": self.dtype, "torch": torch.__version__,
+                      "transformers": transformers.__version__, "wall_s": time.perf_counter() - start}
+        return Continuations(tokens, counters, provenance)
