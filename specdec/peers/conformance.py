@@ -1,0 +1,230 @@
+"""Do an engine's tokens follow the target's law?  A binned G-test against the exact law of
+`specdec.peers.laws`, its power, a TV interval, the verdict in words, the diagnosis of a failure,
+and the token-for-token check of greedy decoding.
+
+Bins.  The joint cells of (x1, x2) (`laws.joint_cells`) are ordered x1 by x1 (the support's order,
+descending p1), within one x1 by descending target probability of x2 (a probability integral
+transform of x2 given x1), the cell "x1 outside the support" last, and cut into bins of about
+equal expected mass 1/B (`make_bins`: a bin holds the cells that start in its 1/B of the cumulative
+mass; bins below half that mass join their neighbour; one cell heavier than 1/B is a bin alone).
+B is capped at n / 10 so every expected count is >= 5.  Cells of target probability 0 are no bin:
+a token there is impossible under the target and gives p = 0.
+
+Test.  G = 2 sum O ln(O / E) per prompt (each prompt's n samples fixed), summed over prompts, against
+chi-square with df = sum (B_i - 1).  Power (`specdec.core.stats.power`, the worst case over
+alternatives): if at every prompt the sampled law is at total variation >= eps from the target *on
+the bins* then the noncentrality is >= 4 n eps^2 per prompt (Cauchy-Schwarz), so Pearson's X^2 and
+asymptotically G (the same limit under local alternatives) are at least noncentral chi-square with
+4 N eps^2, N = P n.  What "power 0.8 at TV 0.03" means here: against every law whose *binned* TV is
+>= 0.03 at each prompt; a law whose error hides inside bins (mass moved between tokens of one bin)
+has a smaller binned TV and is covered only as far as that.  `alternative_power` gives the power
+against one stated law (its own noncentrality n sum (P_b - p_b)^2 / p_b, asymptotic).
+
+TV.  Per prompt the binned TV of the empirical law with the distribution-free interval of
+`specdec.core.stats.tv_interval` at level delta / P (Bonferroni), averaged over prompts: the mean
+binned TV lies in the averaged interval with probability >= 1 - delta.
+
+Diagnosis (`diagnose`): the multinomial log-likelihood of the fine cell counts under each candidate
+law of `laws.CANDIDATES` (computed exactly like the target's, with the wrong rule at the verified
+positions); the best fit is named, with its log-likelihood lead over the next.
+
+Greedy (`greedy_divergences`): speculative greedy must equal the engine's own plain greedy token
+for token; at the first divergence the prefix both share is given to ``plain_at`` (plain decoding
+of the same engine from that prefix, one token); the divergence counts against speculation only if
+plain decoding emits the token plain emitted there, not the speculative one (then plain decoding
+itself is not reproducible at that prefix: a near tie, `specdec.measure.greedy_ties`).
+
+Example: r = law_test([law], [counts], alpha=0.01, eps=0.03); verdict(r) ->
+"consistent with the target law at this power (p = 0.41; power 0.83 for binned TV 0.03 at level 0.01)".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _st
+
+from specdec.core.stats import power as worst_case_power
+from specdec.core.stats import sample_size, tv_interval
+
+__all__ = ["make_bins", "LawTest", "law_test", "design_n", "alternative_power", "verdict", "diagnose",
+           "greedy_divergences"]
+
+
+def _order(law: np.ndarray, V: int) -> np.ndarray:
+    """Cells of a joint (S * V + 1,) in test order: x1 by x1, x2 by descending law, the cut cell last."""
+    S = (law.size - 1) // V
+    within = np.argsort(-law[:-1].reshape(S, V), axis=1, kind="stable")  # (S, V)
+    return np.append((within + V * np.arange(S)[:, None]).reshape(-1), law.size - 1)
+
+
+def make_bins(law, V: int, n_bins: int) -> np.ndarray:
+    """Bin label of every cell of a joint law (S * V + 1,) (module docstring), -1 where law = 0."""
+    law = np.asarray(law, dtype=np.float64)
+    if law.ndim != 1 or (law.size - 1) % V or abs(law.sum() - 1) > 1e-9 or np.any(law < 0):
+        raise ValueError("law must be a joint of S * V + 1 cells summing to 1 (laws.candidate_joint)")
+    if n_bins < 2:
+        raise ValueError(f"n_bins must be >= 2, got {n_bins}")
+    order = _order(law, V)
+    order = order[law[order] > 0]
+    start = np.cumsum(law[order]) - law[order]
+    raw = np.minimum((start * n_bins).astype(np.int64), n_bins - 1)
+    _, lab = np.unique(raw, return_inverse=True)  # consecutive ids, empty windows dropped
+    mass = np.bincount(lab, weights=law[order])
+    group, gmass = np.zeros(mass.size, dtype=np.int64), [0.0]
+    for b in range(mass.size):  # a light bin joins the one before it
+        if b > 0 and mass[b] >= 0.5 / n_bins:
+            gmass.append(0.0)
+        group[b] = len(gmass) - 1
+        gmass[-1] += mass[b]
+    if len(gmass) > 1 and gmass[0] < 0.5 / n_bins:  # a light first bin joins the next
+        group = np.maximum(group - 1, 0)
+    merged = group
+    labels = np.full(law.size, -1, dtype=np.int64)
+    labels[order] = merged[lab]
+    return labels
+
+
+@dataclass(frozen=True)
+class LawTest:
+    statistic: float  # G summed over prompts
+    df: int
+    p_value: float
+    n: int  # samples in all
+    prompts: int
+    bins: int  # bins in all
+    impossible: int  # samples in cells of target probability 0
+    tv: float  # mean over prompts of the binned empirical TV
+    tv_low: float
+    tv_high: float
+    alpha: float
+    eps: float
+    power: float  # worst-case power at binned TV eps at every prompt (module docstring)
+    n_needed: int  # samples in all for power_target at eps with these bins
+
+
+def _binned(labels, law, counts):
+    keep = labels >= 0
+    e = np.bincount(labels[keep], weights=law[keep])
+    o = np.bincount(labels[keep], weights=counts[keep], minlength=e.size)
+    return o, e, int(counts[~keep].sum())
+
+
+def law_test(laws, counts, V: int, *, alpha: float = 0.01, eps: float = 0.03, power_target: float = 0.8,
+             n_bins: int = 64, delta: float = 0.01) -> LawTest:
+    """G-test of fine cell counts (one (S * V + 1,) array per prompt: np.bincount of laws.joint_cells)
+    against the prompts' exact joints ``laws``; bins per prompt by `make_bins` with B = min(n_bins,
+    n / 10)."""
+    if len(laws) != len(counts) or not laws:
+        raise ValueError("one law and one count array per prompt, at least one prompt")
+    if not (0 < alpha < 1 and 0 < eps <= 1 and 0 < delta < 1):
+        raise ValueError("alpha, delta must lie in (0, 1) and eps in (0, 1]")
+    G = df = n_all = imp = bins = 0
+    tvs, los, his = [], [], []
+    for law, c in zip(laws, counts):
+        law, c = np.asarray(law, dtype=np.float64), np.asarray(c, dtype=np.float64)
+        if law.shape != c.shape:
+            raise ValueError(f"counts ({c.size} cells) must match the law ({law.size} cells)")
+        n = int(c.sum())
+        if n < 20:
+            raise ValueError(f"a prompt has {n} samples; the test needs >= 20 per prompt (10 per bin, 2 bins)")
+        labels = make_bins(law, V, max(2, min(n_bins, n // 10)))
+        o, e, bad = _binned(labels, law, c)
+        m = o.sum()
+        G += float(_st.power_divergence(o, e * m / e.sum(), lambda_="log-likelihood")[0]) if m else 0.0
+        df += e.size - 1
+        bins += e.size
+        n_all += n
+        imp += bad
+        tv, lo, hi = tv_interval(np.append(o, bad), np.append(e, 0.0), delta / len(laws))
+        tvs.append(tv), los.append(lo), his.append(hi)
+    p = 0.0 if imp else float(_st.chi2.sf(G, df))
+    cells = df + 1  # stats.power's df is cells - 1
+    return LawTest(G, df, p, n_all, len(laws), bins, imp, float(np.mean(tvs)), float(np.mean(los)),
+                   float(np.mean(his)), alpha, eps, worst_case_power(n_all, eps, cells, alpha),
+                   sample_size(eps, cells, alpha, power_target))
+
+
+def design_n(prompts: int, *, eps: float = 0.03, alpha: float = 0.01, power_target: float = 0.8,
+             n_bins: int = 64) -> int:
+    """Samples per prompt for worst-case power ``power_target`` at binned TV ``eps`` at every prompt,
+    level alpha, with ``n_bins`` bins per prompt (module docstring); n >= 10 n_bins is also needed."""
+    if prompts < 1:
+        raise ValueError("need at least one prompt")
+    N = sample_size(eps, prompts * (n_bins - 1) + 1, alpha, power_target)
+    return max(math.ceil(N / prompts), 10 * n_bins)
+
+
+def alternative_power(laws, alternatives, V: int, n: int, *, alpha: float = 0.01, n_bins: int = 64) -> dict:
+    """Power of `law_test` with n samples per prompt against the stated ``alternatives`` (one joint
+    per prompt, same cells): noncentrality n sum_b (P_b - p_b)^2 / p_b summed over prompts (the
+    asymptotic law of X^2 and G), and the alternatives' mean binned TV (what the power covers).
+    Mass of an alternative on cells of target probability 0 makes the test reject whenever one
+    such sample appears: that probability is folded in."""
+    lam = tv_b = 0.0
+    df, p_none = 0, 1.0
+    for law, alt in zip(laws, alternatives):
+        law, alt = np.asarray(law, dtype=np.float64), np.asarray(alt, dtype=np.float64)
+        labels = make_bins(law, V, max(2, min(n_bins, n // 10)))
+        pb, e, _ = _binned(labels, law, np.ones_like(law))
+        keep = labels >= 0
+        pa = np.bincount(labels[keep], weights=alt[keep], minlength=e.size)
+        out = float(alt[~keep].sum())
+        lam += n * float(((pa - e) ** 2 / e).sum())
+        tv_b += 0.5 * (float(np.abs(pa - e).sum()) + out)
+        df += e.size - 1
+        p_none *= (1 - out) ** n
+    crit = _st.chi2.ppf(1 - alpha, df)
+    pw = float(_st.ncx2.sf(crit, df, lam)) if lam > 0 else alpha
+    return {"power": 1 - p_none * (1 - pw), "noncentrality": lam, "binned_tv": tv_b / len(laws), "df": df}
+
+
+def verdict(r: LawTest) -> str:
+    """The words the test licenses, never stronger."""
+    if r.p_value <= r.alpha:
+        why = f"{r.impossible} impossible tokens" if r.impossible else f"p = {r.p_value:.2g}"
+        return f"inconsistent with the target law ({why}, power {r.power:.2f} for TV {r.eps:g})"
+    return (f"consistent with the target law at this power (p = {r.p_value:.2g}; power {r.power:.2f} "
+            f"for binned TV {r.eps:g} at level {r.alpha:g})")
+
+
+def diagnose(candidate_laws: dict, counts) -> list[dict]:
+    """Rows, best fit first: per candidate (name -> one joint per prompt, the cells of the counts) the
+    log-likelihood of the counts (-inf where a sample falls where the candidate puts no mass) and
+    its deficit from the best candidate's."""
+    rows = []
+    for name, laws in candidate_laws.items():
+        ll = 0.0
+        for law, c in zip(laws, counts):
+            law, c = np.asarray(law, dtype=np.float64), np.asarray(c, dtype=np.float64)
+            seen = c > 0
+            ll += -math.inf if np.any(law[seen] <= 0) else float((c[seen] * np.log(law[seen])).sum())
+        rows.append({"candidate": name, "loglik": ll})
+    rows.sort(key=lambda r: -r["loglik"])
+    best = rows[0]["loglik"]
+    for r in rows:
+        r["deficit"] = best - r["loglik"] if math.isfinite(best) else math.nan
+    return rows
+
+
+def greedy_divergences(spec, plain, plain_at) -> list[dict]:
+    """Per pair of sequences (speculative, plain greedy of the same engine; lists of token ids), the
+    first divergence and its class: "equal", "against speculation" (plain decoding from the shared
+    prefix, ``plain_at(prefix) -> token``, emits plain's token), "plain not reproducible" (it emits
+    the speculative token: a near tie or nondeterminism of plain decoding), "neither" (a third token),
+    or "length" (one is a prefix of the other)."""
+    if len(spec) != len(plain):
+        raise ValueError(f"{len(spec)} speculative sequences against {len(plain)} plain ones")
+    rows = []
+    for s, p in zip(spec, plain):
+        s, p = [int(t) for t in s], [int(t) for t in p]
+        i = next((j for j, (a, b) in enumerate(zip(s, p)) if a != b), None)
+        if i is None:
+            rows.append({"position": None, "class": "equal" if len(s) == len(p) else "length"})
+            continue
+        again = int(plain_at(p[:i]))
+        cls = "against speculation" if again == p[i] else "plain not reproducible" if again == s[i] else "neither"
+        rows.append({"position": i, "class": cls, "spec_token": s[i], "plain_token": p[i], "plain_again": again})
+    return rows
