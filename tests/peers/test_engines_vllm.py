@@ -1,0 +1,40 @@
+"""SMOKE against the real vLLM (no mock): one worker process runs plain and draft_model k = 2 greedy
+decoding on two prompts, plus two configurations the installed vLLM must refuse as rows. Greedy
+speculative output must equal vLLM's own plain greedy output, which must equal our engine's, and
+the spec-decode counters must come back. Skipped only when `.venv-vllm` is missing (`make vllm-env`)."""
+
+import pytest
+
+from specdec.peers import Sampling, Speculation
+from specdec.peers.ours import OursEngine
+from specdec.peers.vllm import VLLM_VENV, VLLMEngine
+
+pytestmark = pytest.mark.skipif(not (VLLM_VENV / "bin" / "python").exists(),
+                                reason=f"{VLLM_VENV} is missing: build it with `make vllm-env`")
+
+PROMPTS = [[348, 891, 452, 264, 1125, 321], [47, 809, 600, 259]]
+DRAFT = "draft-distilled"
+
+
+def test_vllm_greedy_speculation_equals_plain_and_counters_come_back():
+    greedy = Sampling(0.0)
+    jobs = [(PROMPTS, 1, 6, greedy, None, 0),
+            (PROMPTS, 1, 6, greedy, Speculation("draft_model", 2, DRAFT), 0),
+            (PROMPTS, 1, 6, greedy, Speculation("not_a_method", 2), 0),
+            (PROMPTS, 1, 6, greedy, Speculation("draft_model", 2, DRAFT, (("rejection_sample_method", "magic"),)), 0)]
+    plain, spec, no_method, no_value = VLLMEngine(timeout_s=240).run_many(jobs)
+    assert plain.error is None and spec.error is None, (plain.error, spec.error)
+    assert [[len(s) for s in p] for p in plain.tokens] == [[6], [6]]
+    assert spec.tokens == plain.tokens
+    ours = OursEngine().continue_prompts(PROMPTS, 1, 6, greedy, None, seed=0)
+    assert plain.tokens == ours.tokens  # vLLM's argmax of the same float32 target is ours
+    c = spec.counters
+    drafts, proposed = c["vllm:spec_decode_num_drafts"], c["vllm:spec_decode_num_draft_tokens"]
+    per_pos = c["vllm:spec_decode_num_accepted_tokens_per_pos"]
+    assert drafts > 0 and proposed == 2 * drafts and len(per_pos) == 2
+    assert sum(per_pos) == c["vllm:spec_decode_num_accepted_tokens"] <= proposed and per_pos[1] <= per_pos[0]
+    assert "vllm:spec_decode_num_drafts" not in plain.counters
+    assert spec.provenance["versions"]["vllm"] == "0.32.0" and spec.provenance["startup_s"] > 0
+    assert no_method.error.startswith("method 'not_a_method' not available in vLLM 0.32.0")
+    assert no_value.error.startswith("rejection_sample_method 'magic' not available in vLLM 0.32.0")
+    assert no_method.tokens == [] and no_value.tokens == []
