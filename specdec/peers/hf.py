@@ -20,14 +20,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from specdec.engine.kv import now
-from specdec.family.loader import load_model
 from specdec.peers.interface import Continuations, Sampling, Speculation
-from specdec.peers.ours import check_request
+from specdec.peers.ours import FamilyEngine, check_request
 
 __all__ = ["hf_assisted", "pin_assistant", "no_stop_token", "HFEngine", "HF_METHODS"]
 
@@ -148,7 +147,7 @@ HF_METHODS = ("none", "draft_model", "prompt_lookup")
 
 
 @dataclass
-class HFEngine:
+class HFEngine(FamilyEngine):
     """Hugging Face's `generate` behind `specdec.peers.Engine`, through `hf_assisted`.
 
     Methods: None / "none" = plain `generate`, one batch of `n` copies per prompt, seeded with
@@ -160,28 +159,12 @@ class HFEngine:
     lookup's drafts are kept while they match the target's own choice.  HF reports no acceptance:
     the counters are the target's forwards (`num_steps`, one per verification step) and tokens.
     """
-    target: str = "target"
-    device: str = "cpu"
-    dtype: str = "float32"
     name: str = "hf"
-    _models: dict = field(default_factory=dict, repr=False)
-
-    def model(self, member: str):
-        if member not in self._models:
-            self._models[member] = load_model(member, dtype=self.dtype, device=self.device)
-        return self._models[member]
 
     def continue_prompts(self, prompts: list[list[int]], n: int, max_new_tokens: int,
                          sampling: Sampling, spec: Speculation | None, seed: int) -> Continuations:
-        method = check_request(prompts, n, max_new_tokens, spec, HF_METHODS)
-        options = dict(spec.options) if spec is not None else {}
-        allowed = {"prompt_lookup": {"max_matching_ngram_size"}}.get(method, set())
-        if set(options) - allowed:
-            raise ValueError(f"HF method {method!r} takes options {sorted(allowed)}, got {sorted(options)}")
-        if method == "draft_model" and not spec.draft:
-            raise ValueError("method 'draft_model' needs a draft: Speculation('draft_model', k, draft='draft-distilled')")
-        if method == "prompt_lookup" and spec.draft:
-            raise ValueError(f"prompt lookup takes no draft model (got draft={spec.draft!r})")
+        method, options = check_request(prompts, n, max_new_tokens, spec, HF_METHODS, drafted=("draft_model",),
+                                        options={"prompt_lookup": ("max_matching_ngram_size",)})
         target = self.model(self.target)
         draft = self.model(spec.draft) if method == "draft_model" else None
         kw = dict(max_new_tokens=max_new_tokens, temperature=sampling.temperature, top_k=sampling.top_k,

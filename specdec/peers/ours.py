@@ -27,13 +27,16 @@ from specdec.engine.decode import generate
 from specdec.family.loader import load_model
 from specdec.peers.interface import Continuations, Sampling, Speculation
 
-__all__ = ["METHODS", "OursEngine", "check_request"]
+__all__ = ["METHODS", "FamilyEngine", "OursEngine", "check_request"]
 
 METHODS = ("none", "token", "block")
 
 
-def check_request(prompts, n: int, max_new_tokens: int, spec: Speculation | None, methods) -> str:
-    """The method to run ("none" for plain decoding) after the checks every adapter shares."""
+def check_request(prompts, n: int, max_new_tokens: int, spec: Speculation | None, methods,
+                  drafted=(), options=None) -> tuple[str, dict]:
+    """(method, options) after the checks every in-process adapter shares: prompts, counts, a known
+    method ("none" for plain decoding), k >= 1, a draft for the `drafted` methods and none for the
+    others, and only the options `options[method]` names."""
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token id")
     if n < 1 or max_new_tokens < 1:
@@ -41,18 +44,26 @@ def check_request(prompts, n: int, max_new_tokens: int, spec: Speculation | None
     method = "none" if spec is None else spec.method
     if method not in methods:
         raise ValueError(f"unknown speculative method {method!r}; this engine runs {', '.join(methods)}")
-    if method != "none" and spec.k < 1:
+    if method == "none":
+        return method, {}
+    if spec.k < 1:
         raise ValueError(f"speculation {method!r} needs k >= 1 drafted tokens, got k={spec.k}")
-    return method
+    if method in drafted and not spec.draft:
+        raise ValueError(f"method {method!r} needs a draft: Speculation({method!r}, k, draft='draft-distilled')")
+    if method not in drafted and spec.draft:
+        raise ValueError(f"method {method!r} takes no draft model (got draft={spec.draft!r})")
+    allowed = set((options or {}).get(method, ()))
+    if set(dict(spec.options)) - allowed:
+        raise ValueError(f"method {method!r} takes options {sorted(allowed)}, got {sorted(dict(spec.options))}")
+    return method, dict(spec.options)
 
 
 @dataclass
-class OursEngine:
-    """`specdec.engine.generate` on the embedded family (CPU, float32 unless told)."""
+class FamilyEngine:
+    """An engine run in this process on the embedded family (CPU, float32 unless told)."""
     target: str = "target"
     device: str = "cpu"
     dtype: str = "float32"
-    name: str = "ours"
     _models: dict = field(default_factory=dict, repr=False)
 
     def model(self, member: str):
@@ -61,13 +72,15 @@ class OursEngine:
             self._models[member] = load_model(member, dtype=self.dtype, device=self.device)
         return self._models[member]
 
+
+@dataclass
+class OursEngine(FamilyEngine):
+    """`specdec.engine.generate` on the embedded family."""
+    name: str = "ours"
+
     def continue_prompts(self, prompts: list[list[int]], n: int, max_new_tokens: int,
                          sampling: Sampling, spec: Speculation | None, seed: int) -> Continuations:
-        method = check_request(prompts, n, max_new_tokens, spec, METHODS)
-        if method != "none" and not spec.draft:
-            raise ValueError(f"method {method!r} needs a draft: Speculation({method!r}, k, draft='draft-distilled')")
-        if spec is not None and spec.options:
-            raise ValueError(f"our engine takes no options, got {dict(spec.options)}")
+        method, _ = check_request(prompts, n, max_new_tokens, spec, METHODS, drafted=("token", "block"))
         target = self.model(self.target)
         drafter = None if method == "none" else self.model(spec.draft)
         tokens, counters = [], {"num_steps": 0, "num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0,

@@ -27,9 +27,7 @@ def ours():
 
 @pytest.fixture(scope="module")
 def hf(ours):
-    engine = HFEngine()
-    engine._models.update(ours._models)  # the same loaded members (the loader is deterministic)
-    return engine
+    return HFEngine(_models=ours._models)  # the same loaded members
 
 
 def _shape(c):
