@@ -18,10 +18,12 @@ The loop (`serve`), stated before any result:
   * departures: a row leaves after its stop token, at its max_new_tokens, or once it has streamed
     at least ``cancel_after`` tokens (cancelled: its output is what it streamed).  Its cache rows
     go at once; leading slots no remaining row uses are trimmed.
-  * randomness: each request has its own generator seeded with its ``seed`` (`RowGenerators`), and
+  * randomness: each request has its own generator seeded with its ``seed`` (an integer, checked
+    with the other fields of every job before anything runs: `_check_jobs`), and
     the step's k is never clipped to the rows' remaining budgets (a row near its end drafts k and
-    keeps what its budget allows).  So under a fixed k a request's draws, and so its tokens, do not
-    depend on which requests share its batch, up to floating-point differences of batched forwards;
+    keeps what its budget allows).  So under a fixed k <= 8 a request's draws, and so its tokens, do
+    not depend on which requests share its batch, up to floating-point differences of batched forwards
+    (a larger k is capped as in `generate`, by the batch's last accepted run: `next_k_cap`);
     a policy that reads the batch (`LoadAware`) or the run's acceptance (`AdaptiveK`) changes a
     request's k, and so its realization, but never its law.
   * policies see one `History` per busy spell (from an idle batch to the next): the acceptance of
@@ -50,7 +52,7 @@ from specdec.core.sampling import RowGenerators, SamplingConfig
 from specdec.engine.cache import join_caches, kv_bytes, pad_left
 from specdec.engine.decode import _Decoder
 from specdec.engine.drafters import as_drafter
-from specdec.engine.inputs import check_arguments, clip_k, prompts_of, stop_tokens
+from specdec.engine.inputs import as_int, check_arguments, clip_k, prompts_of, stop_tokens
 from specdec.engine.kv import engine_model, now
 from specdec.engine.schedule import History, as_schedule
 
@@ -93,6 +95,9 @@ def _check_jobs(jobs, max_batch) -> list:
         if j.cancel_after is not None and (isinstance(j.cancel_after, bool) or not isinstance(j.cancel_after, int)
                                            or j.cancel_after < 1):
             raise ValueError(f"job {i}: cancel_after must be None or an integer >= 1, got {j.cancel_after!r}")
+        if as_int(j.seed) is None:
+            raise ValueError(f"job {i}: seed must be an integer (it seeds the job's own generator), got "
+                             f"{j.seed!r} ({type(j.seed).__name__})")
         if not isinstance(j.prompt, torch.Tensor) or j.prompt.dim() != 1:
             raise ValueError(f"job {i}: prompt must be a 1-D tensor of token ids")
     return jobs
@@ -215,7 +220,7 @@ def _serve(target, jobs, *, drafter, schedule, max_batch, method, sampling, stop
         t0 = clock()
         rows = dec.row_ids
         history.running = len(rows)
-        ks = 0 if drafter is None else clip_k(schedule(history), 1 << 62)
+        ks = 0 if drafter is None else clip_k(schedule(history), 1 << 62, dec.k_cap)
         drafts, q, t_df = dec.draft(ks) if ks > 0 else (None, None, 0.0)
         t1 = clock()
         logits = dec.forward(drafts)

@@ -21,7 +21,12 @@ work each step; holes cost only memory (at most k slots per step) and one mask c
 
 Stops and budget: a row ends right after a stop token (accepted draft or target token) or at
 exactly max_new_tokens; the draft length is clipped to the largest remaining budget minus one and
-rows with less budget are cut at theirs, so nothing overshoots.  `cancel` (a threading.Event or a
+rows with less budget are cut at theirs, so nothing overshoots.  It is also capped where it cannot
+pay (`specdec.engine.inputs.next_k_cap`): a step drafts at most max(8, 2 (n + 1)) tokens, n the
+longest run of drafts any row had accepted in the previous drafting step -- a k of 8 or less is
+never touched, a drafter accepted all the way doubles its way up to the requested k, and a huge k
+with a drafter accepted a few tokens at a time drafts about 8 per step, not hundreds (a one-row
+run drafts at most 10 tokens per token it emits).  `cancel` (a threading.Event or a
 callable) is checked before each step and after each draft: generation returns the consistent
 prefix so far, marked cancelled; caches live only inside the call, so models are reusable at once.
 
@@ -52,7 +57,8 @@ from specdec.core.sampling import RowGenerators, SamplingConfig, logit_flags, ra
 from specdec.core.verify import greedy_verify, verify_unchecked
 from specdec.engine.cache import drop_leading_holes
 from specdec.engine.drafters import as_drafter
-from specdec.engine.inputs import check_arguments, clip_k, peak_memory, prompt_positions, prompts_of, stop_tokens
+from specdec.engine.inputs import (K_UNCAPPED, check_arguments, check_generator, clip_k, next_k_cap, peak_memory,
+                                   prompt_positions, prompts_of, stop_tokens)
 from specdec.engine.kv import context_length, engine_model, new_cache, now, steps
 from specdec.engine.schedule import History, as_schedule
 from specdec.engine.stats import DecodeStats, GenerateResult
@@ -86,6 +92,7 @@ class _Decoder:
         self.tmax = None  # (A, s) the maxima of the step's target logits: checked by the step's sync (emit)
         self.true = torch.ones((), dtype=torch.bool, device=self.device)  # for a drafter that reports nothing
         self.active, self.max_rem = max_new_tokens > 0, max_new_tokens
+        self.k_cap = K_UNCAPPED  # the next step's draft-length cap (`next_k_cap`)
 
     def draft(self, ks: int):
         """ks drafts per row: (drafts (A, ks), q (A, ks, V), seconds in the drafter's forwards)."""
@@ -152,6 +159,8 @@ class _Decoder:
                 self.reason[r] = 1 if stop is not None else 2
         left = [self.budget[r] - len(self.out[r]) for r, d in zip(self.row_ids, done) if not d]
         self.max_rem = max(left, default=0)
+        if ks > 0:
+            self.k_cap = next_k_cap(max(n_l))
         return (n_l, emitted, done, max(n_l), any(done), all(done), sum(n_l), sum(x < ks for x in n_l))
 
     def rollback(self, ks: int, n, toks, n_max: int, all_done: bool) -> None:
@@ -207,10 +216,13 @@ def generate(target, input_ids, *, drafter=None, k=4, method: str = "token", max
 
     drafter=None: autoregressive baseline; a causal LM or a drafter object: speculative decoding
     with k drafts per step -- an integer, or a schedule (`specdec.engine.schedule`: a callable
-    given the run's `History` before each step) -- verified by `method` ("token" or "block"), or
+    given the run's `History` before each step; each step's k is capped where it cannot pay, see
+    the module docstring) -- verified by `method` ("token" or "block"), or
     by `verifier` when a caller names one (module docstring; an approximate rule of
     `specdec.core.approximate` is reached only this way, and its stats say lossless False).  Sampling rules as in
-    `specdec.core.sampling.process_logits` (temperature 0 = greedy).  All randomness from `generator`.
+    `specdec.core.sampling.process_logits` (temperature 0 = greedy).  All randomness from `generator`
+    (None, a torch.Generator, or a `RowGenerators` with one per row; anything else is a TypeError at
+    every temperature).  Every argument is checked before the first forward (`specdec.engine.inputs`).
 
     The loop runs under `torch.inference_mode` (about 5% faster per forward on this CPU than
     no_grad, and what Hugging Face's generate uses); the returned tokens are cloned outside it, so
@@ -235,6 +247,7 @@ def _generate(target, input_ids, *, drafter, k, method, max_new_tokens, temperat
     V = int(target.config.vocab_size)
     ids, mask = prompts_of(input_ids, V, device)  # (B, T), (B, T)
     check_arguments(target, drafter, ids, method, max_new_tokens, verifier, cancel)
+    check_generator(generator, ids.shape[0])
     stops = stop_tokens(stop_token_ids, V, device)
     is_cancelled = (cancel.is_set if hasattr(cancel, "is_set") else cancel) if cancel is not None else (lambda: False)
     if device.type == "cuda":
@@ -262,7 +275,7 @@ def _generate(target, input_ids, *, drafter, k, method, max_new_tokens, temperat
             break
         t0, rows = now(device), dec.row_ids
         history.running = len(rows)  # what a load-aware schedule sees
-        ks = 0 if drafter is None else clip_k(schedule(history), dec.max_rem)
+        ks = 0 if drafter is None else clip_k(schedule(history), dec.max_rem, dec.k_cap)
         drafts, q, t_df = dec.draft(ks) if ks > 0 else (None, None, 0.0)
         if ks > 0 and is_cancelled():  # mid-draft: the drafts are dropped, the committed prefix stands
             cancelled = True

@@ -1,5 +1,12 @@
 """Checking what `generate` is given, with an error that names the problem: prompts, knobs, the
-drafter, stop tokens, a schedule's k; and the memory figure of a run.
+drafter, stop tokens, the generator, a schedule's k; the cap on the draft length; and the memory
+figure of a run.
+
+Every argument is checked before the first forward, in one of these functions (`serve` calls the
+same ones, and names the job), so a bad value is refused up front whatever the path it would take
+(greedy or sampled, plain or speculative) -- never truncated to a valid one (1.5 is not token 1) and
+never left to fail mid-run.  An integer argument is an int (or a numpy / 0-d torch integer), never a
+bool or a float with an integral value.
 
 Example: prompts_of([torch.tensor([1, 2]), torch.tensor([3])], 10, "cpu")
          -> (tensor([[1, 2], [0, 3]]), tensor([[1, 1], [0, 1]]))   (left-padded ids, mask)
@@ -7,13 +14,29 @@ Example: prompts_of([torch.tensor([1, 2]), torch.tensor([3])], 10, "cpu")
 
 from __future__ import annotations
 
+import operator
 import resource
 
 import torch
 
+from specdec.core.sampling import RowGenerators
 from specdec.engine.kv import context_length
 
-__all__ = ["prompts_of", "prompt_positions", "check_arguments", "peak_memory", "stop_tokens", "clip_k"]
+__all__ = ["prompts_of", "prompt_positions", "check_arguments", "check_generator", "peak_memory", "stop_tokens",
+           "clip_k", "next_k_cap", "K_UNCAPPED", "as_int"]
+
+K_UNCAPPED = 8  # a draft length never capped: the largest k the chapters use
+
+
+def as_int(x):
+    """x as a Python int if it is an integer (int, numpy integer, 0-d integer tensor), else None:
+    bools, floats (1.5, and 1.0 too) and strings are not integers here."""
+    if isinstance(x, bool) or (isinstance(x, torch.Tensor) and x.dtype == torch.bool):
+        return None
+    try:
+        return operator.index(x)
+    except TypeError:
+        return None
 
 
 def prompts_of(input_ids, vocab: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,18 +101,54 @@ def peak_memory(device) -> tuple[int, str]:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_rss_peak"
 
 
+def check_generator(generator, rows: int) -> None:
+    """Raise TypeError unless ``generator`` is None, a torch.Generator, or a `RowGenerators` with one
+    generator per row: checked up front, at every temperature (greedy decoding draws nothing, but a
+    wrong argument is still wrong)."""
+    if generator is None or isinstance(generator, torch.Generator):
+        return
+    if not isinstance(generator, RowGenerators):
+        raise TypeError(f"generator must be a torch.Generator (e.g. torch.Generator().manual_seed(42)), a "
+                        f"RowGenerators or None, got {type(generator).__name__} {generator!r}")
+    if len(generator) != rows:
+        raise TypeError(f"a RowGenerators needs one generator per row: {len(generator)} for {rows} rows")
+
+
 def stop_tokens(stop_token_ids, V: int, device) -> torch.Tensor:
-    try:
-        stop_set = sorted({int(s) for s in stop_token_ids})
-    except (TypeError, ValueError):
-        raise ValueError(f"stop_token_ids must be an iterable of token ids, got {stop_token_ids!r}") from None
+    """The stop token ids as a sorted (S,) tensor; each must be an integer id in [0, V) (`as_int`):
+    ValueError naming the first bad one otherwise."""
+    if isinstance(stop_token_ids, (str, bytes)) or not hasattr(stop_token_ids, "__iter__"):
+        raise ValueError(f"stop_token_ids must be an iterable of token ids, got {stop_token_ids!r}")
+    ids = list(stop_token_ids)
+    bad = [s for s in ids if as_int(s) is None]
+    if bad:
+        raise ValueError(f"stop_token_ids must be integer token ids; {bad[0]!r} ({type(bad[0]).__name__}) "
+                         "is not one")
+    stop_set = sorted({as_int(s) for s in ids})
     if stop_set and (stop_set[0] < 0 or stop_set[-1] >= V):
         raise ValueError(f"stop_token_ids must lie in [0, {V}), got {stop_set}")
     return torch.tensor(stop_set, dtype=torch.long, device=device)
 
 
-def clip_k(k, max_rem: int) -> int:
-    """A schedule's k, checked, clipped to the largest remaining budget minus one."""
+def clip_k(k, max_rem: int, cap: int = K_UNCAPPED) -> int:
+    """A schedule's k, checked, clipped to the largest remaining budget minus one and to ``cap``
+    (`next_k_cap`)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
         raise ValueError(f"a draft-length schedule must return an integer >= 0, got {k!r}")
-    return min(k, max_rem - 1)
+    return min(k, max_rem - 1, cap)
+
+
+def next_k_cap(n_max: int) -> int:
+    """The cap on the next step's draft length, after a drafting step whose longest accepted run
+    was n_max drafts: max(K_UNCAPPED, 2 (n_max + 1)).
+
+    Why: a draft is worth something only when every draft before it is accepted, so drafting far
+    beyond the longest run the drafter has just achieved cannot pay -- k = 1000 with a drafter that
+    is accepted a few tokens at a time would make each step draft hundreds of tokens for a few kept.
+    The cap doubles what the last step earned (a slow start: a drafter accepted all the way grows
+    its drafts 8, 18, 38, ... up to the requested k) and never binds at or below K_UNCAPPED, so
+    k <= 8 runs exactly as requested.  The bound it gives: a step drafts at most 8 + 2 e tokens
+    per row, e the tokens the longest row got from the step before; so a one-row run drafts at
+    most 10 times the tokens it emits (it has at most as many steps as tokens).
+    Example: next_k_cap(0) -> 8; next_k_cap(5) -> 12."""
+    return max(K_UNCAPPED, 2 * (n_max + 1))

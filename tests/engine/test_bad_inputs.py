@@ -6,8 +6,10 @@ prompt lists, cancellation from another thread.
 Models: the shared tiny seeded random pair (tests/conftest.py, V = 64, 128 positions).
 """
 
+import copy
 import threading
 
+import numpy as np
 import pytest
 import torch
 
@@ -132,15 +134,44 @@ def test_a_drafter_reporting_flags_only_is_still_checked(tiny_pair):
 
 
 def test_k_beyond_the_context_is_clipped(tiny_pair):
-    """k = 500 with a 128-position model: each step drafts at most the remaining budget minus one
-    (the first step all 19 of 20), nothing overshoots, and greedy output equals the baseline's.
-    The drafter is the target itself, so every draft is accepted and the clip is what limits k."""
+    """k = 500 with a 128-position model: each step drafts at most the remaining budget minus one,
+    nothing overshoots, and greedy output equals the baseline's.  The drafter is the target itself,
+    so every draft is accepted: the cap (`next_k_cap`) lets the first step draft 8, all kept, the
+    next 2 (8 + 1) = 18, clipped to the 11 left minus one = 10 -- and that ends the run."""
     target, _ = tiny_pair
     base = generate(target, PROMPT, max_new_tokens=20, temperature=0)
     out = generate(target, PROMPT, drafter=target, k=500, max_new_tokens=20, temperature=0)
     assert torch.equal(out.tokens[0], base.tokens[0]) and out.finish == ["length"]
-    ks = [s["k"] for s in out.stats.steps]
-    assert ks[0] == 19 and max(ks) <= 19
+    assert [s["k"] for s in out.stats.steps] == [8, 10]
+
+
+def test_a_huge_k_drafts_a_bounded_multiple_of_what_it_emits(tiny_pair):
+    """k = 1000, 8-token prompt, 120 new tokens (the context's 128), sampled (T = 1) and greedy, with a
+    draft that is rarely accepted (the tiny draft with its output scaled 30x: peaked where the target
+    is flat; rejections asserted).  Uncapped, each step drafted the whole remaining budget (119, 118,
+    ...: some 6,600 drafted tokens, one draft forward each, for 120 emitted at T = 1); capped where
+    it cannot pay (`next_k_cap`) the run drafts at most 10 tokens per token emitted, and no more
+    than the same run at k = 8 (twice that, for slack) -- counted, not timed.  No step drafts more
+    than max(8, 2 (n + 1)), n the longest run kept the step before.  A k of 8 or less is never
+    capped: k = 8 drafts min(8, budget left - 1) in every step (and greedy, the baseline's tokens)."""
+    target, draft = tiny_pair
+    weak = copy.deepcopy(draft)
+    with torch.no_grad():
+        weak.lm_head.weight.mul_(30.0)
+    for temperature in (1.0, 0.0):
+        runs = [generate(target, PROMPT, drafter=weak, k=k, max_new_tokens=120, temperature=temperature,
+                         generator=torch.Generator().manual_seed(4)) for k in (1000, 8)]
+        huge, eight = ([s["k"] for s in r.stats.steps] for r in runs)
+        kept = [n for _, ns in runs[0].stats.accepted for n in ns]
+        assert all(len(r.tokens[0]) == 120 for r in runs) and any(n < k for n, k in zip(kept, huge))
+        assert sum(huge) <= 10 * 120 and sum(huge) <= 2 * sum(eight)
+        assert huge[0] == 8 and all(k <= max(8, 2 * (n + 1)) for k, n in zip(huge[1:], kept))
+        done = 0
+        for s in runs[1].stats.steps:
+            assert s["k"] == min(8, 120 - done - 1)
+            done += s["emitted"]
+    base = generate(target, PROMPT, max_new_tokens=120, temperature=0)
+    assert torch.equal(runs[1].tokens[0], base.tokens[0]) and torch.equal(runs[0].tokens[0], base.tokens[0])
 
 
 def test_cancel_from_another_thread_mid_run(tiny_pair):
@@ -176,3 +207,61 @@ def test_cancel_from_another_thread_mid_run(tiny_pair):
         assert 0 < len(a) < len(b) and torch.equal(a, b[: len(a)])
     again = generate(target, ids, drafter=draft, k=3, max_new_tokens=24, temperature=0)
     assert all(torch.equal(a, b) for a, b in zip(again.tokens, full.tokens))
+
+
+@pytest.mark.parametrize("bad", [1.5, True, 2.0, "3", None, torch.tensor(1.5), np.float64(4.0)],
+                         ids=lambda b: repr(b))
+@pytest.mark.parametrize("speculative", [False, True], ids=["plain", "speculative"])
+def test_stop_token_ids_must_be_integers(tiny_pair, bad, speculative):
+    """A stop id that is not an integer (1.5, True, 2.0, "3", ...) is refused by name before any
+    forward -- never truncated to token 1 or 2 and stopped on silently.  Integer ids of any integer
+    type (int, numpy, 0-d tensor) stop as before."""
+    target, draft = tiny_pair
+    kw = dict(drafter=draft if speculative else None, k=2, max_new_tokens=6, temperature=0)
+    with pytest.raises(ValueError, match=r"stop_token_ids must be integer token ids; .* is not one"):
+        generate(target, PROMPT, stop_token_ids=[5, bad], **kw)
+    with pytest.raises(ValueError, match="stop_token_ids must be an iterable"):
+        generate(target, PROMPT, stop_token_ids=7, **kw)
+    free = generate(target, PROMPT, **kw).tokens[0]
+    first = int(free[1])
+    for ok in (first, np.int64(first), torch.tensor(first)):
+        out = generate(target, PROMPT, stop_token_ids=[ok], **kw)
+        assert out.tokens[0].tolist() == free[:int((free == first).nonzero()[0]) + 1].tolist()
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0], ids=["greedy", "T1"])
+@pytest.mark.parametrize("speculative", [False, True], ids=["plain", "speculative"])
+def test_a_generator_that_is_not_one_is_refused_up_front(tiny_pair, temperature, speculative):
+    """generator=42 (or a numpy generator) is a TypeError before the first forward at every
+    temperature -- greedy draws nothing, but the argument is still wrong -- never an AttributeError
+    mid-run; a RowGenerators must have one generator per row."""
+    from specdec.core.sampling import RowGenerators
+
+    target, draft = tiny_pair
+    calls = []
+    counting = _Counting(target, calls)
+    kw = dict(drafter=draft if speculative else None, k=2, max_new_tokens=6, temperature=temperature)
+    for bad in (42, np.random.default_rng(0), [torch.Generator()]):
+        with pytest.raises(TypeError, match="generator must be a torch.Generator"):
+            generate(counting, PROMPT, generator=bad, **kw)
+    with pytest.raises(TypeError, match="one generator per row: 2 for 1 rows"):
+        generate(counting, PROMPT, generator=RowGenerators([torch.Generator(), torch.Generator()]), **kw)
+    assert calls == []  # refused before any forward
+    out = generate(counting, PROMPT, generator=RowGenerators([torch.Generator().manual_seed(0)]), **kw)
+    assert len(out.tokens[0]) == 6
+
+
+class _Counting(torch.nn.Module):
+    """The target, counting its forwards in ``calls``."""
+
+    def __init__(self, model, calls):
+        super().__init__()
+        self.inner, self.calls = engine_model(model), calls
+
+    @property
+    def config(self):
+        return self.inner.config
+
+    def forward(self, **kw):
+        self.calls.append(1)
+        return self.inner(**kw)

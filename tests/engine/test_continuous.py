@@ -142,6 +142,11 @@ def test_join_caches_pads_on_the_left():
     ([Job(torch.arange(200) % 64, 4, 0.0, 0)], {}, "longer than the target's context"),
     ([Job(torch.tensor([1, 99]), 4, 0.0, 0)], {}, "token ids"),
     (["not a job"], {}, "not a Job"),
+    ([Job(torch.tensor([1]), 4, 0.0, 1.5), Job(torch.tensor([1]), 4, 0.0, 1)], {},
+     r"job 0: seed must be an integer .*got 1\.5 \(float\)"),  # never seed 1, as the second job's
+    ([Job(torch.tensor([1]), 4, 0.0, 0), Job(torch.tensor([1]), 4, 0.0, "abc")], {},
+     r"job 1: seed must be an integer .*got 'abc' \(str\)"),
+    ([Job(torch.tensor([1]), 4, 0.0, True)], {}, "job 0: seed must be an integer"),
 ])
 def test_bad_inputs_are_named(tiny_pair, jobs, kw, match):
     target, _ = tiny_pair

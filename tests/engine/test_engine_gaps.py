@@ -1,11 +1,14 @@
 """The engine's gaps deliberate small bugs slipped through (issue 11), each seen to fail on its bug:
 a KV crop one slot short (outputs unchanged -- the extra slot is masked -- but the target is fed
 attention masks with holes and the cache grows by a slot per rejection), and prompt lookup taking
-the earliest instead of the latest earlier match.  The math modules' gaps are in
+the earliest instead of the latest earlier match; and rows that keep another row's generator after
+a row selection.  The math modules' gaps are in
 tests/core/test_planted_bug_gaps.py."""
 
+import pytest
 import torch
 
+from specdec.core.sampling import RowGenerators
 from specdec.engine.decode import generate
 from specdec.engine.history import PromptLookupDrafter
 from specdec.engine.kv import engine_model
@@ -56,3 +59,26 @@ def test_prompt_lookup_takes_the_latest_earlier_match():
     toks, q = d.propose(3, None, None)
     assert toks.tolist() == [[2, 5, 2]]
     assert torch.equal(q, torch.nn.functional.one_hot(toks, 64).float())
+
+
+@pytest.mark.parametrize("speculative", [False, True], ids=["plain", "speculative"])
+def test_rows_keep_their_own_generators_after_a_row_leaves(tiny_pair, speculative):
+    """Two rows, each with its own generator (`RowGenerators`), sampled at T = 1.  Row 0 ends early at a
+    stop token (one it emits within its first tokens and row 1 never does, chosen from solo runs);
+    when it leaves the batch, row 1 must keep drawing from ITS generator: both rows' tokens equal
+    their solo runs (row 0 cut at the stop).  Keeping the first generator (row 0's) for the
+    remaining row, a wrong selection, changes row 1's tokens after row 0 leaves."""
+    target, draft = tiny_pair
+    g = torch.Generator().manual_seed(8)
+    rows = torch.randint(0, 64, (2, 7), generator=g)
+    kw = dict(drafter=draft if speculative else None, k=3, max_new_tokens=30, temperature=1.0)
+
+    def gens(*seeds):
+        return RowGenerators([torch.Generator().manual_seed(s) for s in seeds])
+
+    solo = [generate(target, rows[b], generator=gens(11 + b), **kw).tokens[0].tolist() for b in (0, 1)]
+    stop = next(t for t in solo[0][1:8] if t not in solo[1])
+    cut = solo[0][:solo[0].index(stop) + 1]
+    out = generate(target, rows, generator=gens(11, 12), stop_token_ids=[stop], **kw)
+    assert out.finish == ["stop", "length"] and len(cut) < 10
+    assert out.tokens[0].tolist() == cut and out.tokens[1].tolist() == solo[1]

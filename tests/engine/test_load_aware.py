@@ -18,6 +18,24 @@ def test_rule_on_histories():
     assert rule(History(running=1, accepted=8, stopped=4)) == 4  # alpha 2/3
 
 
+def test_drafting_stops_only_above_max_batch_not_at_it():
+    """Rule 1 says "while the running batch exceeds max_batch": at running == max_batch the rule
+    still drafts; one more row turns it off.  The same boundary for the shortening (rule 3): k_small
+    only above small_above.  In the engine: 2 rows with max_batch = 2 draft every step."""
+    rule = LoadAware(4, max_batch=3)
+    assert [rule(History(running=r)) for r in (1, 2, 3, 4, 5)] == [4, 4, 4, 0, 0]
+    short = LoadAware(4, max_batch=3, k_small=2, small_above=2)
+    assert [short(History(running=r)) for r in (1, 2, 3, 4)] == [4, 4, 2, 0]
+
+
+def test_engine_drafts_at_exactly_max_batch(tiny_pair):
+    target, draft = tiny_pair
+    ids = torch.randint(0, 64, (2, 6), generator=torch.Generator().manual_seed(0))
+    res = generate(target, ids, drafter=draft, k=LoadAware(3, max_batch=2), max_new_tokens=8,
+                   generator=torch.Generator().manual_seed(1))
+    assert res.stats.steps[0]["active"] == 2 and res.stats.steps[0]["k"] == 3
+
+
 @pytest.mark.parametrize("kw", [dict(k=0, max_batch=1), dict(k=2, max_batch=0), dict(k=2, max_batch=1, min_alpha=1.5),
                                 dict(k=2, max_batch=1, k_small=3, small_above=1), dict(k=2, max_batch=1, k_small=1),
                                 dict(k=2, max_batch=1, min_judged=0), dict(k=True, max_batch=1)])

@@ -184,3 +184,45 @@ def test_paired_speedups_refuses_keys_that_do_not_identify_a_pair():
     with pytest.raises(ValueError, match="do not identify a pair"):
         paired_speedups(rows, baseline="ours_ar", keys=("prompt",))
     assert [r["speedup"] for r in paired_speedups(rows, baseline="ours_ar", keys=("mode", "prompt"))] == [1.0, 1.0]
+
+
+def _rows(groups: dict) -> list[dict]:
+    """Rows with base_s_per_token 1 and wall times 1 / speedup, one per given speedup, per group."""
+    return [{"g": g, "base_s_per_token": 1.0, "wall_s": 1.0 / s, "tokens": 1} for g, sp in groups.items() for s in sp]
+
+
+def test_a_median_above_1_with_an_interval_reaching_below_1_is_not_faster():
+    """The rule every page's words rest on: "faster" only when the whole interval is above 1.  Twelve
+    pairs with speedups spread around 1.03 (median above 1, both intervals reaching below 1, asserted)
+    must say "no difference", in the bootstrap and the simultaneous verdict, through `comparison` and
+    `summarize`; mirrored (speedups inverted), not "slower" either.  Control: the same spread
+    shifted up by 0.2 is faster."""
+    from specdec.measure.protocol import comparison
+
+    sp = np.array([0.85, 0.9, 0.94, 0.97, 1.01, 1.03, 1.04, 1.06, 1.1, 1.14, 1.2, 1.25])
+    none = "no difference detected at this precision"
+    for s, word, side in ((sp, none, 1), (1 / sp, none, -1), (sp + 0.2, "faster", 1)):
+        c = comparison(np.ones(12), 1 / s, family_size=3)
+        assert (c["median"] - 1) * side > 0
+        if word == none:
+            assert c["lo"] < 1 < c["hi"] and c["lo_sim"] < 1 < c["hi_sim"]
+        assert c["verdict"] == word and c["verdict_sim"] == word
+        row = summarize(_rows({0: list(s), 1: list(s), 2: list(s)}), by=("g",))[0]
+        assert row["verdict"] == word and row["verdict_sim"] == word
+
+
+def test_summarize_takes_the_number_of_groups_as_the_family():
+    """Three groups, no family_size given: each simultaneous interval is at 1 - 0.05 / 3 (Bonferroni over
+    the three), not at 95% (a family of 1); family_size = 5 sets 1 - 0.05 / 5 instead.  Twelve pairs
+    reach 1 - 0.05/3 (`max_level(12)` = 0.9995), so the level sets the interval: the simultaneous one
+    is wider than the 95% one."""
+    rng = np.random.default_rng(2)
+    rows = _rows({g: list(np.exp(rng.normal(0.05, 0.05, 12))) for g in range(3)})
+    out = summarize(rows, by=("g",))
+    assert [r["level_sim"] for r in out] == [pytest.approx(1 - 0.05 / 3)] * 3
+    assert [r["pairs_sim"] for r in out] == [7] * 3
+    for r in out:
+        assert r["speedup_lo_sim"] < r["speedup_lo"] and r["speedup_hi"] < r["speedup_hi_sim"]
+    assert [r["level_sim"] for r in summarize(rows, by=("g",), family_size=5)] == [pytest.approx(0.99)] * 3
+    one = summarize(rows[:12], by=("g",))  # one group: a family of one
+    assert one[0]["level_sim"] == pytest.approx(0.95)
