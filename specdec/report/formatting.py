@@ -20,7 +20,8 @@ import math
 from fractions import Fraction
 
 __all__ = ["p_value_text", "fraction_text", "with_p_values", "markdown_table", "config_text", "temperature_text",
-           "GLOSSARY", "MAX_COLUMNS", "MAX_ROWS", "header", "table_text", "show", "counted"]
+           "GLOSSARY", "MAX_COLUMNS", "MAX_ROWS", "header", "table_text", "show", "counted", "interval_column",
+           "detect_text", "FORMATS", "P_VALUES"]
 
 FLOOR = 1e-300  # below this a double p-value has lost all meaning (the smallest normal is 2.2e-308)
 
@@ -45,6 +46,30 @@ def counted(n, noun: str, plural: str | None = None) -> str:
     counted(0, "query", "queries") -> "0 queries" """
     n = int(n)
     return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def detect_text(n) -> str:
+    """A sample size that detects a difference, as a reader reads it: 0 (no size does: the laws are
+    equal) is "never", below ten million with thousands separators, above in powers of ten.
+    Example: detect_text(0) -> "never"; detect_text(1279) -> "1,279"; detect_text(2.6e16) -> "2.6e+16" """
+    n = float(n)
+    if n != n:
+        return ""
+    return "never" if n == 0 else f"{int(n):,}" if n < 1e7 else f"{n:.1e}"
+
+
+def interval_column(frame, lo: str, hi: str, digits: int = 3) -> list[str]:
+    """Columns ``lo`` and ``hi`` of DataFrame ``frame`` as one column of interval texts, so that a
+    table shows an estimate's interval in one column, not two.  A missing bound reads "n/a"; a row
+    with neither bound (nothing was measured) is blank.
+    Example: interval_column(pd.DataFrame({"lo": [0.9], "hi": [1.1]}), "lo", "hi") -> ["[0.900, 1.100]"]"""
+    def missing(v) -> bool:
+        return v is None or v != v
+
+    def bound(v) -> str:
+        return "n/a" if missing(v) else f"{float(v):.{digits}f}"
+
+    return ["" if missing(a) and missing(b) else f"[{bound(a)}, {bound(b)}]" for a, b in zip(frame[lo], frame[hi])]
 
 
 def p_value_text(p: float, digits: int = 2) -> str:
@@ -112,9 +137,9 @@ GLOSSARY = {
     "beta_mean": r"mean $\beta$", "beta_real_text": r"$\beta$ on real text", "mean_beta": r"mean $\beta$",
     "temperature": "temperature", "top_p": "top-$p$", "batch": "batch", "output_len": "tokens per request",
     "draft": "draft", "target": "target", "model": "model", "config": "configuration", "method": "method",
-    "algorithm": "algorithm", "family": "family", "policy": "policy", "rule": "rule", "path": "path",
+    "algorithm": "algorithm", "family": "family", "policy": "policy", "rule": "rule", "path": "precision path",
     "case": "case", "variant": "variant", "bug": "bug", "pair": "pair", "prompt": "prompt", "prompts": "prompts",
-    "position": "position", "positions": "positions", "context": "context", "dtype": "dtype", "mode": "mode",
+    "position": "position", "positions": "positions", "dtype": "dtype", "mode": "mode",
     "steps": "steps", "tokens": "tokens", "samples": "samples", "runs": "runs", "reruns": "re-runs",
     "pairs": "pairs", "rate": "requests/s", "requests": "requests", "verdict": "verdict", "words": "verdict",
     "verdict_sim": "verdict (simultaneous)", "words_sim": "verdict (simultaneous)",
@@ -132,10 +157,27 @@ GLOSSARY = {
     "p_value": "p-value", "chi2": "$X^2$", "df": "degrees of freedom", "tv": "TV", "kl": "KL",
     "tv_low": "TV low", "tv_high": "TV high", "exact_tv": "exact TV", "max_abs_error": "largest error",
     "detect_N": "samples to detect", "lossless": "lossless", "identical": "identical",
-    "nll": "NLL", "nll_diff": "NLL difference", "distinct_2": "distinct 2-grams", "params": "parameters",
+    "nll": "NLL", "distinct_2": "distinct 2-grams", "params": "parameters",
     "val_ppl": "validation perplexity", "test_ppl": "test perplexity", "tokens_seen": "training tokens",
     "architecture": "architecture", "status": "status", "chapter": "chapter", "commit": "commit", "date": "date",
+    "speedup_ci": "speedup, 95% interval", "nll_diff_ci": "NLL change, 95% interval",
+    "distinct_2_diff_ci": "distinct 2-grams change, 95% interval",
+    # exactness and precision (chapters 01, 02, 08)
+    "detect_samples": "samples to detect", "detect_same_precision": "samples to detect",
+    "tv_exact": "TV from the exact target", "tv_same_precision": "TV from the same-precision target",
+    "tv_same": "TV from the same-precision target", "row_total_deviation": "largest row-sum error",
+    "row_sum_dev_max": "largest row-sum error", "tv_exact_median": "TV from exact (median)",
+    "tv_exact_max": "TV from exact (max)", "tv_same_median": "TV from same precision (median)",
+    "tv_same_max": "TV from same precision (max)", "p_vs_computed_law": "p-value against its computed law",
+    "p_vs_same_precision": "p-value against the same-precision target", "tv_median": "TV (median)",
+    "tv_max": "TV (max)", "accept_first": "first draft kept", "drafts": "drafts $n$",
+    "rrs": "recursive rejection", "optimal": "optimal (subset formula)", "optimal_lp": "optimal (linear program)",
+    "single_draft": "one draft", "vocabulary": "vocabulary", "distinct_2_diff": "distinct 2-grams change",
+    "nll_diff": "NLL change", "context": "context",
 }
+
+
+P_VALUES = ("p_value", "min_p", "p_vs_computed_law", "p_vs_same_precision")  # columns shown as p-value text
 
 
 def header(name, columns: dict | None = None) -> str:
@@ -171,14 +213,15 @@ def _csv_link(csv, rows: int, cols: int, shown: bool) -> str:
 
 
 def table_text(frame, columns=None, *, csv=None, digits: int = 3, formats: dict | None = None,
-               p_values=("p_value",), max_columns: int = MAX_COLUMNS, max_rows: int = MAX_ROWS) -> str:
+               p_values=P_VALUES, max_columns: int = MAX_COLUMNS, max_rows: int = MAX_ROWS) -> str:
     """The MyST Markdown of a table a reader can read, from DataFrame ``frame`` (not changed).
 
     - ``columns``: which columns, in order: a list (headers from `GLOSSARY`) or a dict raw -> header
       (None: the glossary's); by default every column.  A named index (e.g. a groupby's) becomes
       columns first; an unnamed one is dropped, never shown.
-    - numbers to ``digits`` significant digits (`markdown_table`), p-values as text (`p_value_text`),
-      ``formats``: raw column -> format string or callable for columns that need their own.
+    - numbers to ``digits`` significant digits (`markdown_table`), the ``p_values`` columns as text
+      (`p_value_text`), detecting sample sizes as `detect_text` (`FORMATS`), and ``formats``: raw
+      column -> format string or callable for columns that need their own (it overrides `FORMATS`).
     - ``csv``: the committed table's path from the repository root (or absolute inside it): linked
       under the table; if the selection is wider than ``max_columns`` or longer than ``max_rows``
       only the link is shown (a reader gets the whole table, not a cut one).  Without ``csv`` such
@@ -205,7 +248,7 @@ def table_text(frame, columns=None, *, csv=None, digits: int = 3, formats: dict 
                              f"{max_columns}): choose columns or rows, or pass csv= to link the full table")
         return _csv_link(csv, len(frame), len(frame.columns), shown=False)
     out = with_p_values(df[names], [c for c in p_values if c in names])
-    for col, fmt in (formats or {}).items():
+    for col, fmt in {**{c: f for c, f in FORMATS.items() if c in names}, **(formats or {})}.items():
         out[col] = [("" if v is None or v != v else fmt(v) if callable(fmt) else fmt.format(v)) for v in out[col]]
     out.columns = heads
     text = markdown_table(out, digits)
@@ -217,3 +260,7 @@ def show(frame, columns=None, **options):
     from IPython.display import Markdown
 
     return Markdown(table_text(frame, columns, **options))
+
+
+FORMATS = {"detect_N": detect_text, "detect_samples": detect_text, "detect_same_precision": detect_text,
+           "detect_exact": detect_text}  # how a column of this name reads on every page

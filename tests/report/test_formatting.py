@@ -98,3 +98,17 @@ def test_booleans_read_yes_no_and_counts_take_their_plural():
     assert markdown_table(df).splitlines()[2:] == ["| no |", "| yes |"]
     assert counted(1, "thread") == "1 thread" and counted(2, "thread") == "2 threads"
     assert counted(0, "query", "queries") == "0 queries"
+
+
+def test_an_interval_reads_as_one_column():
+    from specdec.report.formatting import interval_column
+
+    df = pd.DataFrame({"lo": [0.9, float("nan"), None], "hi": [1.1234, 2.0, None]})
+    assert interval_column(df, "lo", "hi") == ["[0.900, 1.123]", "[n/a, 2.000]", ""]
+    assert interval_column(df, "lo", "hi", digits=1) == ["[0.9, 1.1]", "[n/a, 2.0]", ""]
+
+
+def test_detecting_sample_sizes_read_as_words_and_powers():
+    from specdec.report.formatting import detect_text
+
+    assert [detect_text(v) for v in (0, 78, 1279, 2.6e16, float("nan"))] == ["never", "78", "1,279", "2.6e+16", ""]
