@@ -14,7 +14,8 @@ Stated before any result (`make bench` and the measured chapters use it as writt
      wall time / torch threads); a run whose share is below 0.9 is contended and is re-run, at most
      `max_reruns` times (the harness counts re-runs); the share of the kept run is reported.
   5. Words: "faster" only when the whole interval lies above 1, "slower" when it lies below 1,
-     otherwise "no difference detected at this precision".
+     otherwise "undecided" (the interval contains 1: it says which effects remain possible, not that
+     there is no effect).
   6. Many comparisons: a chapter that words m speedups at once also gives each a simultaneous
      interval at level 1 - (1 - LEVEL) / m (Bonferroni) and its words (`summarize(family_size=m)`,
      `comparison(family_size=m)`), and says how many there were.  The simultaneous interval is the
@@ -49,7 +50,7 @@ __all__ = ["LEVEL", "HALF_WIDTH", "OUT_OF_REACH", "verdict", "paired_interval", 
 
 LEVEL = 0.95  # confidence level of every interval
 HALF_WIDTH = 0.03  # the precision aimed at: interval half-width / median
-FASTER, SLOWER, UNDECIDED = "faster", "slower", "no difference detected at this precision"
+FASTER, SLOWER, UNDECIDED = "faster", "slower", "undecided"
 OUT_OF_REACH, ONE_RUN = "too few pairs for this level", "one run: no interval"
 
 

@@ -28,7 +28,8 @@ __all__ = ["FAMILIES", "multiplicity_words", "agreement", "rerun_values"]
 
 KEYS = ("temperature", "output_len", "batch", "config")
 DECIDED = ("faster", "slower", "more tokens per step", "fewer tokens per step")
-STATEMENTS = ("faster", "slower", "no difference detected at this precision")  # what a verdict can say
+STATEMENTS = ("faster", "slower", "undecided")  # what a verdict can say
+LEGACY_WORDS = {"no difference detected at this precision": "undecided"}  # the same statement in older tables
 
 FAMILIES = (("acc", "block_vs_token", "block against token verification", "lo_sim", "words_sim"),
             ("dec", "summary", "chapter 06's sweep", "speedup_lo_sim", "verdict_sim"),
@@ -68,7 +69,8 @@ def agreement(a, b, keys=KEYS) -> dict:
     miss = [f"{config_text(r)}: {r['speedup_a']:.3f} [{r['speedup_lo_a']:.3f}, {r['speedup_hi_a']:.3f}] against "
             f"{r['speedup_b']:.3f} [{r['speedup_lo_b']:.3f}, {r['speedup_hi_b']:.3f}]"
             for r in m[~hit].to_dict("records")]
-    same = (m["verdict_a"] == m["verdict_b"]) & m["verdict_a"].isin(STATEMENTS)
+    va, vb = m["verdict_a"].replace(LEGACY_WORDS), m["verdict_b"].replace(LEGACY_WORDS)
+    same = (va == vb) & va.isin(STATEMENTS)
     return {"n": int(len(m)), "overlap": int(hit.sum()), "words_agree": int(same.sum()), "missed": miss}
 
 

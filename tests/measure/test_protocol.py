@@ -29,7 +29,7 @@ def test_no_difference_is_not_called_faster():
     rng = np.random.default_rng(0)
     base, cfg = np.exp(rng.normal(0, 0.05, 24)), np.exp(rng.normal(0, 0.05, 24))
     med, lo, hi = paired_interval(base, cfg)
-    assert lo < 1 < hi and verdict(lo, hi) == "no difference detected at this precision"
+    assert lo < 1 < hi and verdict(lo, hi) == "undecided"
     assert verdict(0.8, 0.95) == "slower" and verdict(1.01, 1.2) == "faster"
     with pytest.raises(ValueError):
         paired_interval([1.0, 2.0], [1.0])
@@ -165,7 +165,7 @@ def test_median_interval_has_its_stated_coverage_where_the_bootstrap_falls_short
 def test_simultaneous_words_count_verdicts_and_say_when_the_level_is_out_of_reach():
     from specdec.measure.protocol import OUT_OF_REACH, simultaneous_words
 
-    assert simultaneous_words(["faster", "slower", "no difference detected at this precision"], [12] * 3, 3) == (
+    assert simultaneous_words(["faster", "slower", "undecided"], [12] * 3, 3) == (
         "with simultaneous intervals over all 3 comparisons (98.3% each): 1 faster, 1 slower")
     assert simultaneous_words([OUT_OF_REACH] * 30, [6] * 30, 30) == (
         "a simultaneous statement over all 30 comparisons is out of reach: 6 pairs give a median interval of at "
@@ -200,7 +200,7 @@ def test_a_median_above_1_with_an_interval_reaching_below_1_is_not_faster():
     from specdec.measure.protocol import comparison
 
     sp = np.array([0.85, 0.9, 0.94, 0.97, 1.01, 1.03, 1.04, 1.06, 1.1, 1.14, 1.2, 1.25])
-    none = "no difference detected at this precision"
+    none = "undecided"
     for s, word, side in ((sp, none, 1), (1 / sp, none, -1), (sp + 0.2, "faster", 1)):
         c = comparison(np.ones(12), 1 / s, family_size=3)
         assert (c["median"] - 1) * side > 0

@@ -163,9 +163,9 @@ def test_speedups_pair_by_round_and_word_by_the_interval():
     for r in out.values():
         assert r["latency_lo"] <= r["latency_speedup"] <= r["latency_hi"]
         assert r["verdict"] == ("faster" if r["latency_lo"] > 1 else "slower" if r["latency_hi"] < 1
-                                else "no difference detected at this precision")
+                                else "undecided")
     assert [out[r]["verdict"] for r in (1.0, 2.0, 4.0)] == ["faster", "slower",
-                                                            "no difference detected at this precision"]
+                                                            "undecided"]
     # throughput: policy / plain tokens/s, median of [1.5, 1, 3, 1.25, 1.2, 1.25] = 1.25 (not its inverse, 0.8)
     assert all(r["throughput_ratio"] == pytest.approx(1.25) for r in out.values())
     assert all(r["goodput_ratio"] == pytest.approx(1.0) for r in out.values())
@@ -175,7 +175,7 @@ def test_speedups_pair_by_round_and_word_by_the_interval():
     more = rows + [{**r, "repeat": r["repeat"] + 6} for r in rows]  # 12 rounds: [min, max] covers 99.95%
     for r in speedups(more, seed=3):
         assert r["latency_lo_sim"] <= r["latency_lo"] and r["latency_hi_sim"] >= r["latency_hi"]
-        assert r["verdict_sim"] in ("faster", "slower", "no difference detected at this precision")
+        assert r["verdict_sim"] in ("faster", "slower", "undecided")
         assert r["half_width"] == pytest.approx((r["latency_hi"] - r["latency_lo"]) / 2 / r["latency_speedup"])
 
 

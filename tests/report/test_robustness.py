@@ -13,7 +13,7 @@ from specdec.report.results import write_table
 def _summary(shift=0.0):
     rows = [{"temperature": 1.0, "output_len": 32, "batch": 1, "config": "baseline", "speedup": 1.0, "speedup_lo": 1.0,
              "speedup_hi": 1.0, "verdict": "(the baseline)"}]
-    for k, (est, lo, hi, words) in enumerate([(1.10, 1.05, 1.15, "faster"), (0.98, 0.95, 1.02, "no difference detected at this precision"),
+    for k, (est, lo, hi, words) in enumerate([(1.10, 1.05, 1.15, "faster"), (0.98, 0.95, 1.02, "undecided"),
                                               (0.90, 0.85, 0.95, "slower")], start=1):
         rows.append({"temperature": 1.0, "output_len": 32, "batch": 1, "config": f"k={k}", "speedup": est + shift,
                      "speedup_lo": lo + shift, "speedup_hi": hi + shift, "verdict": words})
@@ -27,6 +27,8 @@ def test_agreement_counts_overlaps_and_names_the_misses():
     assert moved["n"] == 3 and moved["overlap"] == 0 and moved["words_agree"] == 1
     assert moved["missed"][0] == ("k=1, batch 1, 32 tokens, temperature 1: 1.100 [1.050, 1.150] against "
                                   "1.210 [1.160, 1.260]")
+    old = _summary().replace({"verdict": {"undecided": "no difference detected at this precision"}})
+    assert rb.agreement(_summary(), old)["words_agree"] == 3  # an older table's words for the same statement
     refused = _summary().assign(verdict="too few pairs for this level")
     assert rb.agreement(refused, refused)["words_agree"] == 0  # two refusals are not an agreement
 
@@ -56,14 +58,14 @@ def test_multiplicity_words_say_what_each_family_decided(tmp_path):
     nan = float("nan")
     tables = {
         ("a", "block_vs_token"): [{"lo_sim": 1.1, "words_sim": "more tokens per step"},
-                                  {"lo_sim": 0.9, "words_sim": "no difference detected at this precision"}],
+                                  {"lo_sim": 0.9, "words_sim": "undecided"}],
         ("d", "summary"): [{"config": "baseline", "speedup_lo_sim": 1.0, "verdict_sim": "faster"},
                            {"config": "k=1", "speedup_lo_sim": nan, "verdict_sim": "too few pairs for this level"}],
         ("d", "draft_summary"): [{"speedup_lo_sim": 1.1, "verdict_sim": "faster"},
                                  {"speedup_lo_sim": nan, "verdict_sim": "too few pairs for this level"}],
         ("d", "dynamic_vs_fixed"): [{"lo": 1.0}],  # a table from before the simultaneous columns: skipped
         ("d", "real_size_speedup_vs_alpha"): [{"speedup_lo_sim": 0.5, "verdict_sim": "slower"}],
-        ("x", "speedup"): [{"speedup_lo_sim": 0.5, "verdict_sim": "no difference detected at this precision"}],
+        ("x", "speedup"): [{"speedup_lo_sim": 0.5, "verdict_sim": "undecided"}],
         ("s", "speedup"): [{"latency_lo_sim": nan, "verdict_sim": "too few pairs for this level"}]}
     for (ch, name), rows in tables.items():
         (tmp_path / ch).mkdir(exist_ok=True)
