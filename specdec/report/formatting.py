@@ -207,9 +207,10 @@ def _csv_link(csv, rows: int, cols: int, shown: bool) -> str:
         except ValueError:
             raise ValueError(f"csv {csv} is outside the repository: a page links the committed table "
                              "(data/results/<chapter>/<table>.csv)") from None
+    if shown:  # under the table, as under a figure
+        return f"{{download}}`Data (CSV) <../{path.as_posix()}>`"
     size = f"{rows} row{'' if rows == 1 else 's'}, {cols} column{'' if cols == 1 else 's'}"
-    lead = "Every column" if shown else f"The full table ({size}) is too large to read here"
-    return f"{lead}: {{download}}`{path.name} <../{path.as_posix()}>`."
+    return f"The full table ({size}) is too large to read here: {{download}}`{path.name} <../{path.as_posix()}>`."
 
 
 def table_text(frame, columns=None, *, csv=None, digits: int = 3, formats: dict | None = None,
