@@ -89,6 +89,8 @@ FIGURES = {  # name: (builder, integer axes as (panel index or "all", "x"/"y"))
                                          table("06_measured_decoding", "regime_points")), []),
     "multidraft_acceptance": (lambda: plotting.multidraft_acceptance(table("08_alternatives", "multidraft")),
                               [("all", "x")]),
+    "precision_tv": (lambda: plotting.precision_tv(table("08_alternatives", "precision").query("config == config.iloc[0]"),
+                                                   1e-12), []),
     "measured_alternatives": (lambda: plotting.measured_alternatives(table("08_alternatives", "speedup"),
                                                                      table("08_alternatives", "acceptance")), [(1, "x")]),
     "latency_curves": (lambda: plotting.latency_curves(table("09_serving", "latency")), []),

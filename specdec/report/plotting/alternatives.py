@@ -47,19 +47,26 @@ def multidraft_acceptance(md):
 
 
 def precision_tv(prec, floor: float):
-    """Per precision path, the TV of the law it realizes from the exact target law and from the
-    same-precision target (log scale, values below ``floor`` drawn at it); table precision."""
-    fig, ax = new(6.6, 3.8)
+    """A bar chart: per precision path, the TV of the law it realizes from the exact target law and
+    from the same-precision target (log scale), each bar labelled with its value; a TV below
+    ``floor`` is rounding, drawn as no bar and labelled so (table precision)."""
+    fig, ax = new(7.2, 0.55 * len(prec) + 1.4)
     y = range(len(prec))
-    ax.barh([i + 0.2 for i in y], prec["tv_exact"].clip(lower=floor), height=0.4, color="C1",
-            label="from the exact (float64) target law")
-    ax.barh([i - 0.2 for i in y], prec["tv_same_precision"].clip(lower=floor), height=0.4, color="C0",
-            label="from the target in the same precision")
+    series = (("tv_exact", +0.2, "C1", "from the exact (float64) target law"),
+              ("tv_same_precision", -0.2, "C0", "from the target in the same precision"))
+    for col, dy, colour, label in series:
+        values = prec[col].to_numpy(float)
+        ax.barh([i + dy for i in y], [v if v >= floor else 0.0 for v in values], height=0.4, left=floor, color=colour,
+                label=label)
+        for i, v in zip(y, values):
+            ax.text(max(v, floor) * 1.3, i + dy, f"{v:.1e}" if v >= floor else f"below {floor:.0e} (rounding)",
+                    va="center", fontsize=6.5)
     ax.set_yticks(list(y), prec["path"], fontsize=7)
     ax.set_xscale("log")
+    ax.set_xlim(floor, float(max(prec["tv_exact"].max(), prec["tv_same_precision"].max(), floor)) * 30)
     ax.invert_yaxis()
-    ax.set(xlabel="total variation over the first tokens", title="The law each precision path realizes")
-    ax.legend(fontsize=7)
+    ax.set(xlabel="total variation over the first tokens (log scale)", title="The law each precision path realizes")
+    ax.legend(fontsize=7, loc="upper right")
     ax.grid(alpha=0.3, axis="x")
     return fig
 
