@@ -135,6 +135,8 @@ class VLLMEngine:
                           "seed": run["seed"], "threads": self.threads, "kv_cache_gib": self.kv_cache_gib,
                           "multiprocessing": self.multiprocessing, "process_wall_s": wall,
                           "import_s": out.get("import_s"), **((got or {}).get("timings", {}))}
+            if got and got.get("traceback"):
+                provenance["traceback"] = got["traceback"]  # where vLLM raised, for the row's diagnosis
             if got is None:
                 rows.append(Continuations([], {}, provenance, failure or "the vLLM worker returned no row"))
             else:
