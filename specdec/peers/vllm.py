@@ -114,7 +114,10 @@ class VLLMEngine:
         return self.run_many([(prompts, n, max_new_tokens, sampling, spec, seed)])[0]
 
     def run_many(self, jobs: list[tuple]) -> list[Continuations]:
-        """Several `continue_prompts` argument tuples in ONE worker process (vLLM's start-up shared)."""
+        """Several `continue_prompts` argument tuples in ONE worker process (vLLM's start-up shared;
+        consecutive jobs of one configuration share its LLM).  A tuple may carry a 7th element,
+        ``repeats``: the worker then times that many generate calls (``generate_each_s`` in the
+        row's provenance; tokens and counters are the first call's)."""
         python = Path(self.python or VLLM_VENV / "bin" / "python")
         if not python.exists():
             raise VLLMUnavailable(f"the vLLM environment is missing ({python} does not exist): "
@@ -143,7 +146,7 @@ class VLLMEngine:
                 rows.append(Continuations(got["tokens"], got["counters"], provenance, got["error"]))
         return rows
 
-    def _run(self, prompts, n, max_new_tokens, sampling: Sampling, spec, seed) -> dict:
+    def _run(self, prompts, n, max_new_tokens, sampling: Sampling, spec, seed, repeats: int = 1) -> dict:
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token id")
         if n < 1 or max_new_tokens < 1:
@@ -151,7 +154,10 @@ class VLLMEngine:
         longest = max(len(p) for p in prompts) + max_new_tokens + (spec.k if spec else 0)
         if longest > self.max_model_len:
             raise ValueError(f"prompt + max_new_tokens + k = {longest} exceeds max_model_len {self.max_model_len}")
+        if int(repeats) < 1:
+            raise ValueError(f"repeats must be >= 1, got {repeats}")
         return {"model": str(model_folder(self.target)), "seed": int(seed), "max_model_len": self.max_model_len,
+                "repeats": int(repeats),
                 "speculative_config": speculative_config(spec), "prompts": [list(map(int, p)) for p in prompts],
                 "sampling": {"n": int(n), "temperature": float(sampling.temperature), "top_k": sampling.top_k,
                              "top_p": sampling.top_p, "max_tokens": int(max_new_tokens)}}

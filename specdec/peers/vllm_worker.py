@@ -4,10 +4,12 @@
 
 It imports only vllm and the standard library (the project's environment is not on its path).
 REQUEST.json holds {"runs": [run, ...]}; each run is one configuration, executed in order in this
-one process (vLLM's start-up is the cost, so a list of configurations shares it):
+one process (vLLM's start-up is the cost, so a list of configurations shares it, and consecutive
+runs of one configuration share its LLM):
 
     {"model": folder, "seed": int, "max_model_len": int, "speculative_config": dict | null,
-     "prompts": [[token ids]], "sampling": {"n", "temperature", "top_k", "top_p", "max_tokens"}}
+     "prompts": [[token ids]], "sampling": {"n", "temperature", "top_k", "top_p", "max_tokens"},
+     "repeats": int (optional, default 1: generate calls timed one after another)}
 
 For each run it builds `vllm.LLM` the way vLLM's offline users do (float32, eager, one engine-level
 seed: per-request seeds crash vLLM's CPU sampler), generates from token-id prompts with
@@ -91,22 +93,49 @@ def _difference(after: dict, before: dict) -> dict:
     return out
 
 
-def run_one(run: dict, versions: dict) -> dict:
-    """One configuration: build the LLM, generate, read the counters; never raises."""
+def _key(run: dict) -> str:
+    """What decides the LLM a run needs: consecutive runs with the same key share one LLM."""
+    return json.dumps([run["model"], run["seed"], run["max_model_len"], run.get("speculative_config"),
+                       run.get("llm_options", {})], sort_keys=True)
+
+
+def _close(held: dict) -> None:
+    llm = held.pop("llm", None)
+    held.pop("key", None)
+    if llm is not None:
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        except Exception:
+            pass
+        del llm
+        gc.collect()
+
+
+def run_one(run: dict, versions: dict, held: dict | None = None) -> dict:
+    """One configuration: build the LLM (or reuse the one ``held`` from the previous run when its
+    model, seed, length and speculative configuration are the same: its random stream then goes on
+    from that run), generate ``repeats`` times (default 1; the tokens and counters are the first
+    call's, the wall time of every call is kept), read the counters; never raises."""
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
+    held = {} if held is None else held
     row = {"tokens": [], "counters": {}, "error": None, "timings": {}}
     why = unavailable(run.get("speculative_config"), versions["vllm"])
     if why:
         row["error"] = why
         return row
-    llm = None
     try:
-        start = time.perf_counter()
-        llm = LLM(model=run["model"], tokenizer=run["model"], dtype="float32", enforce_eager=True,
-                  max_model_len=run["max_model_len"], seed=run["seed"], disable_log_stats=False,
-                  speculative_config=run.get("speculative_config"), **run.get("llm_options", {}))
-        row["timings"]["startup_s"] = time.perf_counter() - start
+        if held.get("key") != _key(run):
+            _close(held)
+            start = time.perf_counter()
+            held["llm"] = LLM(model=run["model"], tokenizer=run["model"], dtype="float32", enforce_eager=True,
+                              max_model_len=run["max_model_len"], seed=run["seed"], disable_log_stats=False,
+                              speculative_config=run.get("speculative_config"), **run.get("llm_options", {}))
+            held["key"] = _key(run)
+            row["timings"]["startup_s"] = time.perf_counter() - start
+        else:
+            row["timings"]["startup_s"] = 0.0  # the previous run's LLM, reused
+        llm = held["llm"]
         s = run["sampling"]
         # vLLM refuses n > 1 at temperature 0: greedy samples are asked as n requests of one each
         copies = s["n"] if s["temperature"] == 0 else 1
@@ -115,24 +144,22 @@ def run_one(run: dict, versions: dict) -> dict:
                                 min_tokens=s["max_tokens"], ignore_eos=True, detokenize=False,
                                 skip_special_tokens=False)
         prompts = [TokensPrompt(prompt_token_ids=list(p)) for p in run["prompts"] for _ in range(copies)]
-        before = _spec_counters(llm)
-        start = time.perf_counter()
-        outputs = llm.generate(prompts, params, use_tqdm=False)
-        row["timings"]["generate_s"] = time.perf_counter() - start
-        row["counters"] = _difference(_spec_counters(llm), before)
-        samples = [[list(c.token_ids) for c in sorted(o.outputs, key=lambda c: c.index)] for o in outputs]
-        row["tokens"] = [sum(samples[i * copies:(i + 1) * copies], []) for i in range(len(run["prompts"]))]
+        each = []
+        for i in range(int(run.get("repeats", 1))):
+            before = _spec_counters(llm)
+            start = time.perf_counter()
+            outputs = llm.generate(prompts, params, use_tqdm=False)
+            each.append(time.perf_counter() - start)
+            if i == 0:
+                row["counters"] = _difference(_spec_counters(llm), before)
+                samples = [[list(c.token_ids) for c in sorted(o.outputs, key=lambda c: c.index)] for o in outputs]
+                row["tokens"] = [sum(samples[j * copies:(j + 1) * copies], []) for j in range(len(run["prompts"]))]
+        row["timings"]["generate_s"] = each[0]
+        row["timings"]["generate_each_s"] = each
     except Exception as exc:  # a row that failed says why; the other runs go on
         row["error"] = f"vLLM {versions['vllm']} raised {type(exc).__name__}: {exc}"
         row["traceback"] = traceback.format_exc(limit=8)
-    finally:
-        if llm is not None:
-            try:
-                llm.llm_engine.engine_core.shutdown()
-            except Exception:
-                pass
-            del llm
-            gc.collect()
+        _close(held)
     return row
 
 
@@ -146,11 +173,15 @@ def main(request_path: str, result_path: str) -> None:
     versions = {"vllm": vllm.__version__, "torch": torch.__version__,
                 "transformers": transformers.__version__, "python": sys.version.split()[0]}
     result = {"versions": versions, "import_s": time.perf_counter() - start, "runs": []}
-    for run in request["runs"]:
-        result["runs"].append(run_one(run, versions))
-        with open(result_path + ".tmp", "w") as f:
-            json.dump(result, f)
-        os.replace(result_path + ".tmp", result_path)
+    held = {}
+    try:
+        for run in request["runs"]:
+            result["runs"].append(run_one(run, versions, held))
+            with open(result_path + ".tmp", "w") as f:
+                json.dump(result, f)
+            os.replace(result_path + ".tmp", result_path)
+    finally:
+        _close(held)
 
 
 if __name__ == "__main__":  # vLLM spawns its engine core: the entry point must be guarded
