@@ -2,13 +2,17 @@
 `specdec.peers.laws`, its power, a TV interval, the verdict in words, the diagnosis of a failure,
 and the token-for-token check of greedy decoding.
 
-Bins.  The joint cells of (x1, x2) (`laws.joint_cells`) are ordered x1 by x1 (the support's order,
-descending p1), within one x1 by descending target probability of x2 (a probability integral
-transform of x2 given x1), the cell "x1 outside the support" last, and cut into bins of about
-equal expected mass 1/B (`make_bins`: a bin holds the cells that start in its 1/B of the cumulative
-mass; bins below half that mass join their neighbour; one cell heavier than 1/B is a bin alone).
-B is capped at n / 10 so every expected count is >= 5.  Cells of target probability 0 are no bin:
-a token there is impossible under the target and gives p = 0.
+Bins.  A wrong rule changes x2's law given x1 after every x1, and the enumerated x1 are many (over
+a thousand at T = 1), so bins that follow x1 would each hold a few x1 and see little.  Instead x2 is
+placed by a probability integral transform: within its x1 the cells are ordered (by descending p,
+or by a score such as `laws.ratio_score`, the draft's log-ratio) and x2's bin is the window of
+1/H of the conditional cumulative mass its cell starts in; the same window is pooled over x1, so
+a move of mass toward the draft's choices adds up over x1 instead of cancelling.  x1 itself is cut
+into G groups of about equal p1 mass (the prefill sampler's check), giving G x H bins
+(`make_bins`), the cell "x1 outside the support" alone, light bins merged with a neighbour.  B =
+G H is capped at n / 10 so every expected count is >= 5.  Cells of target probability 0 are no
+bin: a token there is impossible under the target and gives p = 0.  Every bin's probability is
+exact (a sum of enumerated cells), whatever the order; the order only decides the power.
 
 Test.  G = 2 sum O ln(O / E) per prompt (each prompt's n samples fixed), summed over prompts, against
 chi-square with df = sum (B_i - 1).  Power (`specdec.core.stats.power`, the worst case over
@@ -34,7 +38,11 @@ of the same engine from that prefix, one token); the divergence counts against s
 plain decoding emits the token plain emitted there, not the speculative one (then plain decoding
 itself is not reproducible at that prefix: a near tie, `specdec.measure.greedy_ties`).
 
-Example: r = law_test([law], [counts], alpha=0.01, eps=0.03); verdict(r) ->
+Two orders.  The p order sees rules that sharpen or flatten the law (q at another temperature);
+the ratio order sees rules that move mass toward or away from the draft (residual omitted, the
+draft's law).  `law_test` with ``scores`` runs both at alpha / 2 each (Bonferroni).
+
+Example: r = law_test([law], [counts], V, alpha=0.01, eps=0.03); verdict(r) ->
 "consistent with the target law at this power (p = 0.41; power 0.83 for binned TV 0.03 at level 0.01)".
 """
 
@@ -53,37 +61,46 @@ __all__ = ["make_bins", "LawTest", "law_test", "design_n", "alternative_power", 
            "greedy_divergences"]
 
 
-def _order(law: np.ndarray, V: int) -> np.ndarray:
-    """Cells of a joint (S * V + 1,) in test order: x1 by x1, x2 by descending law, the cut cell last."""
-    S = (law.size - 1) // V
-    within = np.argsort(-law[:-1].reshape(S, V), axis=1, kind="stable")  # (S, V)
-    return np.append((within + V * np.arange(S)[:, None]).reshape(-1), law.size - 1)
-
-
-def make_bins(law, V: int, n_bins: int) -> np.ndarray:
-    """Bin label of every cell of a joint law (S * V + 1,) (module docstring), -1 where law = 0."""
+def make_bins(law, V: int, n_bins: int, score=None, x1_bins: int = 4) -> np.ndarray:
+    """Bin label of every cell of a joint law (S * V + 1,) (module docstring), -1 where law = 0:
+    G = x1_bins groups of x1 by the cumulative p1 in the support's order, times H = n_bins // G
+    bins of x2 by its conditional cumulative mass within its x1 (ordered by descending ``score``,
+    default the law; `laws.ratio_score`), the cut cell alone; bins lighter than half of 1 / (G H)
+    join the bin before them (the first joins the next)."""
     law = np.asarray(law, dtype=np.float64)
     if law.ndim != 1 or (law.size - 1) % V or abs(law.sum() - 1) > 1e-9 or np.any(law < 0):
         raise ValueError("law must be a joint of S * V + 1 cells summing to 1 (laws.candidate_joint)")
-    if n_bins < 2:
-        raise ValueError(f"n_bins must be >= 2, got {n_bins}")
-    order = _order(law, V)
-    order = order[law[order] > 0]
-    start = np.cumsum(law[order]) - law[order]
-    raw = np.minimum((start * n_bins).astype(np.int64), n_bins - 1)
-    _, lab = np.unique(raw, return_inverse=True)  # consecutive ids, empty windows dropped
-    mass = np.bincount(lab, weights=law[order])
+    if not 1 <= x1_bins <= n_bins // 2:
+        raise ValueError(f"need 1 <= x1_bins <= n_bins / 2, got x1_bins={x1_bins}, n_bins={n_bins}")
+    G, H = x1_bins, n_bins // x1_bins
+    S = (law.size - 1) // V
+    key = law if score is None else np.asarray(score, dtype=np.float64)
+    if key.shape != law.shape:
+        raise ValueError(f"score has {key.size} cells, the law {law.size}")
+    rows = law[:-1].reshape(S, V)
+    p1 = rows.sum(1)  # (S,)
+    order = np.argsort(-key[:-1].reshape(S, V), axis=1, kind="stable")
+    srt = np.take_along_axis(rows, order, 1)
+    before = np.empty_like(rows)
+    np.put_along_axis(before, order, np.cumsum(srt, 1) - srt, 1)
+    cond = before / np.where(p1 > 0, p1, 1.0)[:, None]
+    h = np.minimum((cond * H).astype(np.int64), H - 1)
+    g = np.minimum(((np.cumsum(p1) - p1) * G).astype(np.int64), G - 1)
+    raw = np.append((g[:, None] * H + h).reshape(-1), G * H)
+    raw[law <= 0] = -1
+    used, lab = np.unique(raw[raw >= 0], return_inverse=True)
+    mass = np.bincount(lab, weights=law[raw >= 0])
+    light = 0.5 / (G * H)
     group, gmass = np.zeros(mass.size, dtype=np.int64), [0.0]
-    for b in range(mass.size):  # a light bin joins the one before it
-        if b > 0 and mass[b] >= 0.5 / n_bins:
+    for b in range(mass.size):
+        if b > 0 and mass[b] >= light:
             gmass.append(0.0)
         group[b] = len(gmass) - 1
         gmass[-1] += mass[b]
-    if len(gmass) > 1 and gmass[0] < 0.5 / n_bins:  # a light first bin joins the next
+    if len(gmass) > 1 and gmass[0] < light:
         group = np.maximum(group - 1, 0)
-    merged = group
     labels = np.full(law.size, -1, dtype=np.int64)
-    labels[order] = merged[lab]
+    labels[raw >= 0] = group[lab]
     return labels
 
 
@@ -112,64 +129,68 @@ def _binned(labels, law, counts):
     return o, e, int(counts[~keep].sum())
 
 
-def law_test(laws, counts, V: int, *, alpha: float = 0.01, eps: float = 0.03, power_target: float = 0.8,
-             n_bins: int = 64, delta: float = 0.01) -> LawTest:
-    """G-test of fine cell counts (one (S * V + 1,) array per prompt: np.bincount of laws.joint_cells)
-    against the prompts' exact joints ``laws``; bins per prompt by `make_bins` with B = min(n_bins,
-    n / 10)."""
-    if len(laws) != len(counts) or not laws:
-        raise ValueError("one law and one count array per prompt, at least one prompt")
-    if not (0 < alpha < 1 and 0 < eps <= 1 and 0 < delta < 1):
-        raise ValueError("alpha, delta must lie in (0, 1) and eps in (0, 1]")
+def _g_test(laws, counts, V, n_bins, x1_bins, scores, delta):
     G = df = n_all = imp = bins = 0
     tvs, los, his = [], [], []
-    for law, c in zip(laws, counts):
+    for law, c, score in zip(laws, counts, scores):
         law, c = np.asarray(law, dtype=np.float64), np.asarray(c, dtype=np.float64)
         if law.shape != c.shape:
             raise ValueError(f"counts ({c.size} cells) must match the law ({law.size} cells)")
         n = int(c.sum())
-        if n < 20:
-            raise ValueError(f"a prompt has {n} samples; the test needs >= 20 per prompt (10 per bin, 2 bins)")
-        labels = make_bins(law, V, max(2, min(n_bins, n // 10)))
+        if n < 20 * x1_bins:
+            raise ValueError(f"a prompt has {n} samples; the test needs >= {20 * x1_bins} per prompt (10 per bin)")
+        labels = make_bins(law, V, max(2 * x1_bins, min(n_bins, n // 10)), score, x1_bins)
         o, e, bad = _binned(labels, law, c)
         m = o.sum()
         G += float(_st.power_divergence(o, e * m / e.sum(), lambda_="log-likelihood")[0]) if m else 0.0
-        df += e.size - 1
-        bins += e.size
-        n_all += n
-        imp += bad
+        df, bins, n_all, imp = df + e.size - 1, bins + e.size, n_all + n, imp + bad
         tv, lo, hi = tv_interval(np.append(o, bad), np.append(e, 0.0), delta / len(laws))
         tvs.append(tv), los.append(lo), his.append(hi)
     p = 0.0 if imp else float(_st.chi2.sf(G, df))
-    cells = df + 1  # stats.power's df is cells - 1
-    return LawTest(G, df, p, n_all, len(laws), bins, imp, float(np.mean(tvs)), float(np.mean(los)),
-                   float(np.mean(his)), alpha, eps, worst_case_power(n_all, eps, cells, alpha),
-                   sample_size(eps, cells, alpha, power_target))
+    return G, df, p, n_all, bins, imp, float(np.mean(tvs)), float(np.mean(los)), float(np.mean(his))
+
+
+def law_test(laws, counts, V: int, *, alpha: float = 0.01, eps: float = 0.03, power_target: float = 0.8,
+             n_bins: int = 64, x1_bins: int = 4, delta: float = 0.01, scores=None) -> LawTest:
+    """G-test of fine cell counts (one (S * V + 1,) array per prompt: np.bincount of laws.joint_cells)
+    against the prompts' exact joints ``laws``; bins per prompt by `make_bins` with B = min(n_bins,
+    n / 10).  With ``scores`` (one per prompt, `laws.ratio_score`) the test is run twice, x2 ordered
+    by p and by the scores, each at level alpha / 2 (Bonferroni: p = 2 min(p_p, p_score)); the
+    statistic and TV are the p order's, the worst-case power the larger of the two at alpha / 2."""
+    if len(laws) != len(counts) or not laws or (scores is not None and len(scores) != len(laws)):
+        raise ValueError("one law, one count array (and one score when given) per prompt, at least one prompt")
+    if not (0 < alpha < 1 and 0 < eps <= 1 and 0 < delta < 1):
+        raise ValueError("alpha, delta must lie in (0, 1) and eps in (0, 1]")
+    runs = [_g_test(laws, counts, V, n_bins, x1_bins, [None] * len(laws), delta)]
+    if scores is not None:
+        runs.append(_g_test(laws, counts, V, n_bins, x1_bins, list(scores), delta))
+    level = alpha / len(runs)
+    G, df, _, n_all, bins, imp, tv, lo, hi = runs[0]
+    p = min(1.0, len(runs) * min(r[2] for r in runs))
+    pw = max(worst_case_power(n_all, eps, r[1] + 1, level) for r in runs)  # stats.power's cells = df + 1
+    need = min(sample_size(eps, r[1] + 1, level, power_target) for r in runs)
+    return LawTest(G, df, p, n_all, len(laws), bins, imp, tv, lo, hi, alpha, eps, pw, need)
 
 
 def design_n(prompts: int, *, eps: float = 0.03, alpha: float = 0.01, power_target: float = 0.8,
-             n_bins: int = 64) -> int:
+             n_bins: int = 64, orders: int = 1) -> int:
     """Samples per prompt for worst-case power ``power_target`` at binned TV ``eps`` at every prompt,
-    level alpha, with ``n_bins`` bins per prompt (module docstring); n >= 10 n_bins is also needed."""
-    if prompts < 1:
-        raise ValueError("need at least one prompt")
-    N = sample_size(eps, prompts * (n_bins - 1) + 1, alpha, power_target)
+    level alpha / orders (``orders`` = 2 with scores), ``n_bins`` bins per prompt (module docstring);
+    n >= 10 n_bins is also needed."""
+    if prompts < 1 or orders < 1:
+        raise ValueError("need at least one prompt and one order")
+    N = sample_size(eps, prompts * (n_bins - 1) + 1, alpha / orders, power_target)
     return max(math.ceil(N / prompts), 10 * n_bins)
 
 
-def alternative_power(laws, alternatives, V: int, n: int, *, alpha: float = 0.01, n_bins: int = 64) -> dict:
-    """Power of `law_test` with n samples per prompt against the stated ``alternatives`` (one joint
-    per prompt, same cells): noncentrality n sum_b (P_b - p_b)^2 / p_b summed over prompts (the
-    asymptotic law of X^2 and G), and the alternatives' mean binned TV (what the power covers).
-    Mass of an alternative on cells of target probability 0 makes the test reject whenever one
-    such sample appears: that probability is folded in."""
+def _alt_power(laws, alternatives, V, n, alpha, n_bins, scores, x1_bins):
     lam = tv_b = 0.0
     df, p_none = 0, 1.0
-    for law, alt in zip(laws, alternatives):
+    for law, alt, score in zip(laws, alternatives, scores):
         law, alt = np.asarray(law, dtype=np.float64), np.asarray(alt, dtype=np.float64)
-        labels = make_bins(law, V, max(2, min(n_bins, n // 10)))
-        pb, e, _ = _binned(labels, law, np.ones_like(law))
+        labels = make_bins(law, V, max(2 * x1_bins, min(n_bins, n // 10)), score, x1_bins)
         keep = labels >= 0
+        e = np.bincount(labels[keep], weights=law[keep])
         pa = np.bincount(labels[keep], weights=alt[keep], minlength=e.size)
         out = float(alt[~keep].sum())
         lam += n * float(((pa - e) ** 2 / e).sum())
@@ -179,6 +200,20 @@ def alternative_power(laws, alternatives, V: int, n: int, *, alpha: float = 0.01
     crit = _st.chi2.ppf(1 - alpha, df)
     pw = float(_st.ncx2.sf(crit, df, lam)) if lam > 0 else alpha
     return {"power": 1 - p_none * (1 - pw), "noncentrality": lam, "binned_tv": tv_b / len(laws), "df": df}
+
+
+def alternative_power(laws, alternatives, V: int, n: int, *, alpha: float = 0.01, n_bins: int = 64,
+                      scores=None, x1_bins: int = 4) -> dict:
+    """Power of `law_test` with n samples per prompt against the stated ``alternatives`` (one joint
+    per prompt, same cells): noncentrality n sum_b (P_b - p_b)^2 / p_b summed over prompts (the
+    asymptotic law of X^2 and G), and the alternatives' mean binned TV (what the power covers).
+    Mass of an alternative on cells of target probability 0 makes the test reject whenever one
+    such sample appears: that probability is folded in.  With ``scores`` both orders run at alpha / 2
+    and the larger power (a lower bound on the pair's) is given, with the p order's binned TV."""
+    orders = [[None] * len(laws)] + ([] if scores is None else [list(scores)])
+    rows = [_alt_power(laws, alternatives, V, n, alpha / len(orders), n_bins, o, x1_bins) for o in orders]
+    best = max(rows, key=lambda r: r["power"])
+    return {**best, "binned_tv": rows[0]["binned_tv"], "binned_tv_orders": [r["binned_tv"] for r in rows]}
 
 
 def verdict(r: LawTest) -> str:

@@ -51,7 +51,7 @@ from specdec.core.sampling import SamplingConfig
 from specdec.core.verify import accept_prob, residual
 
 __all__ = ["PromptContexts", "enumerate_prompt", "support_of", "position_law", "CANDIDATES", "candidate_joint",
-           "target_joint", "joint_cells"]
+           "target_joint", "joint_cells", "ratio_score"]
 
 F64 = torch.float64
 
@@ -200,3 +200,17 @@ def joint_cells(ctx: PromptContexts, samples) -> np.ndarray:
     pos[ctx.support.numpy()] = np.arange(S)
     r = pos[s[:, 0]]
     return np.where(r >= 0, r * V + s[:, 1], S * V)
+
+
+def ratio_score(ctx: PromptContexts, sampling: SamplingConfig) -> np.ndarray:
+    """log q(x2 | x1) - log p(x2 | x1) on the cells of `candidate_joint` (the cut cell 0): the order
+    of x2 within each x1 that `conformance.make_bins` can use instead of p.  Every wrong rule of
+    `CANDIDATES` moves mass along this ratio (toward the draft's choices, or away from them on
+    rejection), so bins cut along it see the whole move where bins by p see part of it; the order
+    uses the draft, never the samples, so the test stays exact under the target law."""
+    if ctx.draft2 is None:
+        raise ValueError("the ratio order needs the draft's logits")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lp, lq = (np.log(sampling(z).to(F64).numpy()) for z in (ctx.target2, ctx.draft2))
+        r = np.where(np.isfinite(lp), lq - lp, -np.inf)
+    return np.append(np.nan_to_num(r, nan=-np.inf, posinf=1e300, neginf=-1e300).reshape(-1), 0.0)

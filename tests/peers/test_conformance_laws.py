@@ -13,7 +13,7 @@ from specdec.core.verify import accept_prob, residual
 from specdec.peers.conformance import (alternative_power, design_n, diagnose, greedy_divergences, law_test,
                                        make_bins, verdict)
 from specdec.peers.laws import (CANDIDATES, candidate_joint, enumerate_prompt, joint_cells, position_law,
-                                support_of, target_joint)
+                                ratio_score, support_of, target_joint)
 
 PROMPT = [3, 7, 1, 9]
 CONFIGS = [SamplingConfig(1.0), SamplingConfig(0.7, top_p=0.9), SamplingConfig(1.3, top_k=5)]
@@ -98,9 +98,12 @@ def test_bins_cover_the_law_in_near_equal_masses(tiny_pair):
     labels = make_bins(law, ctx.V, 16)
     assert np.all(labels[law == 0] == -1) and np.all(labels[law > 0] >= 0)
     mass = np.bincount(labels[labels >= 0], weights=law[labels >= 0])
-    assert 2 <= mass.size <= 16 and mass.min() >= 0.5 / 16 - 1e-12 and abs(mass.sum() - 1) < 1e-12
-    with pytest.raises(ValueError, match="n_bins"):
-        make_bins(law, ctx.V, 1)
+    assert 2 <= mass.size <= 17 and mass.min() >= 0.5 / 16 - 1e-12 and abs(mass.sum() - 1) < 1e-12
+    with pytest.raises(ValueError, match="x1_bins"):
+        make_bins(law, ctx.V, 4, x1_bins=4)
+    score = ratio_score(ctx, cfg)  # another order: the same bins' total, the same impossible cells
+    l2 = make_bins(law, ctx.V, 16, score)
+    assert np.all((l2 == -1) == (law == 0)) and not np.array_equal(l2, labels)
 
 
 def test_law_test_on_exact_samples_and_a_shifted_law(tiny_pair):
