@@ -36,6 +36,11 @@ __all__ = ["boundary_case_rows", "GreedyIdentity", "greedy_identity"]
 F64 = torch.float64
 
 
+def _yes(flag) -> str:
+    """A check's outcome as a reader's word."""
+    return "yes" if bool(flag) else "no"
+
+
 def _stop_case(target: TableModel, draft: TableModel, rows: int, generator: torch.Generator) -> dict:
     """The toy pair with the stop logit raised (target +1.5, draft +2.0): 4 tokens, k = 3."""
     stop, V = target.stop, target.V
@@ -69,21 +74,21 @@ def boundary_case_rows(target: TableModel, draft: TableModel, rows: int, generat
     d = torch.multinomial(dist, B * 3, replacement=True, generator=generator).view(B, 3)
     r = verify(d, dist.expand(B, 3, 6), dist.expand(B, 4, 6), generator=generator)
     out.append(dict(case="equal distributions", must="all accepted, no NaN",
-                    observed=f"all accepted: {bool((r.num_accepted == 3).all())}; "
-                             f"NaN: {bool(torch.isnan(r.tokens.double()).any())}"))
+                    observed=f"all accepted: {_yes((r.num_accepted == 3).all())}; "
+                             f"NaN: {_yes(torch.isnan(r.tokens.double()).any())}"))
     # first-step rejection: a = 0.1/0.5, the residual is the point mass on token 2
     r = verify(torch.zeros(B, 2, dtype=torch.long), const([0.5, 0.5, 0.0], 2), const([0.1, 0.0, 0.9], 3),
                generator=generator)
     rej = r.num_accepted == 0
     out.append(dict(case="first-step rejection", must="rejected w.p. 0.8; then token 2",
                     observed=f"rejected {float(rej.double().mean()):.4f} (sd {np.sqrt(0.16 / B):.4f}); "
-                             f"then token 2: {bool((r.tokens[rej, 0] == 2).all())}"))
+                             f"then token 2: {_yes((r.tokens[rej, 0] == 2).all())}"))
     # full acceptance: the bonus comes from p_k, here a point mass on token 2
     pk = torch.cat([const([0.5, 0.5, 0.0], 3), const([0.0, 0.0, 1.0], 1)], dim=1)
     r = verify(torch.randint(0, 2, (B, 3), generator=generator), const([0.5, 0.5, 0.0], 3), pk, generator=generator)
     out.append(dict(case="full acceptance", must="k accepted, bonus from p_k",
-                    observed=f"all 3 accepted: {bool((r.num_accepted == 3).all())}; "
-                             f"bonus = 2: {bool((r.tokens[:, 3] == 2).all())}"))
+                    observed=f"all 3 accepted: {_yes((r.num_accepted == 3).all())}; "
+                             f"bonus = 2: {_yes((r.tokens[:, 3] == 2).all())}"))
     out.append(_stop_case(target, draft, B, generator))
     return out
 

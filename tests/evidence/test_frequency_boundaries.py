@@ -50,11 +50,11 @@ def test_frequency_tests_pass_the_correct_and_catch_the_wrong(pair):
 def test_boundary_cases_behave_as_they_must(pair):
     rows = {r["case"]: r["observed"] for r in boundaries.boundary_case_rows(*pair, 2000, torch.Generator().manual_seed(8))}
     assert rows["zero probability"] == "accepted 0.0000; emitted 0x"
-    assert rows["equal distributions"] == "all accepted: True; NaN: False"
-    assert rows["first-step rejection"].endswith("then token 2: True")
+    assert rows["equal distributions"] == "all accepted: yes; NaN: no"
+    assert rows["first-step rejection"].endswith("then token 2: yes")
     rejected = float(rows["first-step rejection"].split()[1])
     assert abs(rejected - 0.8) < 4 * np.sqrt(0.16 / 2000)
-    assert rows["full acceptance"] == "all 3 accepted: True; bonus = 2: True"
+    assert rows["full acceptance"] == "all 3 accepted: yes; bonus = 2: yes"
     err = float(rows["stop token inside the draft"].split()[2].rstrip(";"))
     assert err < 1e-12
     p_text = rows["stop token inside the draft"].split("p-value ")[1]  # formatting.p_value_text: never "0"
