@@ -21,6 +21,13 @@ __all__ = ["SHOWN", "headline", "curve_values", "interleave_values", "curve_drif
            "bench_tables", "engine_values"]
 
 SHOWN = ["setting", "speedup", "speedup_lo", "speedup_hi", "verdict", "tokens_per_step", "alpha_mle"]  # 7 columns
+# the columns chapter 06's smaller tables show, with their headers (`specdec.report.formatting.show`)
+RULE_COLUMNS = {"draft": None, "beta": None, "c": None, "k_best": None, "predicted": "predicted speedup (a priori)",
+                "chosen": None}
+DRAFT_COLUMNS = {"draft": None, "speedup": None, "speedup_lo": "low", "speedup_hi": "high", "verdict": None,
+                 "tokens_per_step": None, "rule_predicted": "predicted a priori"}
+BENCH_COLUMNS = {"comparison": None, "mode": None, "temperature": None, "batch": None, "k": None, "median": None,
+                 "verdict": None}
 OUTSIDE_FORWARDS = ("draft bookkeeping", "process + verify", "rollback", "other")  # work outside any model forward
 
 
