@@ -1,0 +1,134 @@
+"""Chapter 10's reproducers and diagnosis paragraphs: for every configuration the law test rejects,
+the words that say what the test shows, and for a vLLM one a standalone script (vLLM and the
+standard library only) that shows its second-token law against plain decoding's, with a
+plain-against-plain control for the size of sampling noise.
+
+Example: write_reproducers(laws, configs, prompt, folder) -> [folder / "reproduce_vllm_<label>.py", ...]
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+from specdec.measure.engine_audit import SETTINGS, Config
+from specdec.peers.vllm import speculative_config
+
+__all__ = ["diagnosis_text", "reproducer", "write_reproducers", "REPRODUCER"]
+
+
+def diagnosis_text(row: dict, acc: dict | None, versions: str) -> str:
+    """The paragraph a failing configuration gets: what the test shows, at what power, which named
+    wrong rule fits best, what its acceptance was against the exact expectation, and the versions."""
+    parts = [f"{row['engine']} {versions}, {row['configuration']}, {row['setting']}: {row['verdict']}; binned TV "
+             f"{row['tv']:.3f} [{row['tv_lo']:.3f}, {row['tv_hi']:.3f}] over n = {row['n']}"]
+    if row.get("best_fit"):
+        parts.append(f"of the named wrong rules, the counts fit \"{row['best_fit']}\" best "
+                     f"(log-likelihood lead {row['fit_lead']:.1f} over the next)")
+    if acc and "measured" in acc:
+        parts.append(f"position-1 acceptance {acc['measured']:.3f} against the exact {acc['rule']} expectation "
+                     f"{acc['expected_lo']:.3f}-{acc['expected_hi']:.3f} (z = {acc['z']:.1f})")
+    return "; ".join(parts) + "."
+
+
+REPRODUCER = '''"""Reproducer: {title}.
+
+Plain decoding and the speculative configuration below continue one prompt {n} times each at
+{setting} for 2 tokens; under an exact rule both samples of the second token follow the same law,
+so their total-variation distance is only sampling noise, which a second plain run (another seed)
+shows.  Run from the repository root after `make vllm-env`:
+
+    .venv-vllm/bin/python {path}
+"""
+import collections
+import os
+import pathlib
+import tempfile
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+PROMPT = {prompt}
+SPEC = {spec}
+SAMPLING = dict(temperature={temperature}, top_k={top_k}, top_p={top_p})
+
+
+def folder(member, into):
+    d = pathlib.Path(into, member)
+    d.mkdir()
+    for f in ("config.json", "generation_config.json", "model.safetensors"):
+        (d / f).symlink_to(ROOT / "data" / "models" / member / f)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (d / f).symlink_to(ROOT / "data" / "models" / f)
+    return str(d)
+
+
+def second_tokens(llm, n):
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    params = SamplingParams(n=n, max_tokens=2, min_tokens=2, ignore_eos=True, detokenize=False, **SAMPLING)
+    out = llm.generate([TokensPrompt(prompt_token_ids=PROMPT)], params, use_tqdm=False)
+    return collections.Counter(c.token_ids[1] for c in out[0].outputs)
+
+
+def tv(a, b):
+    na, nb = sum(a.values()), sum(b.values())
+    return 0.5 * sum(abs(a[x] / na - b[x] / nb) for x in set(a) | set(b))
+
+
+if __name__ == "__main__":
+    from vllm import LLM
+    with tempfile.TemporaryDirectory() as tmp:
+        target = folder("target", tmp)
+        spec = dict(SPEC, model=folder(SPEC["model"], tmp)) if "model" in SPEC else SPEC
+        counts = {{}}
+        for name, cfg, seed in (("plain", None, 0), ("plain, another seed", None, 1), ("speculative", spec, 0)):
+            llm = LLM(model=target, dtype="float32", enforce_eager=True, max_model_len=512, seed=seed,
+                      speculative_config=cfg, disable_log_stats=False)
+            counts[name] = second_tokens(llm, {n})
+            if cfg:
+                print({{m.name: getattr(m, "value", getattr(m, "values", None)) for m in llm.get_metrics()
+                       if m.name.startswith("vllm:spec_decode")}})
+            llm.llm_engine.engine_core.shutdown()
+            del llm
+        print("TV(second token), plain vs plain, another seed:", round(tv(counts["plain"], counts["plain, another seed"]), 3))
+        print("TV(second token), plain vs speculative:        ", round(tv(counts["plain"], counts["speculative"]), 3))
+'''
+
+
+def reproducer(cfg: Config, setting: str, prompt, spec_config: dict, path: str, n: int = 2000) -> str:
+    """A standalone script (vLLM and the standard library only) that shows a failing vLLM
+    configuration's second-token law against plain decoding's, with a plain-vs-plain control."""
+    s = SETTINGS[setting]
+    spec = dict(spec_config)
+    if "model" in spec:
+        spec["model"] = pathlib.Path(spec["model"]).name  # a family member, linked by the script
+    return REPRODUCER.format(title=f"vLLM {cfg.label} at {setting}", n=n, setting=setting, path=path,
+                             prompt=[int(x) for x in prompt], spec=repr(spec), temperature=s.temperature,
+                             top_k=s.top_k or 0, top_p=s.top_p or 1.0)
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
+
+
+def write_reproducers(laws, configs: list[Config], prompt, folder) -> list[pathlib.Path]:
+    """One script per vLLM configuration rejected at some setting (its first such setting), written
+    under ``folder``; stale scripts of configurations that now pass are removed."""
+    folder = pathlib.Path(folder)
+    by_label = {c.label: c for c in configs if c.engine == "vllm"}
+    failed = {}
+    for r in laws.to_dict("records"):
+        if r["engine"] == "vllm" and r.get("passes") is False and r["configuration"] in by_label:
+            failed.setdefault(r["configuration"], r["setting"])
+    for old in folder.glob("reproduce_vllm_*.py"):
+        old.unlink()
+    out = []
+    for label, setting in failed.items():
+        cfg = by_label[label]
+        path = folder / f"reproduce_vllm_{_slug(label)}.py"
+        rel = path.relative_to(pathlib.Path(__file__).resolve().parents[2]) if path.is_absolute() else path
+        spec = speculative_config(cfg.spec, folder_of=lambda member: member)
+        path.write_text(reproducer(cfg, setting, prompt, spec, str(rel)))
+        out.append(path)
+    return out
