@@ -14,6 +14,10 @@ G H is capped at n / 10 so every expected count is >= 5.  Cells of target probab
 bin: a token there is impossible under the target and gives p = 0.  Every bin's probability is
 exact (a sum of enumerated cells), whatever the order; the order only decides the power.
 
+Two orders.  The p order sees rules that sharpen or flatten the law (q at another temperature);
+the ratio order sees rules that move mass toward or away from the draft (residual omitted, the
+draft's law).  `law_test` with ``scores`` runs both at alpha / 2 each (Bonferroni).
+
 Test.  G = 2 sum O ln(O / E) per prompt (each prompt's n samples fixed), summed over prompts, against
 chi-square with df = sum (B_i - 1).  Power (`specdec.core.stats.power`, the worst case over
 alternatives): if at every prompt the sampled law is at total variation >= eps from the target *on
@@ -37,10 +41,6 @@ for token; at the first divergence the prefix both share is given to ``plain_at`
 of the same engine from that prefix, one token); the divergence counts against speculation only if
 plain decoding emits the token plain emitted there, not the speculative one (then plain decoding
 itself is not reproducible at that prefix: a near tie, `specdec.measure.greedy_ties`).
-
-Two orders.  The p order sees rules that sharpen or flatten the law (q at another temperature);
-the ratio order sees rules that move mass toward or away from the draft (residual omitted, the
-draft's law).  `law_test` with ``scores`` runs both at alpha / 2 each (Bonferroni).
 
 Example: r = law_test([law], [counts], V, alpha=0.01, eps=0.03); verdict(r) ->
 "consistent with the target law at this power (p = 0.41; power 0.83 for binned TV 0.03 at level 0.01)".
