@@ -127,7 +127,7 @@ def law_rows(results: dict, contexts: dict, *, alpha: float, eps: float, n_bins:
     """One row per (configuration, sampled setting): the law test, its words and, on a failure, the
     best-fitting wrong rule.  ``results`` maps (Config, setting name) -> Continuations of the first
     tokens; ``contexts`` maps setting name -> the prompts' `laws.PromptContexts`."""
-    out, cache = [], {}
+    out, cache, bins = [], {}, {}
 
     def exact(name: str, verified=None):  # per setting (and wrong-rule positions): computed once
         key = (name, verified)
@@ -136,7 +136,9 @@ def law_rows(results: dict, contexts: dict, *, alpha: float, eps: float, n_bins:
             if verified is None:  # the target's law, and x2 also ordered by the draft's log-ratio (alpha / 2 each)
                 cache[key] = ([target_joint(c, sc) for c in ctxs], [ratio_score(c, sc) for c in ctxs])
             else:
-                cache[key] = {c: [candidate_joint(x, sc, c, verified=verified) for x in ctxs] for c in CANDIDATES}
+                t_other = 1.0 if sc.temperature != 1.0 else 0.5  # "q at T'": q taken at another temperature
+                cache[key] = {c: [candidate_joint(x, sc, c, verified=verified, t_other=t_other) for x in ctxs]
+                              for c in CANDIDATES}
         return cache[key]
 
     for (cfg, name), res in results.items():
@@ -149,7 +151,7 @@ def law_rows(results: dict, contexts: dict, *, alpha: float, eps: float, n_bins:
         ctxs = contexts[name]
         laws, scores = exact(name)
         counts = _counts(ctxs, res.tokens)
-        r = law_test(laws, counts, ctxs[0].V, alpha=alpha, eps=eps, n_bins=n_bins, scores=scores)
+        r = law_test(laws, counts, ctxs[0].V, alpha=alpha, eps=eps, n_bins=n_bins, scores=scores, cache=bins)
         row = {**base, "n": r.n, "p_value": r.p_value, "power": r.power, "tv": r.tv, "tv_lo": r.tv_low,
                "tv_hi": r.tv_high, "impossible": r.impossible, "passes": bool(r.p_value > alpha),
                "verdict": verdict(r), "best_fit": "", "fit_lead": math.nan, "fit_power": math.nan}

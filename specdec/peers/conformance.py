@@ -129,17 +129,23 @@ def _binned(labels, law, counts):
     return o, e, int(counts[~keep].sum())
 
 
-def _g_test(laws, counts, V, n_bins, x1_bins, scores, delta):
+def _g_test(laws, counts, V, n_bins, x1_bins, scores, delta, cache=None):
     G = df = n_all = imp = bins = 0
     tvs, los, his = [], [], []
-    for law, c, score in zip(laws, counts, scores):
-        law, c = np.asarray(law, dtype=np.float64), np.asarray(c, dtype=np.float64)
+    for law_in, c, score in zip(laws, counts, scores):
+        law, c = np.asarray(law_in, dtype=np.float64), np.asarray(c, dtype=np.float64)
         if law.shape != c.shape:
             raise ValueError(f"counts ({c.size} cells) must match the law ({law.size} cells)")
         n = int(c.sum())
         if n < 20 * x1_bins:
             raise ValueError(f"a prompt has {n} samples; the test needs >= {20 * x1_bins} per prompt (10 per bin)")
-        labels = make_bins(law, V, max(2 * x1_bins, min(n_bins, n // 10)), score, x1_bins)
+        B = max(2 * x1_bins, min(n_bins, n // 10))
+        key = (id(law_in), id(score), V, B, x1_bins)  # the bins depend on the law, never on the counts
+        labels = cache.get(key) if cache is not None else None
+        if labels is None:
+            labels = make_bins(law, V, B, score, x1_bins)
+            if cache is not None:
+                cache[key] = labels
         o, e, bad = _binned(labels, law, c)
         m = o.sum()
         G += float(_st.power_divergence(o, e * m / e.sum(), lambda_="log-likelihood")[0]) if m else 0.0
@@ -151,19 +157,21 @@ def _g_test(laws, counts, V, n_bins, x1_bins, scores, delta):
 
 
 def law_test(laws, counts, V: int, *, alpha: float = 0.01, eps: float = 0.03, power_target: float = 0.8,
-             n_bins: int = 64, x1_bins: int = 4, delta: float = 0.01, scores=None) -> LawTest:
+             n_bins: int = 64, x1_bins: int = 4, delta: float = 0.01, scores=None, cache: dict | None = None) -> LawTest:
     """G-test of fine cell counts (one (S * V + 1,) array per prompt: np.bincount of laws.joint_cells)
     against the prompts' exact joints ``laws``; bins per prompt by `make_bins` with B = min(n_bins,
     n / 10).  With ``scores`` (one per prompt, `laws.ratio_score`) the test is run twice, x2 ordered
     by p and by the scores, each at level alpha / 2 (Bonferroni: p = 2 min(p_p, p_score)); the
-    statistic and TV are the p order's, the worst-case power the larger of the two at alpha / 2."""
+    statistic and TV are the p order's, the worst-case power the larger of the two at alpha / 2.
+    ``cache``: a dict the caller keeps while it holds the same ``laws`` and ``scores`` objects, so that
+    many count arrays tested against one law cut its bins once (keys are the objects' ids)."""
     if len(laws) != len(counts) or not laws or (scores is not None and len(scores) != len(laws)):
         raise ValueError("one law, one count array (and one score when given) per prompt, at least one prompt")
     if not (0 < alpha < 1 and 0 < eps <= 1 and 0 < delta < 1):
         raise ValueError("alpha, delta must lie in (0, 1) and eps in (0, 1]")
-    runs = [_g_test(laws, counts, V, n_bins, x1_bins, [None] * len(laws), delta)]
+    runs = [_g_test(laws, counts, V, n_bins, x1_bins, [None] * len(laws), delta, cache)]
     if scores is not None:
-        runs.append(_g_test(laws, counts, V, n_bins, x1_bins, list(scores), delta))
+        runs.append(_g_test(laws, counts, V, n_bins, x1_bins, list(scores), delta, cache))
     level = alpha / len(runs)
     G, df, _, n_all, bins, imp, tv, lo, hi = runs[0]
     p = min(1.0, len(runs) * min(r[2] for r in runs))
