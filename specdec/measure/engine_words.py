@@ -14,7 +14,21 @@ import pandas as pd
 from specdec.measure.engine_repro import diagnosis_text
 from specdec.report.results import records
 
-__all__ = ["headline_values", "verdict_table", "speed_values", "versions_text"]
+__all__ = ["headline_values", "verdict_table", "speed_values", "versions_text", "engine_versions"]
+
+
+def engine_versions(results: dict) -> dict:
+    """Per engine that ran, the versions it ran with: vLLM's as its worker reported them (its own
+    environment), ours and Hugging Face's from this environment."""
+    import torch
+    import transformers
+
+    here = {"torch": torch.__version__, "transformers": transformers.__version__}
+    out = {}
+    for (cfg, _), res in results.items():
+        if cfg.engine not in out:
+            out[cfg.engine] = dict(res.provenance.get("versions") or {}) if cfg.engine == "vllm" else dict(here)
+    return out
 
 
 def versions_text(versions: dict) -> str:
