@@ -56,7 +56,9 @@ def test_lean_without_cache_or_mask_is_the_causal_forward_and_keeps_the_last_log
     with torch.inference_mode():
         a, b = target(input_ids=ids).logits, lm(input_ids=ids).logits
         last = lm(input_ids=ids, logits_to_keep=2).logits
-    assert torch.allclose(a, b, atol=1e-4, rtol=1e-4) and torch.allclose(last, b[:, -2:])
+    # the same positions to float32 rounding: a head over 2 rows need not round like one over 6 (BLAS
+    # picks its kernel by shape, and CPUs differ), while a wrong slice is off by the logits' own scale
+    assert torch.allclose(a, b, atol=1e-4, rtol=1e-4) and torch.allclose(last, b[:, -2:], atol=1e-6, rtol=1e-5)
     wet = build_model(real_size_config("draft-3m", vocab_size=64, n_positions=32, resid_pdrop=0.5, embd_pdrop=0.5,
                                        attn_pdrop=0.5), generator=torch.Generator().manual_seed(1)).eval()
     with torch.inference_mode():
