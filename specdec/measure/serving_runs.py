@@ -174,19 +174,20 @@ def _crossing(rates, med) -> tuple[float, str]:
 
 def break_even(rows: list[dict], policy: str, *, level: float = LEVEL, seed: int = 0, n_resamples: int = 2000) -> dict:
     """The arrival rate at which `policy`'s median latency speedup crosses 1, in either direction
-    (`_crossing`), with the running batch there and an interval (point 3).  The interval is over the
-    resamples that start on the same side as the estimate (+inf: no crossing in the range); the
-    share that starts on the other side (``share_opposite``) and the share with no crossing
-    (``share_no_crossing``) are reported beside it."""
+    (`_crossing`: the first crossing), with the running batch there and an interval (point 3): order
+    statistics over every resample, one that starts on the other side of 1 counted as crossing
+    below the tested range (-inf), one that never crosses as beyond it (+inf); the shares of both
+    (``share_opposite``, ``share_no_crossing``) are reported beside it."""
     rates = sorted({r["rate"] for r in rows})
     ratios = [np.divide(*_pairs(rows, policy, x, "e2e_mean_s")) for x in rates]
     est, direction = _crossing(rates, [float(np.median(r)) for r in ratios])
     rng = np.random.default_rng(seed)
     boot = [_crossing(rates, [float(np.median(rng.choice(r, r.size))) for r in ratios]) for _ in range(n_resamples)]
-    same = np.sort([x for x, d in boot if d == direction])
-    a = (1 - level) / 2  # order statistics: an end may be +inf (no crossing in the range)
-    lo, hi = (same[int(math.floor(a * same.size))], same[int(math.ceil((1 - a) * same.size)) - 1]) if same.size \
-        else (math.nan, math.nan)
+    # a resample that starts on the other side of 1 has already crossed before the lightest rate: below
+    # the tested range (-inf); one that never crosses: beyond it (+inf); order statistics over them all
+    at = np.sort([x if d == direction else -math.inf for x, d in boot])
+    a = (1 - level) / 2
+    lo, hi = at[int(math.floor(a * at.size))], at[int(math.ceil((1 - a) * at.size)) - 1]
     run = [(r["rate"], r["mean_running"]) for r in rows if r["policy"] == NONE]  # every round, ties included
     running_at = float(np.interp(math.log(est), [math.log(x) for x in rates],
                                  [np.median([m for x2, m in run if x2 == x]) for x in rates])) \

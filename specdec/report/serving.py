@@ -82,8 +82,8 @@ def rate_text(x: float, rates) -> str:
     """A break-even rate in words; an infinite one says it lies beyond the tested range."""
     if x == math.inf:
         return f"beyond the tested range (> {max(rates):g} requests/s)"
-    if x != x:
-        return "undefined (no resample starts on that side)"
+    if x == -math.inf:
+        return f"below the tested range (< {min(rates):g} requests/s)"
     return f"{x:.3g} requests/s"
 
 
@@ -97,8 +97,8 @@ def break_even_text(r, rates) -> str:
     if r.break_even_rate == math.inf:
         head = f"{side} 1 at every tested rate (no crossing from {min(rates):g} to {max(rates):g} requests/s)"
     else:
-        verb = "stops paying (its median falls through 1)" if r.direction == "falls" else \
-            "starts paying (its median rises through 1)"
+        verb = "first stops paying (its median falls through 1)" if r.direction == "falls" else \
+            "first starts paying (its median rises through 1)"
         run = "" if math.isnan(r.running_at_break_even) else \
             f", where plain decoding runs {r.running_at_break_even:.2f} requests at a time (mean over steps)"
         head = (f"{verb} at {rate_text(r.break_even_rate, rates)}{run}; 95% interval {rate_text(r.lo, rates)} to "

@@ -103,6 +103,15 @@ def test_break_even_of_a_policy_that_gains_with_load():
     assert be["share_opposite"] == 0.0 and be["share_no_crossing"] == 0.0
 
 
+def test_break_even_counts_resamples_from_the_other_side_as_below_the_range():
+    """At the lightest rate the rounds straddle 1 (median 0.95): resamples whose median there is above
+    1 already pay, so they cross below the tested range and the interval's low end says so."""
+    rows = _two_rates(dict(((1.0, [0.9, 0.95, 0.92, 1.2, 1.3]), (2.0, [1.5] * 5))))
+    be = break_even(rows, "p", n_resamples=2000, seed=3)
+    assert be["direction"] == "rises" and 1.0 < be["break_even_rate"] < 2.0
+    assert 0.05 < be["share_opposite"] < 0.6 and be["lo"] == -math.inf
+
+
 def test_break_even_bootstrap_counts_resamples_without_a_crossing():
     """At the top rate three rounds of five are above 1 and two below: a resample's median there
     falls to 1 or below only if at least three of its five draws come from the two below, with
