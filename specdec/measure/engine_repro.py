@@ -66,7 +66,7 @@ def folder(member, into):
 def second_tokens(llm, n):
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
-    params = SamplingParams(n=n, max_tokens=2, min_tokens=2, ignore_eos=True, detokenize=False, **SAMPLING)
+    params = SamplingParams(n=n, max_tokens=2, ignore_eos=True, detokenize=False, **SAMPLING)
     out = llm.generate([TokensPrompt(prompt_token_ids=PROMPT)], params, use_tqdm=False)
     return collections.Counter(c.token_ids[1] for c in out[0].outputs)
 
@@ -119,7 +119,7 @@ def write_reproducers(laws, configs: list[Config], prompt, folder) -> list[pathl
     by_label = {c.label: c for c in configs if c.engine == "vllm"}
     failed = {}
     for r in laws.to_dict("records"):
-        if r["engine"] == "vllm" and r.get("passes") is False and r["configuration"] in by_label:
+        if r["engine"] == "vllm" and r.get("status") == "reject" and r["configuration"] in by_label:
             failed.setdefault(r["configuration"], r["setting"])
     for old in folder.glob("reproduce_vllm_*.py"):
         old.unlink()
@@ -127,7 +127,7 @@ def write_reproducers(laws, configs: list[Config], prompt, folder) -> list[pathl
     for label, setting in failed.items():
         cfg = by_label[label]
         path = folder / f"reproduce_vllm_{_slug(label)}.py"
-        rel = path.relative_to(pathlib.Path(__file__).resolve().parents[2]) if path.is_absolute() else path
+        rel = f"data/results/10_engines/{path.name}"  # where the committed copy lives
         spec = speculative_config(cfg.spec, folder_of=lambda member: member)
         path.write_text(reproducer(cfg, setting, prompt, spec, str(rel)))
         out.append(path)

@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from specdec.measure.engine_audit import SETTINGS, Config, NegativeControl
+from specdec.measure.engine_audit import SETTINGS, Config, NegativeControl, _filled
 from specdec.measure.protocol import paired_interval, verdict
 
 __all__ = ["collect", "speed_rows", "NOT_EXACT"]
@@ -88,8 +88,10 @@ def speed_rows(pairs: list[tuple[Config, Config]], engines: dict, prompts, *, ba
             continue
         for name in settings:
             for b in batches:
-                ids = [prompts[0]] * b  # (b, prompt): one batch of b rows
-                jobs = {c: (ids, 1, length, SETTINGS[name], c.spec, seed) for c in (plain, spec)}
+                if spec.engine == "hf" and b > 1:  # assisted generation takes batch 1 only
+                    continue
+                # one batch of b rows of the first prompt (Hugging Face's assisted generation: b calls of one)
+                jobs = {c: ([prompts[0]], b, length, SETTINGS[name], c.spec, seed) for c in (plain, spec)}
                 base = {"engine": spec.engine, "configuration": spec.label, "setting": name, "batch": b}
                 try:
                     times = _abba(eng, plain, spec, jobs, half)
@@ -102,7 +104,7 @@ def speed_rows(pairs: list[tuple[Config, Config]], engines: dict, prompts, *, ba
                 out.append({**base, "rounds": len(tb), "speedup": med, "speedup_lo": lo, "speedup_hi": hi,
                             "plain_tokens_per_s": b * length / float(np.median(tb)),
                             "tokens_per_s": b * length / float(np.median(ts)), "verdict": words})
-    return out
+    return _filled(out)
 
 
 def _abba(eng, plain: Config, spec: Config, jobs: dict, half: int) -> dict:

@@ -38,8 +38,8 @@ def versions_text(versions: dict) -> str:
 
 
 def _tests(rows: list[dict]) -> tuple[int, int]:
-    done = [r for r in rows if isinstance(r.get("passes"), bool) or r.get("passes") in (0, 1)]
-    return sum(bool(r["passes"]) for r in done), len(done)
+    done = [r for r in rows if r.get("status") in ("pass", "reject")]
+    return sum(r["status"] == "pass" for r in done), len(done)
 
 
 def _role_words(rows: list[dict], want_pass: bool) -> str:
@@ -49,7 +49,8 @@ def _role_words(rows: list[dict], want_pass: bool) -> str:
     engines = ", ".join(dict.fromkeys(r["engine"] for r in rows))
     if want_pass:
         return f"pass in {ok} of {n} tests ({engines})"
-    return f"are rejected in {n - ok} of {n} tests, as they must be"
+    return f"are rejected in {n - ok} of {n} tests" + (", as they must be" if ok == 0 else
+                                                        f"; {ok} passed, so the test missed a wrong rule there")
 
 
 def headline_values(laws, acc, greedy, versions: dict) -> dict:
@@ -58,8 +59,8 @@ def headline_values(laws, acc, greedy, versions: dict) -> dict:
     rows = records(laws)
     role = lambda r: [x for x in rows if x["role"] == r]  # noqa: E731
     spec = role("speculative")
-    rejected = [r for r in spec if r.get("passes") is False or r.get("passes") == 0]
-    refused = [r for r in spec if not (isinstance(r.get("passes"), bool) or r.get("passes") in (0, 1))]
+    rejected = [r for r in spec if r.get("status") == "reject"]
+    refused = [r for r in spec if r.get("status") == "not run"]
     ok, n = _tests(spec)
     words = f"{ok} of {n} (configuration, setting) tests consistent with the target law at their stated power"
     if rejected:
@@ -80,10 +81,10 @@ def headline_values(laws, acc, greedy, versions: dict) -> dict:
 
 
 def _acceptance_words(rows: list[dict]) -> str:
-    measured = [r for r in rows if isinstance(r.get("measured"), float) and not math.isnan(r["measured"])]
+    measured = [r for r in rows if r.get("status") in ("meets", "misses")]
     if not measured:
-        return "No configuration reported acceptance counters."
-    miss = [r for r in measured if not r["meets"]]
+        return "No configuration's counters could be held to an exact expectation."
+    miss = [r for r in measured if r["status"] == "misses"]
     out = f"{len(measured) - len(miss)} of {len(measured)} measured acceptances lie within 4 standard errors of " \
           "the exact expectation of their documented rule."
     if miss:
@@ -94,7 +95,7 @@ def _acceptance_words(rows: list[dict]) -> str:
 
 
 def _greedy_words(rows: list[dict]) -> str:
-    done = [r for r in rows if r.get("samples") == r.get("samples") and r.get("samples")]
+    done = [r for r in rows if not pd.isna(r.get("samples")) and r.get("samples")]
     if not done:
         return "No greedy comparison ran."
     same = [r for r in done if r["identical"] == r["samples"]]
@@ -118,7 +119,7 @@ def verdict_table(laws, acc) -> pd.DataFrame:
         tv = "" if r.get("tv") != r.get("tv") or r.get("tv") is None else \
             f"{r['tv']:.3f} [{r['tv_lo']:.3f}, {r['tv_hi']:.3f}]"
         accept = f"{x['measured']:.2f} vs {x['expected_lo']:.2f}-{x['expected_hi']:.2f}" \
-            if isinstance(x.get("measured"), float) and not math.isnan(x["measured"]) else ""
+            if x.get("status") in ("meets", "misses") else ""
         out.append({"configuration": f"{r['engine']}: {r['configuration']}", "setting": r["setting"],
                     "p_value": r.get("p_value", math.nan), "power": r.get("power", math.nan), "binned TV": tv,
                     "acceptance": accept, "verdict": r["verdict"]})

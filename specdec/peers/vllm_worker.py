@@ -13,7 +13,8 @@ runs of one configuration share its LLM):
 
 For each run it builds `vllm.LLM` the way vLLM's offline users do (float32, eager, one engine-level
 seed: per-request seeds crash vLLM's CPU sampler), generates from token-id prompts with
-detokenization off and EOS ignored (every sample is `max_tokens` ids, the ids the engine sampled),
+detokenization off and EOS ignored (every sample is `max_tokens` ids, the ids the engine sampled;
+no `min_tokens`, which would mask the end-of-text token and change the law),
 and records the engine's own counters: the `vllm:spec_decode_*` metrics of `llm.get_metrics()`,
 taken as differences around `generate` (the registry is global to the process). RESULT.json is
 rewritten after every run, so a run cut by the caller's timeout keeps the rows already finished.
@@ -140,11 +141,14 @@ def run_one(run: dict, versions: dict, held: dict | None = None) -> dict:
         # vLLM refuses n > 1 at temperature 0: greedy samples are asked as n requests of one each
         copies = s["n"] if s["temperature"] == 0 else 1
         params = SamplingParams(n=s["n"] // copies, temperature=s["temperature"], top_k=s.get("top_k") or 0,
-                                top_p=s.get("top_p") or 1.0, max_tokens=s["max_tokens"],
-                                min_tokens=s["max_tokens"], ignore_eos=True, detokenize=False,
-                                skip_special_tokens=False)
+                                top_p=s.get("top_p") or 1.0, max_tokens=s["max_tokens"], ignore_eos=True,
+                                detokenize=False, skip_special_tokens=False)
+        # no min_tokens: it masks the end-of-text token at every position (vLLM adds it to the stop
+        # set even with ignore_eos), which changes the law; ignore_eos alone gives max_tokens ids
         prompts = [TokensPrompt(prompt_token_ids=list(p)) for p in run["prompts"] for _ in range(copies)]
         each = []
+        if int(run.get("repeats", 1)) > 1 and row["timings"]["startup_s"] > 0:
+            llm.generate(prompts, params, use_tqdm=False)  # a timed series starts warm, as a reused LLM does
         for i in range(int(run.get("repeats", 1))):
             before = _spec_counters(llm)
             start = time.perf_counter()

@@ -27,7 +27,7 @@ from specdec.report.results import read_table, records
 from specdec.report.robustness import agreement
 
 __all__ = ["verdicts", "reference", "null_results", "pairs_to_detect", "regime_words", "published_short",
-           "SOURCE_LABELS"]
+           "SOURCE_LABELS", "engines_words"]
 
 SOURCE_LABELS = {"leviathan2023fast": "Leviathan et al. 2023", "chen2023accelerating": "Chen et al. 2023",
                  "sun2025block": "Sun et al. 2025", "xia2024unlocking": "Xia et al. 2024 (Spec-Bench)",
@@ -58,13 +58,33 @@ def verdicts(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> dict:
     runs = sorted(d for d in Path(reruns, CHAPTERS["dec"]).glob("*") if (d / "summary.csv").exists()) \
         if Path(reruns, CHAPTERS["dec"]).exists() else []
     ag = [agreement(s, read_table(d / "summary.csv")) for d in runs]
-    return {"cor_disagree": int(cor["n_disagree"].sum()), "cor_points": int(cor["n_alphas"].sum()),
+    return {**engines_words(root), "cor_disagree": int(cor["n_disagree"].sum()), "cor_points": int(cor["n_alphas"].sum()),
             "cor_gap": float(cor["break_even_gap"].abs().max()),
             "var_err": float((el["var_closed_form"] - el["var_from_law"]).abs().max()),
             "var_configs": int(len(el)), "rep_runs": len(ag),
             "rep_agree": ", ".join(str(a["words_agree"]) for a in ag) or "none",
             "rep_overlap": ", ".join(str(a["overlap"]) for a in ag) or "none",
             "rep_n": int(ag[0]["n"]) if ag else 0}
+
+
+def engines_words(root: Path = RESULTS_DIR) -> dict:
+    """Chapter 10's law tests in one line for the verdict box: per role, how many (configuration,
+    setting) tests passed, and which speculative configurations were rejected ("not yet run" when
+    the chapter has no committed results)."""
+    path = Path(root) / CHAPTERS["eng"] / "laws.csv"
+    if not path.exists():
+        return {"engines_line": "other engines: not yet run"}
+    rows = records(read_table(path))
+    count = lambda role, st: sum(r["role"] == role and r["status"] == st for r in rows)  # noqa: E731
+    rejected = sorted({f"{r['engine']} {r['configuration']}" for r in rows
+                       if r["role"] == "speculative" and r["status"] == "reject"})
+    return {"engines_line": (f"plain decoding of every engine passes {count('control', 'pass')} of "
+                             f"{count('control', 'pass') + count('control', 'reject')} law tests, the wrong-rule "
+                             f"controls are rejected in {count('negative control', 'reject')} of "
+                             f"{count('negative control', 'pass') + count('negative control', 'reject')}; speculative "
+                             f"configurations pass {count('speculative', 'pass')} of "
+                             f"{count('speculative', 'pass') + count('speculative', 'reject')}"
+                             + (f", rejected: {'; '.join(rejected)}" if rejected else ""))}
 
 
 def reference(root: Path = RESULTS_DIR) -> dict:

@@ -25,7 +25,7 @@ RESULTS_DIR = DATA / "results"                # the small committed results the 
 RERUNS_DIR = DATA / "reruns"                  # re-runs of a measured chapter in fresh processes (small tables)
 CHAPTERS = {"one": "01_acceptance_and_residual", "seq": "02_distribution_tests", "cost": "03_cost_model",
             "family": "04_model_family", "acc": "05_measured_acceptance", "dec": "06_measured_decoding",
-            "gpu": "07_gpu_decoding", "alt": "08_alternatives", "serve": "09_serving"}  # results folder by short name
+            "gpu": "07_gpu_decoding", "alt": "08_alternatives", "serve": "09_serving", "eng": "10_engines"}  # results folder by short name
 BUILD_DIR = ROOT / "build"                    # executed notebooks, the book (not committed)
 
 
