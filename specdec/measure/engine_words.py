@@ -46,7 +46,7 @@ def _role_words(rows: list[dict], want_pass: bool) -> str:
     ok, n = _tests(rows)
     if not n:
         return "none ran"
-    engines = ", ".join(dict.fromkeys(r["engine"] for r in rows))
+    engines = ", ".join(dict.fromkeys(r["engine"] for r in rows if r.get("status") in ("pass", "reject")))
     if want_pass:
         return f"pass in {ok} of {n} tests ({engines})"
     return f"are rejected in {n - ok} of {n} tests" + (", as they must be" if ok == 0 else
