@@ -71,6 +71,7 @@ def plan(k: int, draft: str) -> list[Config]:
                "sampled", "resample_from_p"),
         Config("hf", "plain generate", None, "control"),
         Config("hf", f"assisted generation, k = {k}", Speculation("draft_model", k=k, draft=draft), "speculative"),
+        Config("hf", "prompt lookup", Speculation("prompt_lookup", k=k), "speculative"),
         Config("vllm", "plain decoding", None, "control"),
         Config("vllm", f"draft model, k = {k} (defaults)", dm(), "speculative", "argmax"),
         Config("vllm", f"draft model, k = {k}, probabilistic drafts", dm(("draft_sample_method", "probabilistic")),
@@ -78,6 +79,8 @@ def plan(k: int, draft: str) -> list[Config]:
         Config("vllm", f"draft model, k = {k}, probabilistic drafts, block rejection",
                dm(("draft_sample_method", "probabilistic"), ("rejection_sample_method", "block")), "speculative"),
         Config("vllm", f"n-gram prompt lookup, k = {k}", Speculation("ngram", k=k), "speculative"),
+        Config("vllm", f"draft model, k = {k}, synthetic acceptance (an instrument)",
+               dm(("rejection_sample_method", "synthetic")), "speculative"),
     ]
 
 
