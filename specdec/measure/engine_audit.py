@@ -53,7 +53,7 @@ class Config:
     engine: str  # "ours" | "hf" | "vllm"
     label: str  # the configuration in words
     spec: Speculation | None  # None: the engine's plain decoding
-    role: str  # "control" (plain decoding), "speculative", "negative control" (must fail)
+    role: str  # "control" (plain decoding), "speculative", "negative control" (must fail), "instrument"
     rule: str | None = None  # the rule whose exact position-1 acceptance its counters are held to (None: none is)
     variant: str | None = None  # a negative control's wrong rule (`specdec.core.variants`)
 
@@ -80,7 +80,7 @@ def plan(k: int, draft: str) -> list[Config]:
                dm(("draft_sample_method", "probabilistic"), ("rejection_sample_method", "block")), "speculative"),
         Config("vllm", f"n-gram prompt lookup, k = {k}", Speculation("ngram", k=k), "speculative"),
         Config("vllm", f"draft model, k = {k}, synthetic acceptance (an instrument)",
-               dm(("rejection_sample_method", "synthetic")), "speculative"),
+               dm(("rejection_sample_method", "synthetic")), "instrument"),
     ]
 
 
