@@ -120,8 +120,7 @@ def _allows(lo: float, hi: float) -> str:
 def null_results(root: Path = RESULTS_DIR, effect: float = 0.07) -> dict:
     """Each undecided headline comparison with the range of effects its interval still allows:
     block against token verification (chapter 05; and the pairs needed to resolve ``effect``, the low
-    end of Sun et al.'s reported wall-clock gain), Hugging Face's assisted against its plain
-    generate (chapter 06), and serving at the lightest load (chapter 09)."""
+    end of Sun et al.'s reported wall-clock gain), and serving at the lightest load (chapter 09)."""
     bt = _t(root, "acc", "block_vs_token")
     und = bt[~bt["words"].isin(["faster", "slower", "higher", "lower"])]
     lo, hi = (float(und["lo"].min()), float(und["hi"].max())) if len(und) else (math.nan, math.nan)
