@@ -22,9 +22,13 @@ def diagnosis_text(row: dict, acc: dict | None, versions: str) -> str:
     wrong rule fits best, what its acceptance was against the exact expectation, and the versions."""
     parts = [f"{row['engine']} {versions}, {row['configuration']}, {row['setting']}: {row['verdict']}; binned TV "
              f"{row['tv']:.3f} [{row['tv_lo']:.3f}, {row['tv_hi']:.3f}] over n = {row['n']}"]
-    if row.get("best_fit"):
+    if row.get("best_fit") == "target":
+        parts.append("none of the named wrong rules fits the counts better than the target's own law, so the "
+                     "departure is of a kind this diagnosis does not name")
+    elif row.get("best_fit"):
         parts.append(f"of the named wrong rules, the counts fit \"{row['best_fit']}\" best "
-                     f"(log-likelihood lead {row['fit_lead']:.1f} over the next)")
+                     f"(log-likelihood lead {row['fit_lead']:.1f} over the next; this test's power against that "
+                     f"rule {row['fit_power']:.2f})")
     if acc and "measured" in acc:
         parts.append(f"position-1 acceptance {acc['measured']:.3f} against the exact {acc['rule']} expectation "
                      f"{acc['expected_lo']:.3f}-{acc['expected_hi']:.3f} (z = {acc['z']:.1f})")

@@ -72,7 +72,9 @@ def headline_values(laws, acc, greedy, versions: dict) -> dict:
     diag = [diagnosis_text(r, accr.get((r["engine"], r["configuration"], r["setting"])),
                            versions_text({r["engine"]: versions.get(r["engine"], {})}).split(": ", 1)[-1])
             for r in rejected]
-    return {"n_law_rows": len(rows), "controls_words": _role_words(role("control"), True),
+    n_tests = sum(r.get("status") in ("pass", "reject") for r in rows)
+    return {"n_law_rows": len(rows), "n_tests": n_tests, "expected_false": n_tests * float(rows[0].get("alpha", 0.01))
+            if rows and "alpha" in rows[0] else n_tests * 0.01, "controls_words": _role_words(role("control"), True),
             "negatives_words": _role_words(role("negative control"), False), "speculative_words": words,
             "diagnoses": "\n\n".join(f"**Rejected.** {d}" for d in diag) or
                          "No speculative configuration was rejected by the law test.",
