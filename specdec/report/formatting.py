@@ -204,9 +204,8 @@ def _csv_link(csv, rows: int, cols: int, shown: bool) -> str:
     if path.is_absolute():
         try:
             path = path.relative_to(ROOT)
-        except ValueError:
-            raise ValueError(f"csv {csv} is outside the repository: a page links the committed table "
-                             "(data/results/<chapter>/<table>.csv)") from None
+        except ValueError:  # a run written elsewhere (SMOKE, tests): the page links the committed table's place
+            path = Path("data/results") / path.parent.name / path.name
     if shown:  # under the table, as under a figure
         return f"{{download}}`Data (CSV) <../{path.as_posix()}>`"
     size = f"{rows} row{'' if rows == 1 else 's'}, {cols} column{'' if cols == 1 else 's'}"

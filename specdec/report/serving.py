@@ -95,13 +95,15 @@ def break_even_text(r, rates) -> str:
     Example: falls at 6.6 -> "stops paying at 6.63 requests/s ..."; rises, none -> "below 1 at every tested rate"."""
     side = "above" if r.direction == "falls" else "at or below"
     if r.break_even_rate == math.inf:
-        head = f"{side} 1 at every tested rate (no crossing from {min(rates):g} to {max(rates):g} requests/s)"
+        head = (f"no break-even: {side} 1 at every tested rate (no crossing from {min(rates):g} to "
+                f"{max(rates):g} requests/s)")
     else:
         verb = "first stops paying (its median falls through 1)" if r.direction == "falls" else \
             "first starts paying (its median rises through 1)"
         run = "" if math.isnan(r.running_at_break_even) else \
             f", where plain decoding runs {r.running_at_break_even:.2f} requests at a time (mean over steps)"
-        head = (f"{verb} at {rate_text(r.break_even_rate, rates)}{run}; 95% interval {rate_text(r.lo, rates)} to "
+        head = (f"break-even where it {verb} at {rate_text(r.break_even_rate, rates)}{run}; 95% interval "
+                f"{rate_text(r.lo, rates)} to "
                 f"{rate_text(r.hi, rates)}")
     return (f"{r.policy}: {head} ({100 * r.share_no_crossing:.0f}% of resamples never cross, "
             f"{100 * r.share_opposite:.0f}% start on the other side of 1)")
