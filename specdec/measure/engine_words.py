@@ -53,9 +53,10 @@ def _role_words(rows: list[dict], want_pass: bool) -> str:
                                                         f"; {ok} passed, so the test missed a wrong rule there")
 
 
-def headline_values(laws, acc, greedy, versions: dict) -> dict:
-    """Glue values: each role's pass counts in words, every rejected speculative configuration with
-    its diagnosis paragraph, acceptance and greedy in words, the versions."""
+def headline_values(laws, acc, greedy, versions: dict, alpha: float) -> dict:
+    """Glue values: each role's pass counts in words, the rejections chance alone gives over the
+    tests at level ``alpha``, every rejected speculative configuration with its diagnosis
+    paragraph, acceptance and greedy in words, the versions."""
     rows = records(laws)
     role = lambda r: [x for x in rows if x["role"] == r]  # noqa: E731
     spec = role("speculative")
@@ -73,8 +74,7 @@ def headline_values(laws, acc, greedy, versions: dict) -> dict:
                            versions_text({r["engine"]: versions.get(r["engine"], {})}).split(": ", 1)[-1])
             for r in rejected]
     n_tests = sum(r.get("status") in ("pass", "reject") for r in rows)
-    return {"n_law_rows": len(rows), "n_tests": n_tests, "expected_false": n_tests * float(rows[0].get("alpha", 0.01))
-            if rows and "alpha" in rows[0] else n_tests * 0.01, "controls_words": _role_words(role("control"), True),
+    return {"n_law_rows": len(rows), "n_tests": n_tests, "expected_false": n_tests * alpha, "controls_words": _role_words(role("control"), True),
             "negatives_words": _role_words(role("negative control"), False), "speculative_words": words,
             "diagnoses": "\n\n".join(f"**Rejected.** {d}" for d in diag) or
                          "No speculative configuration was rejected by the law test.",

@@ -1,4 +1,4 @@
-"""The serving workload and its metrics for the continuous-batching measurements (issue 15): a
+"""The serving workload and its metrics for the continuous-batching measurements: a
 seeded stream of requests, and per-request and per-run latency and throughput, named as the
 production engines name them.
 

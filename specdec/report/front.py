@@ -24,7 +24,7 @@ import numpy as np
 
 from specdec.report.paths import CHAPTERS, RERUNS_DIR, RESULTS_DIR
 from specdec.report.results import read_table, records
-from specdec.report.robustness import agreement
+from specdec.report.robustness import rerun_agreements
 
 __all__ = ["verdicts", "reference", "null_results", "pairs_to_detect", "regime_words", "published_short",
            "SOURCE_LABELS", "engines_words"]
@@ -51,13 +51,11 @@ def verdicts(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> dict:
     """The verdict box's values: the corollary check of chapter 03 (alpha grid points where the
     idealized model's "some k pays" disagrees with alpha > c, and the k = 1 break-even's largest
     distance from c), Var(L)'s closed form against the exact law, and chapter 06's replication
-    (verdicts agreeing with each committed re-run, `specdec.report.robustness.agreement`)."""
+    (verdicts agreeing with each committed re-run, `specdec.report.robustness.rerun_agreements`)."""
     cor = _t(root, "cost", "corollary_check")
     el = _t(root, "cost", "expected_tokens_check")
     s = _t(root, "dec", "summary")
-    runs = sorted(d for d in Path(reruns, CHAPTERS["dec"]).glob("*") if (d / "summary.csv").exists()) \
-        if Path(reruns, CHAPTERS["dec"]).exists() else []
-    ag = [agreement(s, read_table(d / "summary.csv")) for d in runs]
+    ag = [a for _, _, a in rerun_agreements(s, Path(reruns) / CHAPTERS["dec"])]
     return {**engines_words(root), "cor_disagree": int(cor["n_disagree"].sum()), "cor_points": int(cor["n_alphas"].sum()),
             "cor_gap": float(cor["break_even_gap"].abs().max()),
             "var_err": float((el["var_closed_form"] - el["var_from_law"]).abs().max()),

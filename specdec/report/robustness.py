@@ -24,7 +24,7 @@ from specdec.report.formatting import config_text
 from specdec.report.paths import CHAPTERS, RERUNS_DIR, RESULTS_DIR
 from specdec.report.results import read_table
 
-__all__ = ["FAMILIES", "multiplicity_words", "agreement", "rerun_values"]
+__all__ = ["FAMILIES", "multiplicity_words", "agreement", "rerun_agreements", "rerun_values"]
 
 KEYS = ("temperature", "output_len", "batch", "config")
 DECIDED = ("faster", "slower", "more tokens per step", "fewer tokens per step")
@@ -74,17 +74,26 @@ def agreement(a, b, keys=KEYS) -> dict:
     return {"n": int(len(m)), "overlap": int(hit.sum()), "words_agree": int(same.sum()), "missed": miss}
 
 
+def rerun_agreements(summary, reruns: Path = RERUNS_DIR / CHAPTERS["dec"]) -> list[tuple]:
+    """(folder, its summary table, `agreement` of ``summary`` with it) for every re-run under
+    ``reruns`` (folders holding a ``summary.csv``), in name order; [] when there is none."""
+    runs = sorted(d for d in Path(reruns).glob("*") if (d / "summary.csv").exists()) if Path(reruns).exists() else []
+    out = []
+    for d in runs:
+        other = read_table(d / "summary.csv")
+        out.append((d, other, agreement(summary, other)))
+    return out
+
+
 def rerun_values(summary, reruns: Path = RERUNS_DIR / CHAPTERS["dec"]) -> dict:
     """The committed summary against each re-run under ``reruns`` (folders with a ``summary.csv``,
     in name order; the commit from their ``run.json`` where there is one): how many re-runs, and in
     words per re-run (numbered in folder-name order) its commit, the overlapping intervals, the agreeing verdicts (`agreement`) and
     its best configuration with its interval; the committed run's best; and, per re-run, the
     configurations whose intervals miss (committed first)."""
-    runs = sorted(d for d in Path(reruns).glob("*") if (d / "summary.csv").exists()) if Path(reruns).exists() else []
+    runs = rerun_agreements(summary, reruns)
     words, missed = [], []
-    for i, d in enumerate(runs, 1):
-        other = read_table(d / "summary.csv")
-        ag = agreement(summary, other)
+    for i, (d, other, ag) in enumerate(runs, 1):
         run = json.loads((d / "run.json").read_text()) if (d / "run.json").exists() else {}
         words.append(f"re-run {i} (commit {str(run.get('commit', 'unknown'))[:7]}): {ag['overlap']} of {ag['n']} "
                      f"intervals overlap, {ag['words_agree']} verdicts agree, its best {_best(other)}")

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from specdec.core.sampling import SamplingConfig
-from specdec.core.variants import VARIANTS
 from specdec.engine.decode import generate
 from specdec.family.loader import load_pair
+from specdec.measure.engine_audit import NegativeControl
 from specdec.peers.acceptance import (conditional_acceptance, first_step_expectation, iid_metrics,
                                       metrics_from_counters, steps_of_ours)
 from specdec.peers.conformance import alternative_power, design_n, diagnose, law_test, verdict
@@ -48,14 +48,9 @@ def _counts(ctxs, tokens):
 
 
 def _variant_tokens(pair, cfg, variant, n, seed):
-    target, draft, prompts = pair
-    out = []
-    for i, p in enumerate(prompts):  # max_new_tokens 3 so that k = 2 is not clipped: x1, x2 both verified
-        res = generate(target, torch.tensor([p] * n), drafter=draft, k=2, max_new_tokens=3,
-                       temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
-                       generator=torch.Generator().manual_seed(seed + i), verifier=VARIANTS[variant].sampled)
-        out.append([t.tolist() for t in res.tokens])
-    return out
+    target, draft, prompts = pair  # max_new_tokens 3 so that k = 2 is not clipped: x1, x2 both verified
+    return NegativeControl(target, draft, variant).continue_prompts(
+        prompts, n, 3, Sampling(cfg.temperature, cfg.top_k, cfg.top_p), Speculation("token", k=2), seed).tokens
 
 
 N = design_n(len(TEXTS), eps=EPS, alpha=ALPHA, n_bins=BINS, orders=2)
