@@ -27,7 +27,7 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -35,13 +35,15 @@ import torch
 from specdec.core.sampling import SamplingConfig
 from specdec.core.variants import VARIANTS
 from specdec.engine.decode import generate
+from specdec.measure.controlled import ControlledAcceptance
 from specdec.peers.acceptance import first_step_expectation, metrics_from_counters
-from specdec.peers.conformance import alternative_power, diagnose, law_test, verdict
+from specdec.peers.conformance import alternative_power, diagnose, greedy_divergences, law_test, verdict
 from specdec.peers.interface import Continuations, Sampling, Speculation
 from specdec.peers.laws import CANDIDATES, candidate_joint, joint_cells, ratio_score, target_joint
 
-__all__ = ["Config", "SETTINGS", "plan", "NegativeControl", "law_rows", "acceptance_rows", "greedy_rows",
-           "config_cfg", "speed_pairs"]
+__all__ = ["Config", "SETTINGS", "plan", "synthetic", "synthetic_rates", "controlled", "instrument_pairs",
+           "NegativeControl", "WithInstruments", "law_rows", "acceptance_rows", "greedy_rows",
+           "config_cfg", "speed_pairs", "at_k"]
 
 SETTINGS = {"greedy": Sampling(0.0), "temperature 1": Sampling(1.0),
             "temperature 0.7, top-p 0.9": Sampling(0.7, top_p=0.9)}
@@ -56,6 +58,38 @@ class Config:
     role: str  # "control" (plain decoding), "speculative", "negative control" (must fail), "instrument"
     rule: str | None = None  # the rule whose exact position-1 acceptance its counters are held to (None: none is)
     variant: str | None = None  # a negative control's wrong rule (`specdec.core.variants`)
+
+
+def synthetic_rates(alpha: float, k: int) -> tuple[float, ...]:
+    """vLLM's ``synthetic_acceptance_rates`` for i.i.d. acceptance alpha per position: the
+    unconditional probability that the first i drafts are all kept, alpha^i (i = 1..k)."""
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"acceptance alpha must be in [0, 1], got {alpha!r}")
+    return tuple(float(alpha) ** i for i in range(1, k + 1))
+
+
+def synthetic(k: int, draft: str, alpha: float) -> Config:
+    """vLLM's draft model with forced acceptance alpha per position (``rejection_sample_method``
+    "synthetic"): an instrument of speed at a set acceptance, whose tokens are not the target's law."""
+    spec = Speculation("draft_model", k=k, draft=draft, options=(
+        ("rejection_sample_method", "synthetic"), ("synthetic_acceptance_rates", synthetic_rates(alpha, k))))
+    return Config("vllm", f"draft model, k = {k}, synthetic acceptance {alpha:g} (an instrument)", spec, "instrument")
+
+
+def controlled(k: int, draft: str, alpha: float) -> Config:
+    """Our engine's counterpart of `synthetic`: `specdec.measure.controlled.ControlledAcceptance`
+    (each draft kept with probability alpha), run by `WithInstruments`."""
+    return Config("ours", f"token verification, k = {k}, controlled acceptance {alpha:g} (an instrument)",
+                  Speculation("controlled", k=k, draft=draft, options=(("alpha", float(alpha)),)), "instrument")
+
+
+def instrument_pairs(configs: list[Config], alphas, k: int, draft: str) -> list[tuple[Config, Config, None]]:
+    """(plain, instrument, None) per engine that has both and per alpha: vLLM's synthetic acceptance
+    and ours' controlled acceptance, each against its own plain decoding (no law test stands for
+    an instrument)."""
+    plain = {c.engine: c for c in configs if c.role == "control"}
+    make = {"vllm": synthetic, "ours": controlled}
+    return [(plain[e], make[e](k, draft, a), None) for e in make if e in plain for a in alphas]
 
 
 def plan(k: int, draft: str) -> list[Config]:
@@ -79,9 +113,21 @@ def plan(k: int, draft: str) -> list[Config]:
         Config("vllm", f"draft model, k = {k}, probabilistic drafts, block rejection",
                dm(("draft_sample_method", "probabilistic"), ("rejection_sample_method", "block")), "speculative"),
         Config("vllm", f"n-gram prompt lookup, k = {k}", Speculation("ngram", k=k), "speculative"),
-        Config("vllm", f"draft model, k = {k}, synthetic acceptance (an instrument)",
-               dm(("rejection_sample_method", "synthetic")), "instrument"),
+        synthetic(k, draft, 0.8),  # forced acceptance: a known wrong law the test must reject in vLLM too
     ]
+
+
+def _with_verifier(target, draft, verifier, prompts, n: int, max_new_tokens: int, sampling: Sampling,
+                   spec: Speculation, seed: int, provenance: dict) -> Continuations:
+    """`OursEngine.continue_prompts` with a verifier a caller names (one batch of n copies per
+    prompt, seeded ``seed + prompt index``)."""
+    tokens = []
+    for i, p in enumerate(prompts):
+        res = generate(target, torch.tensor([list(p)] * n), drafter=draft, k=spec.k, max_new_tokens=max_new_tokens,
+                       temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
+                       generator=torch.Generator().manual_seed(seed + i), verifier=verifier)
+        tokens.append([t.tolist() for t in res.tokens])
+    return Continuations(tokens, {}, {**provenance, "seed": seed})
 
 
 @dataclass
@@ -97,14 +143,26 @@ class NegativeControl:
                          seed: int) -> Continuations:
         if self.variant not in VARIANTS:
             raise ValueError(f"unknown wrong variant {self.variant!r}; known: {', '.join(VARIANTS)}")
-        tokens = []
-        for i, p in enumerate(prompts):
-            res = generate(self.target, torch.tensor([list(p)] * n), drafter=self.draft, k=spec.k,
-                           max_new_tokens=max_new_tokens, temperature=sampling.temperature, top_k=sampling.top_k,
-                           top_p=sampling.top_p, generator=torch.Generator().manual_seed(seed + i),
-                           verifier=VARIANTS[self.variant].sampled)
-            tokens.append([t.tolist() for t in res.tokens])
-        return Continuations(tokens, {}, {"engine": self.name, "variant": self.variant, "seed": seed})
+        return _with_verifier(self.target, self.draft, VARIANTS[self.variant].sampled, prompts, n, max_new_tokens,
+                              sampling, spec, seed, {"engine": self.name, "variant": self.variant})
+
+
+@dataclass
+class WithInstruments:
+    """Our engine, plus method "controlled" (option "alpha"): each draft kept with probability
+    alpha whatever p and q (`specdec.measure.controlled`, an instrument of speed at a set
+    acceptance; its tokens are not the target's law).  Every other request goes to ``ours``."""
+    ours: object
+    name: str = "ours"
+
+    def continue_prompts(self, prompts, n: int, max_new_tokens: int, sampling: Sampling, spec: Speculation | None,
+                         seed: int) -> Continuations:
+        if spec is None or spec.method != "controlled":
+            return self.ours.continue_prompts(prompts, n, max_new_tokens, sampling, spec, seed)
+        alpha = dict(spec.options).get("alpha")
+        return _with_verifier(self.ours.model("target"), self.ours.model(spec.draft), ControlledAcceptance(alpha),
+                              prompts, n, max_new_tokens, sampling, spec, seed,
+                              {"engine": self.name, "instrument": f"controlled acceptance {alpha}"})
 
 
 def _filled(rows: list[dict]) -> list[dict]:
@@ -162,7 +220,7 @@ def law_rows(results: dict, contexts: dict, *, alpha: float, eps: float, n_bins:
             best = fit[0]["candidate"]
             row.update(best_fit=best, fit_lead=float(fit[1]["deficit"]) if len(fit) > 1 else math.nan,
                        fit_power=float(alternative_power(laws, cands[best], ctxs[0].V, r.n // r.prompts, alpha=alpha,
-                                                         n_bins=n_bins, scores=scores)["power"]))
+                                                         n_bins=n_bins, scores=scores, cache=bins)["power"]))
         out.append(row)
     return _filled(out)
 
@@ -201,10 +259,14 @@ def acceptance_rows(results: dict, contexts: dict) -> list[dict]:
     return _filled(out)
 
 
-def greedy_rows(results: dict) -> list[dict]:
+def greedy_rows(results: dict, prompts, plain_at=None) -> list[dict]:
     """Per engine, each speculative greedy configuration against the same engine's plain greedy:
-    samples, how many are identical token for token, and the first differing position of the first
-    that is not."""
+    samples, how many are identical token for token, the first differing position, and each
+    difference classified by `specdec.peers.conformance.greedy_divergences` with ``plain_at(engine,
+    prompt, prefix) -> token`` (the engine's plain greedy next token; None: not classified): only
+    "against speculation" -- plain decoding from the shared prefix emits plain's token again --
+    counts against speculation; "plain not reproducible" is a near tie or nondeterminism of plain
+    decoding itself."""
     plain = {cfg.engine: res for (cfg, name), res in results.items() if name == "greedy" and cfg.spec is None}
     out = []
     for (cfg, name), res in results.items():
@@ -215,21 +277,40 @@ def greedy_rows(results: dict) -> list[dict]:
         if res.error or ref is None or ref.error:
             out.append({**base, "note": res.error or "no plain greedy run of this engine"})
             continue
-        pairs = [(a, b) for pa, pb in zip(res.tokens, ref.tokens) for a, b in zip(pa, pb)]
-        same = sum(a == b for a, b in pairs)
-        first = next((next(i for i, (x, y) in enumerate(zip(a, b)) if x != y) for a, b in pairs if a != b), None)
-        out.append({**base, "samples": len(pairs), "identical": same,
+        triples = [(prompt, a, b) for prompt, pa, pb in zip(prompts, res.tokens, ref.tokens) for a, b in zip(pa, pb)]
+        same = sum(a == b for _, a, b in triples)
+        first = next((next(i for i, (x, y) in enumerate(zip(a, b)) if x != y) for _, a, b in triples if a != b), None)
+        classes = []
+        if plain_at is not None:
+            for prompt, a, b in triples:
+                if a != b:
+                    classes += [r["class"] for r in greedy_divergences(
+                        [a], [b], lambda prefix, prompt=prompt: plain_at(cfg.engine, prompt, prefix))]
+        out.append({**base, "samples": len(triples), "identical": same,
+                    "against_speculation": classes.count("against speculation") if plain_at else math.nan,
+                    "plain_not_reproducible": classes.count("plain not reproducible") if plain_at else math.nan,
                     "first_difference": math.nan if first is None else first, "note": ""})
     return _filled(out)
 
 
-def speed_pairs(configs: list[Config]) -> list[tuple[Config, Config]]:
-    """(plain, speculative) per engine for the speed section: its plain decoding against its first
-    speculative configuration of the plan (ours' token verification, Hugging Face's assisted
-    generation, vLLM's draft model with its defaults), to fit the time budget."""
+def speed_pairs(configs: list[Config], ks: tuple = ()) -> list[tuple[Config, Config, Config]]:
+    """(plain, speculative, tested) per engine and draft length for the speed section: its plain
+    decoding against its first speculative configuration of the plan (ours' token verification,
+    Hugging Face's assisted generation, vLLM's draft model with its defaults: what its users get)
+    at each k of ``ks`` (default: the plan's own k); ``tested`` is the plan's configuration, whose
+    law test stands for every k of the same method."""
     plain = {c.engine: c for c in configs if c.role == "control"}
     first = {}
-    for c in configs:  # each engine's first speculative configuration: its default, what its users get
+    for c in configs:
         if c.role == "speculative" and c.engine in plain:
             first.setdefault(c.engine, c)
-    return [(plain[e], c) for e, c in first.items()]
+    return [(plain[e], at_k(c, k), c) for e, c in first.items() for k in (ks or (c.spec.k,))]
+
+
+def at_k(cfg: Config, k: int) -> Config:
+    """The same configuration drafting ``k`` tokens a step (its label says so)."""
+    if k < 1:
+        raise ValueError(f"a speculative configuration drafts k >= 1 tokens, got k={k}")
+    if cfg.spec.k == k:
+        return cfg
+    return replace(cfg, label=cfg.label.replace(f"k = {cfg.spec.k}", f"k = {k}"), spec=replace(cfg.spec, k=k))

@@ -120,7 +120,7 @@ def write_reproducers(laws, configs: list[Config], prompt, folder) -> list[pathl
     """One script per vLLM configuration rejected at some setting (its first such setting), written
     under ``folder``; stale scripts of configurations that now pass are removed."""
     folder = pathlib.Path(folder)
-    by_label = {c.label: c for c in configs if c.engine == "vllm"}
+    by_label = {c.label: c for c in configs if c.engine == "vllm" and c.role == "speculative"}  # not instruments
     failed = {}
     for r in laws.to_dict("records"):
         if r["engine"] == "vllm" and r.get("status") == "reject" and r["configuration"] in by_label:

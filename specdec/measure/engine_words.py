@@ -12,6 +12,7 @@ import math
 import pandas as pd
 
 from specdec.measure.engine_repro import diagnosis_text
+from specdec.measure.engine_runs import INSTRUMENT, NOT_EXACT
 from specdec.report.results import records
 
 __all__ = ["headline_values", "verdict_table", "speed_values", "versions_text", "engine_versions"]
@@ -76,6 +77,7 @@ def headline_values(laws, acc, greedy, versions: dict, alpha: float) -> dict:
     n_tests = sum(r.get("status") in ("pass", "reject") for r in rows)
     return {"n_law_rows": len(rows), "n_tests": n_tests, "expected_false": n_tests * alpha, "controls_words": _role_words(role("control"), True),
             "negatives_words": _role_words(role("negative control"), False), "speculative_words": words,
+            "instruments_words": _role_words(role("instrument"), False),
             "diagnoses": "\n\n".join(f"**Rejected.** {d}" for d in diag) or
                          "No speculative configuration was rejected by the law test.",
             "acceptance_words": _acceptance_words(records(acc)), "greedy_words": _greedy_words(records(greedy)),
@@ -105,35 +107,73 @@ def _greedy_words(rows: list[dict]) -> str:
           "plain greedy decoding does."
     diff = [r for r in done if r["identical"] < r["samples"]]
     if diff:
+        def why(r):
+            if pd.isna(r.get("against_speculation")):
+                return "not classified"
+            return (f"{int(r['against_speculation'])} against speculation, {int(r['plain_not_reproducible'])} where "
+                    "plain decoding itself emits the other token at that prefix")
         out += " Different: " + "; ".join(f"{r['engine']} {r['configuration']} ({int(r['samples'] - r['identical'])}"
                                           f" of {int(r['samples'])} samples, first at token "
-                                          f"{int(r['first_difference'])})" for r in diff) + "."
+                                          f"{int(r['first_difference'])}: {why(r)})" for r in diff) + "."
     return out
 
 
-def verdict_table(laws, acc) -> pd.DataFrame:
+def verdict_table(laws, acc, speed=None) -> pd.DataFrame:
     """One row per (engine, configuration, setting): the law test's p-value and power, the TV
-    interval as text, acceptance measured against expected, and the verdict in words."""
+    interval as text, acceptance measured against expected, the speedup over the engine's own
+    plain decoding at batch 1 where it was timed, and the verdict in words."""
     a = {(r["engine"], r["configuration"], r["setting"]): r for r in records(acc)}
+    sp = {(r["engine"], r["configuration"], r["setting"]): r for r in records(speed)
+          if r.get("batch") == 1 and not pd.isna(r.get("speedup"))} if speed is not None else {}
     out = []
     for r in records(laws):
-        x = a.get((r["engine"], r["configuration"], r["setting"]), {})
+        key = (r["engine"], r["configuration"], r["setting"])
+        x, t = a.get(key, {}), sp.get(key)
         tv = "" if r.get("tv") != r.get("tv") or r.get("tv") is None else \
             f"{r['tv']:.3f} [{r['tv_lo']:.3f}, {r['tv_hi']:.3f}]"
         accept = f"{x['measured']:.2f} vs {x['expected_lo']:.2f}-{x['expected_hi']:.2f}" \
             if x.get("status") in ("meets", "misses") else ""
+        speedup = "" if t is None else f"{t['speedup']:.2f} [{t['speedup_lo']:.2f}, {t['speedup_hi']:.2f}] ({t['verdict']})"
         out.append({"configuration": f"{r['engine']}: {r['configuration']}", "setting": r["setting"],
                     "p_value": r.get("p_value", math.nan), "power": r.get("power", math.nan), "binned TV": tv,
-                    "acceptance": accept, "verdict": r["verdict"]})
+                    "acceptance": accept, "speedup, batch 1": speedup, "verdict": r["verdict"]})
     return pd.DataFrame(out)
 
 
-def speed_values(speed) -> dict:
-    """Glue values of the speed table: how many comparisons, faster, slower, undecided, not exact."""
-    rows = records(speed)
+def _interval(r: dict, col: str = "speedup") -> str:
+    lo, hi = ("speedup_lo", "speedup_hi") if col == "speedup" else ("relative_lo", "relative_hi")
+    return f"{r[col]:.2f}x [{r[lo]:.2f}, {r[hi]:.2f}]"
+
+
+def speed_values(speed, plain=None) -> dict:
+    """Glue values of the speed tables: how many comparisons are faster, slower, undecided or not
+    the target's law, each engine's best exact speedup with its interval, and (``plain``) the
+    engines' plain decoding against the reference."""
+    every = records(speed)
+    rows = [r for r in every if r.get("law") != INSTRUMENT]
     count = lambda w: sum(r.get("verdict") == w for r in rows)  # noqa: E731
     n = len(rows)
-    return {"speed_words": (f"Of {n} timed comparisons, {count('faster')} are faster than the engine's own plain "
-                            f"decoding by the whole interval, {count('slower')} slower and {count('undecided')} "
-                            f"undecided; {count('not the target' + chr(39) + 's law here')} configurations failed "
-                            "the law test and are not read as speedups.") if n else "No comparison was timed."}
+    if not n:
+        return {"speed_words": "No comparison was timed.", "plain_words": "No plain decoding was timed.",
+                "ceiling_words": "No instrument was timed."}
+    words = (f"Of {n} timed comparisons, {count('faster')} are faster than the engine's own plain decoding by the "
+             f"whole interval, {count('slower')} slower and {count('undecided')} undecided; "
+             f"{count(NOT_EXACT)} are {NOT_EXACT} and are not read as speedups.")
+    best = []
+    for engine in dict.fromkeys(r["engine"] for r in rows):
+        ok = [r for r in rows if r["engine"] == engine and r.get("verdict") in ("faster", "slower", "undecided")]
+        if ok:
+            b = max(ok, key=lambda r: r["speedup_lo"])
+            best.append(f"{engine}: {b['configuration']}, {b['setting']}, batch {int(b['batch'])}, "
+                        f"{_interval(b)} ({b['verdict']})")
+    out = {"speed_words": words + (" The best exact comparison of each engine (highest lower end): "
+                                   + "; ".join(best) + "." if best else ""),
+           "ceiling_words": "; ".join(f"{r['engine']} {r['configuration'].split(', ', 2)[-1].removesuffix(' (an instrument)')}"
+                                      f": {_interval(r)}" for r in every if r.get("law") == INSTRUMENT
+                                      and not pd.isna(r.get("speedup"))) or "No instrument was timed."}
+    if plain is not None:
+        prow = records(plain)
+        out["plain_words"] = "; ".join(
+            f"{r['engine']} {r['setting']}, batch {int(r['batch'])}: {_interval(r, 'relative_speed')} ({r['verdict']})"
+            for r in prow if not pd.isna(r.get("relative_speed"))) or "No plain decoding was timed."
+    return out

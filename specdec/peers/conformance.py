@@ -88,7 +88,9 @@ def make_bins(law, V: int, n_bins: int, score=None, x1_bins: int = 4) -> np.ndar
     g = np.minimum(((np.cumsum(p1) - p1) * G).astype(np.int64), G - 1)
     raw = np.append((g[:, None] * H + h).reshape(-1), G * H)
     raw[law <= 0] = -1
-    used, lab = np.unique(raw[raw >= 0], return_inverse=True)
+    # the used labels in order, renumbered 0.. (np.unique's inverse, in linear time: labels are < G H + 1)
+    present = np.bincount(raw[raw >= 0], minlength=G * H + 1) > 0
+    lab = (np.cumsum(present) - 1)[raw[raw >= 0]]
     mass = np.bincount(lab, weights=law[raw >= 0])
     light = 0.5 / (G * H)
     group, gmass = np.zeros(mass.size, dtype=np.int64), [0.0]
@@ -139,13 +141,7 @@ def _g_test(laws, counts, V, n_bins, x1_bins, scores, delta, cache=None):
         n = int(c.sum())
         if n < 20 * x1_bins:
             raise ValueError(f"a prompt has {n} samples; the test needs >= {20 * x1_bins} per prompt (10 per bin)")
-        B = max(2 * x1_bins, min(n_bins, n // 10))
-        key = (id(law_in), id(score), V, B, x1_bins)  # the bins depend on the law, never on the counts
-        labels = cache.get(key) if cache is not None else None
-        if labels is None:
-            labels = make_bins(law, V, B, score, x1_bins)
-            if cache is not None:
-                cache[key] = labels
+        labels = _bins(law_in, V, max(2 * x1_bins, min(n_bins, n // 10)), score, x1_bins, cache)
         o, e, bad = _binned(labels, law, c)
         m = o.sum()
         G += float(_st.power_divergence(o, e * m / e.sum(), lambda_="log-likelihood")[0]) if m else 0.0
@@ -191,12 +187,23 @@ def design_n(prompts: int, *, eps: float = 0.03, alpha: float = 0.01, power_targ
     return max(math.ceil(N / prompts), 10 * n_bins)
 
 
-def _alt_power(laws, alternatives, V, n, alpha, n_bins, scores, x1_bins):
+def _bins(law_in, V, B, score, x1_bins, cache):
+    """make_bins, kept in ``cache`` (a dict or None) under the law's and the score's identity."""
+    key = (id(law_in), id(score), V, B, x1_bins)  # the bins depend on the law, never on the counts
+    labels = cache.get(key) if cache is not None else None
+    if labels is None:
+        labels = make_bins(np.asarray(law_in, dtype=np.float64), V, B, score, x1_bins)
+        if cache is not None:
+            cache[key] = labels
+    return labels
+
+
+def _alt_power(laws, alternatives, V, n, alpha, n_bins, scores, x1_bins, cache=None):
     lam = tv_b = 0.0
     df, p_none = 0, 1.0
-    for law, alt, score in zip(laws, alternatives, scores):
-        law, alt = np.asarray(law, dtype=np.float64), np.asarray(alt, dtype=np.float64)
-        labels = make_bins(law, V, max(2 * x1_bins, min(n_bins, n // 10)), score, x1_bins)
+    for law_in, alt, score in zip(laws, alternatives, scores):
+        labels = _bins(law_in, V, max(2 * x1_bins, min(n_bins, n // 10)), score, x1_bins, cache)
+        law, alt = np.asarray(law_in, dtype=np.float64), np.asarray(alt, dtype=np.float64)
         keep = labels >= 0
         e = np.bincount(labels[keep], weights=law[keep])
         pa = np.bincount(labels[keep], weights=alt[keep], minlength=e.size)
@@ -211,15 +218,16 @@ def _alt_power(laws, alternatives, V, n, alpha, n_bins, scores, x1_bins):
 
 
 def alternative_power(laws, alternatives, V: int, n: int, *, alpha: float = 0.01, n_bins: int = 64,
-                      scores=None, x1_bins: int = 4) -> dict:
+                      scores=None, x1_bins: int = 4, cache: dict | None = None) -> dict:
     """Power of `law_test` with n samples per prompt against the stated ``alternatives`` (one joint
     per prompt, same cells): noncentrality n sum_b (P_b - p_b)^2 / p_b summed over prompts (the
     asymptotic law of X^2 and G), and the alternatives' mean binned TV (what the power covers).
     Mass of an alternative on cells of target probability 0 makes the test reject whenever one
     such sample appears: that probability is folded in.  With ``scores`` both orders run at alpha / 2
-    and the larger power (a lower bound on the pair's) is given, with the p order's binned TV."""
+    and the larger power (a lower bound on the pair's) is given, with the p order's binned TV.
+    ``cache``: as `law_test`'s (the same dict reuses the bins it made for the same laws)."""
     orders = [[None] * len(laws)] + ([] if scores is None else [list(scores)])
-    rows = [_alt_power(laws, alternatives, V, n, alpha / len(orders), n_bins, o, x1_bins) for o in orders]
+    rows = [_alt_power(laws, alternatives, V, n, alpha / len(orders), n_bins, o, x1_bins, cache) for o in orders]
     best = max(rows, key=lambda r: r["power"])
     return {**best, "binned_tv": rows[0]["binned_tv"], "binned_tv_orders": [r["binned_tv"] for r in rows]}
 

@@ -5,7 +5,8 @@ Methods: None / "none" = autoregressive decoding (the control); "token" = token-
 (Leviathan et al. 2023, Chen et al. 2023); "block" = block verification (Sun et al. 2025); both
 with the family member `spec.draft` drafting `spec.k` tokens a step.  Each prompt is decoded as
 ONE batch of `n` copies from a `torch.Generator` seeded with `seed + prompt index`, no stop token,
-so every sample has exactly `max_new_tokens` ids.
+so every sample has exactly `max_new_tokens` ids.  ``mode="lean"`` runs both models through
+`specdec.engine.lean` (the same law, the engine's fastest exact forward on a CPU).
 
 Counters, named as vLLM names its own so the two read alike (`specdec.engine.stats.DecodeStats`):
 num_drafts = (row, step) pairs that drafted, num_draft_tokens = drafts proposed, num_accepted_tokens
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from specdec.engine.decode import generate
+from specdec.engine.lean import lean
 from specdec.family.loader import load_model
 from specdec.peers.interface import Continuations, Sampling, Speculation
 
@@ -75,8 +77,20 @@ class FamilyEngine:
 
 @dataclass
 class OursEngine(FamilyEngine):
-    """`specdec.engine.generate` on the embedded family."""
+    """`specdec.engine.generate` on the embedded family, eager (Hugging Face's modules) or lean."""
     name: str = "ours"
+    mode: str = "eager"  # "eager" | "lean"
+
+    def model(self, member: str):
+        if self.mode not in ("eager", "lean"):
+            raise ValueError(f"mode must be 'eager' or 'lean', got {self.mode!r}")
+        m = super().model(member)
+        if self.mode == "eager":
+            return m
+        key = ("lean", member)
+        if key not in self._models:
+            self._models[key] = lean(m)
+        return self._models[key]
 
     def continue_prompts(self, prompts: list[list[int]], n: int, max_new_tokens: int,
                          sampling: Sampling, spec: Speculation | None, seed: int) -> Continuations:
@@ -99,6 +113,7 @@ class OursEngine(FamilyEngine):
         provenance = {"engine": self.name, "method": method, "k": spec.k if drafter is not None else 0,
                       "draft": spec.draft if drafter is not None else None, "target": self.target,
                       "sampling": vars(sampling), "n": n, "seed": seed, "device": self.device, "dtype": self.dtype,
+                      "mode": self.mode,
                       "torch": torch.__version__, "wall_s": time.perf_counter() - start}
         return Continuations(tokens, counters, provenance)
 

@@ -113,11 +113,13 @@ class VLLMEngine:
                          sampling: Sampling, spec: Speculation | None, seed: int) -> Continuations:
         return self.run_many([(prompts, n, max_new_tokens, sampling, spec, seed)])[0]
 
-    def run_many(self, jobs: list[tuple]) -> list[Continuations]:
+    def run_many(self, jobs: list[tuple], hold: int = 1) -> list[Continuations]:
         """Several `continue_prompts` argument tuples in ONE worker process (vLLM's start-up shared;
-        consecutive jobs of one configuration share its LLM).  A tuple may carry a 7th element,
-        ``repeats``: the worker then times that many generate calls (``generate_each_s`` in the
-        row's provenance; tokens and counters are the first call's)."""
+        jobs of one configuration share its LLM while it is one of the ``hold`` most recently used).
+        A tuple may carry a 7th element, ``repeats``: the worker then times that many generate calls
+        (``generate_each_s`` in the row's provenance; tokens and counters are the first call's)."""
+        if int(hold) < 1:
+            raise ValueError(f"hold must be >= 1 LLM, got {hold}")
         python = Path(self.python or VLLM_VENV / "bin" / "python")
         if not python.exists():
             raise VLLMUnavailable(f"the vLLM environment is missing ({python} does not exist): "
@@ -125,7 +127,7 @@ class VLLMEngine:
         runs = [self._run(*job) for job in jobs]
         with tempfile.TemporaryDirectory(prefix="specdec-vllm-") as tmp:
             request, result, log = Path(tmp, "request.json"), Path(tmp, "result.json"), Path(tmp, "log.txt")
-            request.write_text(json.dumps({"runs": runs}))
+            request.write_text(json.dumps({"runs": runs, "hold": int(hold)}))
             start = time.perf_counter()
             failure = self._execute(python, request, result, log)
             wall = time.perf_counter() - start

@@ -3,9 +3,10 @@
     .venv-vllm/bin/python specdec/peers/vllm_worker.py REQUEST.json RESULT.json
 
 It imports only vllm and the standard library (the project's environment is not on its path).
-REQUEST.json holds {"runs": [run, ...]}; each run is one configuration, executed in order in this
-one process (vLLM's start-up is the cost, so a list of configurations shares it, and consecutive
-runs of one configuration share its LLM):
+REQUEST.json holds {"runs": [run, ...], "hold": int (optional, default 1)}; each run is one
+configuration, executed in order in this one process (vLLM's start-up is the cost, so a list of
+configurations shares it, and runs of one configuration share its LLM while it is one of the
+``hold`` most recently used: 2 lets plain and speculative runs alternate without rebuilding):
 
     {"model": folder, "seed": int, "max_model_len": int, "speculative_config": dict | null,
      "prompts": [[token ids]], "sampling": {"n", "temperature", "top_k", "top_p", "max_tokens"},
@@ -100,10 +101,11 @@ def _key(run: dict) -> str:
                        run.get("llm_options", {})], sort_keys=True)
 
 
-def _close(held: dict) -> None:
-    llm = held.pop("llm", None)
-    held.pop("key", None)
-    if llm is not None:
+def _close(held: dict, keep: int = 0) -> None:
+    """Shut down the held LLMs, oldest first, until at most ``keep`` remain (``held``: key -> LLM,
+    in order of last use)."""
+    while len(held) > keep:
+        llm = held.pop(next(iter(held)))
         try:
             llm.llm_engine.engine_core.shutdown()
         except Exception:
@@ -112,11 +114,12 @@ def _close(held: dict) -> None:
         gc.collect()
 
 
-def run_one(run: dict, versions: dict, held: dict | None = None) -> dict:
-    """One configuration: build the LLM (or reuse the one ``held`` from the previous run when its
-    model, seed, length and speculative configuration are the same: its random stream then goes on
-    from that run), generate ``repeats`` times (default 1; the tokens and counters are the first
-    call's, the wall time of every call is kept), read the counters; never raises."""
+def run_one(run: dict, versions: dict, held: dict | None = None, hold: int = 1) -> dict:
+    """One configuration: build the LLM (or reuse one ``held`` from an earlier run with the same
+    model, seed, length and speculative configuration: its random stream then goes on from that
+    run; at most ``hold`` LLMs are kept, the least recently used shut down first), generate
+    ``repeats`` times (default 1; the tokens and counters are the first call's, the wall time of
+    every call is kept), read the counters; never raises."""
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
     held = {} if held is None else held
@@ -126,17 +129,18 @@ def run_one(run: dict, versions: dict, held: dict | None = None) -> dict:
         row["error"] = why
         return row
     try:
-        if held.get("key") != _key(run):
-            _close(held)
+        key = _key(run)
+        if key not in held:
+            _close(held, keep=max(int(hold), 1) - 1)
             start = time.perf_counter()
-            held["llm"] = LLM(model=run["model"], tokenizer=run["model"], dtype="float32", enforce_eager=True,
+            held[key] = LLM(model=run["model"], tokenizer=run["model"], dtype="float32", enforce_eager=True,
                               max_model_len=run["max_model_len"], seed=run["seed"], disable_log_stats=False,
                               speculative_config=run.get("speculative_config"), **run.get("llm_options", {}))
-            held["key"] = _key(run)
             row["timings"]["startup_s"] = time.perf_counter() - start
         else:
-            row["timings"]["startup_s"] = 0.0  # the previous run's LLM, reused
-        llm = held["llm"]
+            row["timings"]["startup_s"] = 0.0  # an earlier run's LLM, reused
+        held[key] = held.pop(key)  # most recently used last
+        llm = held[key]
         s = run["sampling"]
         # vLLM refuses n > 1 at temperature 0: greedy samples are asked as n requests of one each
         copies = s["n"] if s["temperature"] == 0 else 1
@@ -177,10 +181,10 @@ def main(request_path: str, result_path: str) -> None:
     versions = {"vllm": vllm.__version__, "torch": torch.__version__,
                 "transformers": transformers.__version__, "python": sys.version.split()[0]}
     result = {"versions": versions, "import_s": time.perf_counter() - start, "runs": []}
-    held = {}
+    held, hold = {}, int(request.get("hold", 1))
     try:
         for run in request["runs"]:
-            result["runs"].append(run_one(run, versions, held))
+            result["runs"].append(run_one(run, versions, held, hold))
             with open(result_path + ".tmp", "w") as f:
                 json.dump(result, f)
             os.replace(result_path + ".tmp", result_path)

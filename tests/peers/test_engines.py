@@ -14,7 +14,7 @@ from specdec.peers import Sampling, Speculation
 from specdec.peers.hf import HFEngine
 from specdec.peers.ours import OursEngine
 from specdec.peers.vllm import VLLMEngine, VLLMUnavailable, speculative_config
-from specdec.peers.vllm_worker import _choices, _difference
+from specdec.peers.vllm_worker import _choices, _close, _difference
 
 PROMPTS = [[348, 891, 452, 264], [47, 809, 600]]
 DRAFT = "draft-distilled"
@@ -108,6 +108,25 @@ def test_worker_helpers_read_literals_and_take_counter_differences():
     before = {"vllm:spec_decode_num_drafts": 4, "vllm:spec_decode_num_accepted_tokens_per_pos": [5]}
     assert _difference(after, before) == {"vllm:spec_decode_num_drafts": 6,
                                           "vllm:spec_decode_num_accepted_tokens_per_pos": [2, 3]}
+
+
+def test_the_worker_shuts_down_its_least_recently_used_llm_first():
+    class LLM:
+        def __init__(self, name, log):
+            self.name, self.log = name, log
+            self.llm_engine = self  # the worker calls llm.llm_engine.engine_core.shutdown()
+            self.engine_core = self
+
+        def shutdown(self):
+            self.log.append(self.name)
+
+    log = []
+    held = {key: LLM(key, log) for key in ("plain", "spec k=1")}
+    held["plain"] = held.pop("plain")  # plain used last, as run_one records a reuse
+    _close(held, keep=1)
+    assert log == ["spec k=1"] and list(held) == ["plain"]
+    _close(held)
+    assert log == ["spec k=1", "plain"] and held == {}
 
 
 def test_missing_vllm_environment_names_the_make_target(tmp_path):

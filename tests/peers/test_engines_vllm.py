@@ -1,5 +1,5 @@
 """SMOKE against the real vLLM (no mock): one worker process runs plain and draft_model k = 2 greedy
-decoding on two prompts, plus two configurations the installed vLLM must refuse as rows. Greedy
+decoding on two prompts (then plain again, on the LLM it still holds), plus two configurations the installed vLLM must refuse as rows. Greedy
 speculative output must equal vLLM's own plain greedy output, which must equal our engine's, and
 the spec-decode counters must come back. Skipped only when `.venv-vllm` is missing (`make vllm-env`)."""
 
@@ -21,8 +21,12 @@ def test_vllm_greedy_speculation_equals_plain_and_counters_come_back():
     jobs = [(PROMPTS, 1, 6, greedy, None, 0),
             (PROMPTS, 1, 6, greedy, Speculation("draft_model", 2, DRAFT), 0),
             (PROMPTS, 1, 6, greedy, Speculation("not_a_method", 2), 0),
-            (PROMPTS, 1, 6, greedy, Speculation("draft_model", 2, DRAFT, (("rejection_sample_method", "magic"),)), 0)]
-    plain, spec, no_method, no_value = VLLMEngine(timeout_s=240).run_many(jobs)
+            (PROMPTS, 1, 6, greedy, Speculation("draft_model", 2, DRAFT, (("rejection_sample_method", "magic"),)), 0),
+            (PROMPTS, 1, 6, greedy, None, 0, 2)]
+    # hold=2: the plain LLM is still alive when it comes back after the speculative one
+    plain, spec, no_method, no_value, again = VLLMEngine(timeout_s=240).run_many(jobs, hold=2)
+    assert again.error is None and again.provenance["startup_s"] == 0 and again.tokens == plain.tokens
+    assert len(again.provenance["generate_each_s"]) == 2 and plain.provenance["startup_s"] > 0
     assert plain.error is None and spec.error is None, (plain.error, spec.error)
     assert [[len(s) for s in p] for p in plain.tokens] == [[6], [6]]
     assert spec.tokens == plain.tokens
@@ -38,3 +42,4 @@ def test_vllm_greedy_speculation_equals_plain_and_counters_come_back():
     assert no_method.error.startswith("method 'not_a_method' not available in vLLM 0.32.0")
     assert no_value.error.startswith("rejection_sample_method 'magic' not available in vLLM 0.32.0")
     assert no_method.tokens == [] and no_value.tokens == []
+

@@ -1,0 +1,95 @@
+"""Chapter 10's timing on the real embedded pair (tiny sizes; the numbers mean nothing here): each
+speculative row's exactness decided before its speed is read -- at greedy by its own timed outputs,
+with a wrong rule that must be caught (the negative control), at a sampled setting by the law test
+of the same method -- the draft lengths relabelled, the engines' plain decoding against a
+reference, and greedy differences classified against plain decoding at the shared prefix."""
+
+import math
+
+import pytest
+
+from specdec.measure import engine_audit as audit
+from specdec.measure import engine_runs as runs
+from specdec.peers.interface import Continuations
+from specdec.peers.ours import OursEngine
+
+PROMPTS = [[348, 891, 452, 264, 1125, 321]]
+DRAFT = "draft-distilled"
+
+
+@pytest.fixture(scope="module")
+def ours():
+    return OursEngine()
+
+
+def _ours_pairs(ks):
+    return [p for p in audit.speed_pairs(audit.plan(2, DRAFT), ks) if p[0].engine == "ours"]
+
+
+def test_draft_lengths_are_relabelled_and_keep_the_tested_configuration():
+    pairs = _ours_pairs((1, 4))
+    assert [p[1].label for p in pairs] == ["token verification, k = 1", "token verification, k = 4"]
+    assert [p[1].spec.k for p in pairs] == [1, 4] and {p[2].label for p in pairs} == {"token verification, k = 2"}
+    with pytest.raises(ValueError, match="k >= 1"):
+        audit.at_k(pairs[0][1], 0)
+
+
+def test_rows_are_exact_by_their_own_outputs_at_greedy_and_by_the_law_test_when_sampled(ours):
+    pairs = _ours_pairs((1, 2))
+    kw = dict(batches=(1,), length=4, rounds=2, settings=("greedy", "temperature 1"), seed=0)
+    rows = runs.speed_rows(pairs, {"ours": ours}, PROMPTS, failed=set(), **kw)
+    assert len(rows) == 4 and all(r["rounds"] == 2 and r["speedup"] > 0 for r in rows)
+    assert [r["law"] for r in rows] == ["greedy outputs equal", "law test at k = 2 passed"] * 2
+    assert all(r["verdict"] in ("faster", "slower", "undecided") for r in rows)
+    tested = ("ours", "token verification, k = 2")
+    failed = runs.speed_rows(pairs, {"ours": ours}, PROMPTS, failed={tested}, **kw)
+    assert [r["verdict"] == runs.NOT_EXACT for r in failed] == [False, True, False, True]
+    with pytest.raises(ValueError, match="even"):
+        runs.speed_rows(pairs, {"ours": ours}, PROMPTS, failed=set(), **{**kw, "rounds": 3})
+
+
+class _WrongWhenSpeculating:
+    """Our engine, except that speculative calls keep every draft (a named wrong rule)."""
+
+    def __init__(self, ours):
+        self.ours, self.name = ours, "ours"
+
+    def continue_prompts(self, prompts, n, max_new_tokens, sampling, spec, seed):
+        if spec is None:
+            return self.ours.continue_prompts(prompts, n, max_new_tokens, sampling, spec, seed)
+        wrong = audit.NegativeControl(self.ours.model("target"), self.ours.model(DRAFT), "always_accept")
+        return wrong.continue_prompts(prompts, n, max_new_tokens, sampling, spec, seed)
+
+
+def test_a_wrong_rule_is_not_read_as_a_speedup_at_greedy(ours):
+    rows = runs.speed_rows(_ours_pairs((2,)), {"ours": _WrongWhenSpeculating(ours)}, PROMPTS, batches=(1,),
+                           length=16, rounds=2, settings=("greedy",), seed=0, failed=set())
+    assert rows[0]["law"] == "greedy outputs differ" and rows[0]["verdict"] == runs.NOT_EXACT
+
+
+def test_plain_decoding_against_a_reference(ours):
+    engines = {"ours, eager": ours, "ours, lean": OursEngine(mode="lean", _models=ours._models)}
+    rows = runs.plain_rows(engines, "ours, eager", PROMPTS, batches=(1, 2), length=3, rounds=2,
+                           settings=("greedy",), seed=0)
+    assert [(r["engine"], r["batch"]) for r in rows] == [("ours, lean", 1), ("ours, lean", 2)]
+    assert all(r["relative_speed"] > 0 and r["relative_lo"] <= r["relative_speed"] <= r["relative_hi"]
+               and r["tokens_per_s"] > 0 for r in rows)
+    with pytest.raises(ValueError, match="reference"):
+        runs.plain_rows(engines, "vllm", PROMPTS, batches=(1,), length=3, rounds=2, settings=("greedy",), seed=0)
+    lean = OursEngine(mode="lean", _models=ours._models)
+    g = ours.continue_prompts(PROMPTS, 2, 6, audit.SETTINGS["greedy"], None, 0)
+    assert lean.continue_prompts(PROMPTS, 2, 6, audit.SETTINGS["greedy"], None, 0).tokens == g.tokens
+    with pytest.raises(ValueError, match="mode"):
+        OursEngine(mode="fast").continue_prompts(PROMPTS, 1, 2, audit.SETTINGS["greedy"], None, 0)
+
+
+def test_greedy_differences_are_classified_against_plain_at_the_prefix():
+    plain_cfg, spec_cfg = audit.plan(2, DRAFT)[0], audit.plan(2, DRAFT)[1]
+    results = {(plain_cfg, "greedy"): Continuations([[[1, 2, 3], [1, 2, 3]]], {}, {}),
+               (spec_cfg, "greedy"): Continuations([[[1, 5, 3], [1, 2, 7]]], {}, {})}
+    again = {(9, 1): 2, (9, 1, 2): 7}  # plain decoding emits its own token at (9, 1), the other one at (9, 1, 2)
+    row = audit.greedy_rows(results, [[9]], lambda engine, prompt, prefix: again[tuple(prompt + prefix)])[0]
+    assert (row["samples"], row["identical"], row["first_difference"]) == (2, 0, 1)
+    assert row["against_speculation"] == 1 and row["plain_not_reproducible"] == 1
+    unclassified = audit.greedy_rows(results, [[9]])[0]
+    assert math.isnan(unclassified["against_speculation"])
