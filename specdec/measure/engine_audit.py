@@ -27,7 +27,7 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -35,15 +35,13 @@ import torch
 from specdec.core.sampling import SamplingConfig
 from specdec.core.variants import VARIANTS
 from specdec.engine.decode import generate
-from specdec.measure.controlled import ControlledAcceptance
 from specdec.peers.acceptance import first_step_expectation, metrics_from_counters
 from specdec.peers.conformance import alternative_power, diagnose, greedy_divergences, law_test, verdict
 from specdec.peers.interface import Continuations, Sampling, Speculation
 from specdec.peers.laws import CANDIDATES, candidate_joint, joint_cells, ratio_score, target_joint
 
-__all__ = ["Config", "SETTINGS", "plan", "synthetic", "synthetic_rates", "controlled", "instrument_pairs",
-           "NegativeControl", "WithInstruments", "law_rows", "acceptance_rows", "greedy_rows",
-           "config_cfg", "speed_pairs", "at_k"]
+__all__ = ["Config", "SETTINGS", "plan", "synthetic", "synthetic_rates", "NegativeControl", "law_rows", "acceptance_rows", "greedy_rows",
+           "config_cfg", "with_verifier"]
 
 SETTINGS = {"greedy": Sampling(0.0), "temperature 1": Sampling(1.0),
             "temperature 0.7, top-p 0.9": Sampling(0.7, top_p=0.9)}
@@ -76,22 +74,6 @@ def synthetic(k: int, draft: str, alpha: float) -> Config:
     return Config("vllm", f"draft model, k = {k}, synthetic acceptance {alpha:g} (an instrument)", spec, "instrument")
 
 
-def controlled(k: int, draft: str, alpha: float) -> Config:
-    """Our engine's counterpart of `synthetic`: `specdec.measure.controlled.ControlledAcceptance`
-    (each draft kept with probability alpha), run by `WithInstruments`."""
-    return Config("ours", f"token verification, k = {k}, controlled acceptance {alpha:g} (an instrument)",
-                  Speculation("controlled", k=k, draft=draft, options=(("alpha", float(alpha)),)), "instrument")
-
-
-def instrument_pairs(configs: list[Config], alphas, k: int, draft: str) -> list[tuple[Config, Config, None]]:
-    """(plain, instrument, None) per engine that has both and per alpha: vLLM's synthetic acceptance
-    and ours' controlled acceptance, each against its own plain decoding (no law test stands for
-    an instrument)."""
-    plain = {c.engine: c for c in configs if c.role == "control"}
-    make = {"vllm": synthetic, "ours": controlled}
-    return [(plain[e], make[e](k, draft, a), None) for e in make if e in plain for a in alphas]
-
-
 def plan(k: int, draft: str) -> list[Config]:
     """Every configuration the chapter runs (module docstring, item 1), in table order."""
     dm = lambda *opts: Speculation("draft_model", k=k, draft=draft, options=tuple(opts))  # noqa: E731
@@ -117,7 +99,7 @@ def plan(k: int, draft: str) -> list[Config]:
     ]
 
 
-def _with_verifier(target, draft, verifier, prompts, n: int, max_new_tokens: int, sampling: Sampling,
+def with_verifier(target, draft, verifier, prompts, n: int, max_new_tokens: int, sampling: Sampling,
                    spec: Speculation, seed: int, provenance: dict) -> Continuations:
     """`OursEngine.continue_prompts` with a verifier a caller names (one batch of n copies per
     prompt, seeded ``seed + prompt index``)."""
@@ -143,26 +125,8 @@ class NegativeControl:
                          seed: int) -> Continuations:
         if self.variant not in VARIANTS:
             raise ValueError(f"unknown wrong variant {self.variant!r}; known: {', '.join(VARIANTS)}")
-        return _with_verifier(self.target, self.draft, VARIANTS[self.variant].sampled, prompts, n, max_new_tokens,
+        return with_verifier(self.target, self.draft, VARIANTS[self.variant].sampled, prompts, n, max_new_tokens,
                               sampling, spec, seed, {"engine": self.name, "variant": self.variant})
-
-
-@dataclass
-class WithInstruments:
-    """Our engine, plus method "controlled" (option "alpha"): each draft kept with probability
-    alpha whatever p and q (`specdec.measure.controlled`, an instrument of speed at a set
-    acceptance; its tokens are not the target's law).  Every other request goes to ``ours``."""
-    ours: object
-    name: str = "ours"
-
-    def continue_prompts(self, prompts, n: int, max_new_tokens: int, sampling: Sampling, spec: Speculation | None,
-                         seed: int) -> Continuations:
-        if spec is None or spec.method != "controlled":
-            return self.ours.continue_prompts(prompts, n, max_new_tokens, sampling, spec, seed)
-        alpha = dict(spec.options).get("alpha")
-        return _with_verifier(self.ours.model("target"), self.ours.model(spec.draft), ControlledAcceptance(alpha),
-                              prompts, n, max_new_tokens, sampling, spec, seed,
-                              {"engine": self.name, "instrument": f"controlled acceptance {alpha}"})
 
 
 def _filled(rows: list[dict]) -> list[dict]:
@@ -291,26 +255,3 @@ def greedy_rows(results: dict, prompts, plain_at=None) -> list[dict]:
                     "plain_not_reproducible": classes.count("plain not reproducible") if plain_at else math.nan,
                     "first_difference": math.nan if first is None else first, "note": ""})
     return _filled(out)
-
-
-def speed_pairs(configs: list[Config], ks: tuple = ()) -> list[tuple[Config, Config, Config]]:
-    """(plain, speculative, tested) per engine and draft length for the speed section: its plain
-    decoding against its first speculative configuration of the plan (ours' token verification,
-    Hugging Face's assisted generation, vLLM's draft model with its defaults: what its users get)
-    at each k of ``ks`` (default: the plan's own k); ``tested`` is the plan's configuration, whose
-    law test stands for every k of the same method."""
-    plain = {c.engine: c for c in configs if c.role == "control"}
-    first = {}
-    for c in configs:
-        if c.role == "speculative" and c.engine in plain:
-            first.setdefault(c.engine, c)
-    return [(plain[e], at_k(c, k), c) for e, c in first.items() for k in (ks or (c.spec.k,))]
-
-
-def at_k(cfg: Config, k: int) -> Config:
-    """The same configuration drafting ``k`` tokens a step (its label says so)."""
-    if k < 1:
-        raise ValueError(f"a speculative configuration drafts k >= 1 tokens, got k={k}")
-    if cfg.spec.k == k:
-        return cfg
-    return replace(cfg, label=cfg.label.replace(f"k = {cfg.spec.k}", f"k = {k}"), spec=replace(cfg.spec, k=k))

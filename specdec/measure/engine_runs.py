@@ -1,6 +1,5 @@
 """Chapter 10's runs: every configuration of `specdec.measure.engine_audit.plan` on every engine,
-the law and acceptance samples, the greedy comparison, and the paired timing of each engine's
-speculative decoding against its own plain decoding.
+the law and acceptance samples and the greedy comparison (the timing: `specdec.measure.engine_speed`).
 
 Which tokens a run yields.  Sampled settings: ``n`` samples of the first tokens per prompt
 (``n_hf`` for Hugging Face's assisted generation, which decodes one sample per call); vLLM gets
@@ -8,30 +7,14 @@ max_new_tokens 2 (x1 from prefill, one verification step, so its position-1 coun
 exactly), ours and Hugging Face 3 (their first step verifies x1 too; 3 keeps k = 2 unclipped).
 Greedy: one sample of ``greedy_len`` tokens per prompt.  vLLM's jobs run in one worker process,
 ordered so that consecutive jobs share an LLM.
-
-Timing (`speed_rows`), stated before the results: per engine, plain decoding and each speculative
-configuration decode the same batch (``batch`` copies of each prompt's first ``batch`` prompts) for
-``speed_len`` tokens, ``rounds`` times each, in the ABBA order plain, speculative, speculative,
-plain (each block rounds / 2 calls), so a linear drift of the machine cancels in the pairs; round
-j of the speculative blocks pairs with round j of the plain ones.  The speedup is plain's wall time
-over the configuration's, summarized by `specdec.measure.protocol.paired_interval` with its words.
-A configuration whose law test failed is reported as "not the target's law here", never as a
-speedup.
 """
 
 from __future__ import annotations
 
-import time
+from specdec.measure.engine_audit import SETTINGS, Config, NegativeControl
 
-import numpy as np
+__all__ = ["collect", "greedy_next"]
 
-from specdec.measure.engine_audit import SETTINGS, Config, NegativeControl, _filled
-from specdec.measure.protocol import paired_interval, verdict
-
-__all__ = ["collect", "greedy_next", "speed_rows", "plain_rows", "NOT_EXACT", "INSTRUMENT"]
-
-NOT_EXACT = "not the target's law here"
-INSTRUMENT = "an instrument: forced acceptance, not the target's law"
 
 
 def _tokens(engine: str) -> int:
@@ -78,157 +61,3 @@ def greedy_next(engines: dict, seed: int):
     return plain_at
 
 
-def _timed(engine, job) -> tuple[float, list]:
-    """(wall seconds, tokens) of one call."""
-    start = time.perf_counter()
-    res = engine.continue_prompts(*job)
-    if res.error:
-        raise RuntimeError(res.error)
-    return time.perf_counter() - start, res.tokens
-
-
-def _cells(pairs, engines: dict, settings: tuple, batches: tuple, instruments_at: tuple) -> list[tuple]:
-    """(plain, spec, tested, setting, batch) for every timed comparison, in run order; an
-    instrument (tested None) only at the (setting, batch) cells of ``instruments_at``."""
-    return [(plain, spec, tested, name, b) for plain, spec, tested in pairs if plain.engine in engines
-            for name in settings for b in batches
-            if not (spec.engine == "hf" and b > 1)  # assisted generation takes batch 1 only
-            and (tested is not None or (name, b) in instruments_at)]
-
-
-def speed_rows(pairs: list[tuple[Config, Config, Config]], engines: dict, prompts, *, batches: tuple, length: int,
-               rounds: int, settings: tuple, seed: int, failed: set,
-               instruments_at: tuple = (("temperature 1", 1),)) -> list[dict]:
-    """Paired ABBA timing of each (plain, speculative) pair of one engine (module docstring), one row
-    per (pair, setting, batch size): the median speedup with its interval and words.  ``pairs`` holds
-    (plain, speculative, tested): ``tested`` is the configuration whose law test stands for the
-    speculative one at sampled settings (the same method at the law test's k); ``failed`` holds the
-    (engine, label) of configurations whose law test failed at some sampled setting.  At greedy the
-    law is the argmax, and the test is the timed outputs themselves: speculative equal to plain.
-    ``tested`` None marks an instrument (forced acceptance): timed only at ``instruments_at``, its
-    words kept and its exactness column saying it is not the target's law.  Every vLLM cell runs in one worker process holding the plain and the speculative LLM at once."""
-    if rounds < 2 or rounds % 2:
-        raise ValueError(f"rounds must be even and >= 2 (ABBA blocks of rounds / 2), got {rounds}")
-    half, out = rounds // 2, []
-    cells = _cells(pairs, engines, settings, batches, instruments_at)
-    job = lambda c, name, b: ([prompts[0]], b, length, SETTINGS[name], c.spec, seed)  # noqa: E731
-    timed = _vllm_abba([c for c in cells if c[0].engine == "vllm"], engines.get("vllm"), job, half)
-    for cell in cells:
-        plain, spec, tested, name, b = cell
-        base = {"engine": spec.engine, "configuration": spec.label, "setting": name, "batch": b}
-        try:
-            got = timed[cell] if plain.engine == "vllm" else _abba(engines[plain.engine], plain, spec,
-                                                                    {c: job(c, name, b) for c in (plain, spec)}, half)
-        except RuntimeError as exc:
-            got = str(exc)
-        if isinstance(got, str):  # the engine's error, in the row
-            out.append({**base, "verdict": f"not timed: {got}"})
-            continue
-        times, tokens = got
-        if tested is None:
-            same, law = True, INSTRUMENT
-        elif SETTINGS[name].temperature == 0:
-            same = tokens[spec] == tokens[plain]
-            law = "greedy outputs equal" if same else "greedy outputs differ"
-        else:
-            same = (tested.engine, tested.label) not in failed
-            law = f"law test at k = {tested.spec.k} " + ("passed" if same else "rejected")
-        tb, ts = np.array(times[plain]), np.array(times[spec])
-        med, lo, hi = paired_interval(tb, ts, seed=seed)  # plain's time over the configuration's
-        out.append({**base, "k": spec.spec.k, "rounds": len(tb), "speedup": med, "speedup_lo": lo, "speedup_hi": hi,
-                    "plain_tokens_per_s": b * length / float(np.median(tb)),
-                    "tokens_per_s": b * length / float(np.median(ts)), "law": law,
-                    "verdict": verdict(lo, hi) if same else NOT_EXACT})
-    return _filled(out)
-
-
-def _abba_pairs(times: dict, spec, half: int) -> dict:
-    """ABBA: the first plain block pairs with the second speculative block, and the other two likewise."""
-    times[spec] = times[spec][half:] + times[spec][:half]
-    return times
-
-
-def _abba(eng, plain: Config, spec: Config, jobs: dict, half: int) -> tuple[dict, dict]:
-    """(wall times per configuration, tokens of its first call) in the order plain, spec, spec,
-    plain, half calls a block."""
-    times, tokens = {plain: [], spec: []}, {}
-    for c in (plain, spec, spec, plain):
-        for _ in range(half):
-            t, toks = _timed(eng, jobs[c])
-            times[c].append(t)
-            tokens.setdefault(c, toks)
-    return _abba_pairs(times, spec, half), tokens
-
-
-def _vllm_abba(cells: list[tuple], eng, job, half: int) -> dict:
-    """cell -> (times, tokens) for every vLLM cell, from ONE worker process holding two LLMs (the
-    plain one and the current speculative one), each block ``half`` generate calls timed inside it
-    (its start-up and a warm-up call excluded); a failed cell maps to the engine's error."""
-    if not cells:
-        return {}
-    jobs = [(*job(c, name, b), half) for plain, spec, _, name, b in cells for c in (plain, spec, spec, plain)]
-    res = eng.run_many(jobs, hold=2)
-    out = {}
-    for i, cell in enumerate(cells):
-        plain, spec = cell[0], cell[1]
-        block = res[4 * i:4 * i + 4]
-        bad = next((r.error for r in block if r.error), None)
-        if bad:
-            out[cell] = bad
-            continue
-        times, tokens = {plain: [], spec: []}, {}
-        for c, r in zip((plain, spec, spec, plain), block):
-            times[c] += list(r.provenance["generate_each_s"])
-            tokens.setdefault(c, r.tokens)
-        out[cell] = (_abba_pairs(times, spec, half), tokens)
-    return out
-
-
-def plain_rows(inprocess: dict, reference: str, prompts, *, batches: tuple, length: int, rounds: int,
-               settings: tuple, seed: int, vllm=None) -> list[dict]:
-    """The engines' plain decoding against each other: each engine's speed relative to
-    ``reference`` (one of ``inprocess``: name -> adapter run in this process), one row per
-    (engine, setting, batch): the median of reference time / engine time over paired rounds with
-    its interval and words (faster = faster than the reference).
-
-    Order, stated before the results: the in-process engines run ``rounds / 2`` rounds, then the
-    vLLM worker (one process, one LLM, ``rounds`` generate calls per cell, its start-up and a
-    warm-up excluded), then ``rounds / 2`` more rounds; within a round every engine decodes each
-    cell once, the order reversed every other round.  In-process engines pair by round; vLLM's
-    calls pair ABBA with the reference's (its first half with the reference's last rounds), so a
-    linear drift of the machine cancels."""
-    if rounds < 2 or rounds % 2:
-        raise ValueError(f"rounds must be even and >= 2, got {rounds}")
-    if reference not in inprocess:
-        raise ValueError(f"the reference {reference!r} is not one of the engines {sorted(inprocess)}")
-    half, names = rounds // 2, list(inprocess)
-    cells = [(name, b) for name in settings for b in batches]
-    job = lambda name, b: ([prompts[0]], b, length, SETTINGS[name], None, seed)  # noqa: E731
-    times = {(e, c): [] for e in names for c in cells}
-
-    def rounds_of(count: int, first: int) -> None:
-        for r in range(first, first + count):
-            for c in cells:
-                for e in (names if r % 2 == 0 else names[::-1]):
-                    times[e, c].append(_timed(inprocess[e], job(*c))[0])
-
-    rounds_of(half, 0)
-    vres = vllm.run_many([(*job(*c), rounds) for c in cells]) if vllm is not None else []
-    rounds_of(half, half)
-    out = []
-    for c in cells:
-        ref = np.array(times[reference, c])
-        others = [(e, np.array(times[e, c])) for e in names if e != reference]
-        for r in vres[cells.index(c):cells.index(c) + 1]:
-            base = {"engine": "vllm", "setting": c[0], "batch": c[1]}
-            if r.error:
-                out.append({**base, "verdict": f"not timed: {r.error}"})
-                continue
-            each = list(r.provenance["generate_each_s"])
-            others.append(("vllm", np.array(each[half:] + each[:half])))
-        for e, t in others:
-            med, lo, hi = paired_interval(ref, t, seed=seed)
-            out.append({"engine": e, "setting": c[0], "batch": c[1], "rounds": len(t), "relative_speed": med,
-                        "relative_lo": lo, "relative_hi": hi, "tokens_per_s": c[1] * length / float(np.median(t)),
-                        "reference_tokens_per_s": c[1] * length / float(np.median(ref)), "verdict": verdict(lo, hi)})
-    return _filled(out)

@@ -12,7 +12,7 @@ import math
 import pandas as pd
 
 from specdec.measure.engine_repro import diagnosis_text
-from specdec.measure.engine_runs import INSTRUMENT, NOT_EXACT
+from specdec.measure.engine_speed import INSTRUMENT, NOT_EXACT
 from specdec.report.results import records
 
 __all__ = ["headline_values", "verdict_table", "speed_values", "versions_text", "engine_versions"]

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from specdec.measure import engine_audit as audit
-from specdec.measure import engine_runs as runs
+from specdec.measure import engine_speed as runs
 from specdec.peers.interface import Continuations
 from specdec.peers.ours import OursEngine
 
@@ -23,7 +23,7 @@ def ours():
 
 
 def _ours_pairs(ks):
-    return [p for p in audit.speed_pairs(audit.plan(2, DRAFT), ks) if p[0].engine == "ours"]
+    return [p for p in runs.speed_pairs(audit.plan(2, DRAFT), ks) if p[0].engine == "ours"]
 
 
 def test_draft_lengths_are_relabelled_and_keep_the_tested_configuration():
@@ -31,7 +31,7 @@ def test_draft_lengths_are_relabelled_and_keep_the_tested_configuration():
     assert [p[1].label for p in pairs] == ["token verification, k = 1", "token verification, k = 4"]
     assert [p[1].spec.k for p in pairs] == [1, 4] and {p[2].label for p in pairs} == {"token verification, k = 2"}
     with pytest.raises(ValueError, match="k >= 1"):
-        audit.at_k(pairs[0][1], 0)
+        runs.at_k(pairs[0][1], 0)
 
 
 def test_rows_are_exact_by_their_own_outputs_at_greedy_and_by_the_law_test_when_sampled(ours):
@@ -93,3 +93,17 @@ def test_greedy_differences_are_classified_against_plain_at_the_prefix():
     assert row["against_speculation"] == 1 and row["plain_not_reproducible"] == 1
     unclassified = audit.greedy_rows(results, [[9]])[0]
     assert math.isnan(unclassified["against_speculation"])
+
+
+def test_instruments_are_timed_where_stated_and_labelled_never_exact(ours):
+    assert audit.synthetic_rates(0.5, 3) == (0.5, 0.25, 0.125)  # vLLM's unconditional rates
+    with pytest.raises(ValueError, match="alpha"):
+        audit.synthetic_rates(1.5, 2)
+    pairs = [p for p in runs.instrument_pairs(audit.plan(2, DRAFT), (0.9,), 2, DRAFT) if p[0].engine == "ours"]
+    rows = runs.speed_rows(pairs, {"ours": runs.WithInstruments(ours)}, PROMPTS, batches=(1, 2), length=4, rounds=2,
+                           settings=("greedy", "temperature 1"), seed=0, failed=set())
+    assert [(r["setting"], r["batch"]) for r in rows] == [("temperature 1", 1)]  # instruments_at only
+    assert rows[0]["law"] == runs.INSTRUMENT and rows[0]["verdict"] in ("faster", "slower", "undecided")
+    kept = runs.WithInstruments(ours).continue_prompts(PROMPTS, 4, 6, audit.SETTINGS["temperature 1"],
+                                                       pairs[0][1].spec, 0)
+    assert [[len(s) for s in p] for p in kept.tokens] == [[6] * 4]
