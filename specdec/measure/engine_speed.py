@@ -27,12 +27,11 @@ from specdec.measure.controlled import ControlledAcceptance
 from specdec.measure.engine_audit import SETTINGS, Config, _filled, synthetic, with_verifier
 from specdec.measure.protocol import paired_interval, verdict
 from specdec.peers.interface import Continuations, Sampling, Speculation
+from specdec.report.robustness import INSTRUMENT, NOT_EXACT
 
 __all__ = ["speed_pairs", "at_k", "controlled", "instrument_pairs", "WithInstruments", "speed_rows", "plain_rows",
            "NOT_EXACT", "INSTRUMENT"]
 
-NOT_EXACT = "not the target's law here"
-INSTRUMENT = "an instrument: forced acceptance, not the target's law"
 
 
 def speed_pairs(configs: list[Config], ks: tuple = ()) -> list[tuple[Config, Config, Config]]:

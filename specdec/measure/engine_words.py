@@ -54,6 +54,13 @@ def _role_words(rows: list[dict], want_pass: bool) -> str:
                                                         f"; {ok} passed, so the test missed a wrong rule there")
 
 
+def _instrument_words(rows: list[dict]) -> str:
+    if any(r.get("status") in ("pass", "reject") for r in rows):
+        return _role_words(rows, False)
+    why = sorted({str(r.get("verdict")) for r in rows if r.get("status") == "not run"})
+    return "not run here: " + "; ".join(why) if why else "not in this run"
+
+
 def headline_values(laws, acc, greedy, versions: dict, alpha: float) -> dict:
     """Glue values: each role's pass counts in words, the rejections chance alone gives over the
     tests at level ``alpha``, every rejected speculative configuration with its diagnosis
@@ -77,7 +84,7 @@ def headline_values(laws, acc, greedy, versions: dict, alpha: float) -> dict:
     n_tests = sum(r.get("status") in ("pass", "reject") for r in rows)
     return {"n_law_rows": len(rows), "n_tests": n_tests, "expected_false": n_tests * alpha, "controls_words": _role_words(role("control"), True),
             "negatives_words": _role_words(role("negative control"), False), "speculative_words": words,
-            "instruments_words": _role_words(role("instrument"), False),
+            "instruments_words": _instrument_words(role("instrument")),
             "diagnoses": "\n\n".join(f"**Rejected.** {d}" for d in diag) or
                          "No speculative configuration was rejected by the law test.",
             "acceptance_words": _acceptance_words(records(acc)), "greedy_words": _greedy_words(records(greedy)),
@@ -145,20 +152,33 @@ def _interval(r: dict, col: str = "speedup") -> str:
     return f"{r[col]:.2f}x [{r[lo]:.2f}, {r[hi]:.2f}]"
 
 
+def _is_instrument(r: dict) -> bool:
+    """An instrument's row: its exactness column says so, or (a row that could not be timed) its
+    label, which `specdec.measure.engine_audit.synthetic` and `engine_speed.controlled` end so."""
+    return r.get("law") == INSTRUMENT or str(r.get("configuration", "")).endswith("(an instrument)")
+
+
+def _ceiling(r: dict) -> str:
+    name = f"{r['engine']} {r['configuration'].split(', ', 2)[-1].removesuffix(' (an instrument)')}"
+    return f"{name}: {_interval(r)}" if not pd.isna(r.get("speedup")) else f"{name}: {r['verdict']}"
+
+
 def speed_values(speed, plain=None) -> dict:
     """Glue values of the speed tables: how many comparisons are faster, slower, undecided or not
     the target's law, each engine's best exact speedup with its interval, and (``plain``) the
     engines' plain decoding against the reference."""
     every = records(speed)
-    rows = [r for r in every if r.get("law") != INSTRUMENT]
+    rows = [r for r in every if not _is_instrument(r)]
     count = lambda w: sum(r.get("verdict") == w for r in rows)  # noqa: E731
     n = len(rows)
     if not n:
         return {"speed_words": "No comparison was timed.", "plain_words": "No plain decoding was timed.",
                 "ceiling_words": "No instrument was timed."}
-    words = (f"Of {n} timed comparisons, {count('faster')} are faster than the engine's own plain decoding by the "
+    untimed = sum(str(r.get("verdict")).startswith("not timed") for r in rows)
+    words = (f"Of {n - untimed} timed comparisons, {count('faster')} are faster than the engine's own plain decoding by the "
              f"whole interval, {count('slower')} slower and {count('undecided')} undecided; "
-             f"{count(NOT_EXACT)} are {NOT_EXACT} and are not read as speedups.")
+             f"{count(NOT_EXACT)} are {NOT_EXACT} and are not read as speedups."
+             + (f" {untimed} could not be timed (the table says why)." if untimed else ""))
     best = []
     for engine in dict.fromkeys(r["engine"] for r in rows):
         ok = [r for r in rows if r["engine"] == engine and r.get("verdict") in ("faster", "slower", "undecided")]
@@ -168,9 +188,7 @@ def speed_values(speed, plain=None) -> dict:
                         f"{_interval(b)} ({b['verdict']})")
     out = {"speed_words": words + (" The best exact comparison of each engine (highest lower end): "
                                    + "; ".join(best) + "." if best else ""),
-           "ceiling_words": "; ".join(f"{r['engine']} {r['configuration'].split(', ', 2)[-1].removesuffix(' (an instrument)')}"
-                                      f": {_interval(r)}" for r in every if r.get("law") == INSTRUMENT
-                                      and not pd.isna(r.get("speedup"))) or "No instrument was timed."}
+           "ceiling_words": "; ".join(_ceiling(r) for r in every if _is_instrument(r)) or "No instrument was timed."}
     if plain is not None:
         prow = records(plain)
         out["plain_words"] = "; ".join(

@@ -24,11 +24,13 @@ from specdec.report.formatting import config_text
 from specdec.report.paths import CHAPTERS, RERUNS_DIR, RESULTS_DIR
 from specdec.report.results import read_table
 
-__all__ = ["FAMILIES", "multiplicity_words", "agreement", "rerun_agreements", "rerun_values"]
+__all__ = ["FAMILIES", "NOT_EXACT", "INSTRUMENT", "multiplicity_words", "agreement", "rerun_agreements", "rerun_values"]
 
 KEYS = ("temperature", "output_len", "batch", "config")
 DECIDED = ("faster", "slower", "more tokens per step", "fewer tokens per step")
 STATEMENTS = ("faster", "slower", "undecided")  # what a verdict can say
+NOT_EXACT = "not the target's law here"  # a speed row of a configuration that failed its exactness test
+INSTRUMENT = "an instrument: forced acceptance, not the target's law"  # a speed row that is never a speedup
 LEGACY_WORDS = {"no difference detected at this precision": "undecided"}  # the same statement in older tables
 
 FAMILIES = (("acc", "block_vs_token", "block against token verification", "lo_sim", "words_sim"),

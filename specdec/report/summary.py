@@ -10,7 +10,8 @@ quote.  Nothing here measures; every function reads the tables the chapters wrot
     model's hit rate, the real-size surface, whether GPU numbers exist (07), and `fastest_plain`:
     `make bench`'s check against Hugging Face's compiled plain decoding (its own folder,
     ``data/results/bench`` by default; `fastest_plain_values` is shared with chapter 06);
-  * `guide_rows`: the decision guide's evidence (alpha against c, T(2)/T(1), batch, output length);
+  * `guide_rows`: the decision guide's evidence (alpha against c, T(2)/T(1), batch, output length,
+    approximate rules, serving load, and whether another engine keeps the law);
   * `comparison_rows`: published rows beside this report's own (marked as whose);
   * `scope`: model scale, machine, lengths, batches, temperatures, prompts, tests and re-runs, for
     the limitations.
@@ -28,7 +29,7 @@ import numpy as np
 from specdec.report.formatting import temperature_text
 from specdec.report.paths import CHAPTERS, RESULTS_DIR, RERUNS_DIR
 from specdec.report.results import read_table, records
-from specdec.report.robustness import multiplicity_words, rerun_values
+from specdec.report.robustness import INSTRUMENT, STATEMENTS, multiplicity_words, rerun_values
 from specdec.report.serving import break_even_text
 
 __all__ = ["exactness", "acceptance_by_draft", "speed", "fastest_plain", "fastest_plain_values", "guide_rows",
@@ -184,6 +185,7 @@ def guide_rows(root: Path = RESULTS_DIR) -> list[dict]:
          "this report": f"greedy: median speedup {greedy:.2f} over the fixed-k configurations timed"},
         _alternatives_row(root),
         _serving_row(root),
+        _engines_row(root),
     ]
 
 
@@ -205,6 +207,38 @@ def _serving_row(root: Path) -> dict:
                     "where it runs out depends on the hardware's cost curve, so measure the break-even load before "
                     "switching speculation off by batch size.",
             "this report": "; ".join(parts) + " (latency speedup over plain decoding, continuous batching)"}
+
+
+def _engines_row(root: Path) -> dict:
+    """Chapter 10's evidence: per engine, its speculative configurations' law tests (passed of run,
+    which were rejected) and its best exact comparison with its own plain decoding (highest lower
+    end; instruments and rows not the target's law are never read as speedups)."""
+    path = Path(root) / CHAPTERS["eng"]
+    if not (path / "laws.csv").exists():
+        return {"question": "Does the engine you run keep the target's law?", "rule": ENGINE_RULE,
+                "this report": "chapter 10 has not been run"}
+    laws = records(read_table(path / "laws.csv"))
+    speed = records(read_table(path / "speed.csv")) if (path / "speed.csv").exists() else []
+    parts = []
+    for engine in dict.fromkeys(r["engine"] for r in laws):
+        spec = [r for r in laws if r["engine"] == engine and r["role"] == "speculative" and r["status"] in ("pass", "reject")]
+        bad = sorted({r["configuration"] for r in spec if r["status"] == "reject"})
+        ok = [r for r in speed if r["engine"] == engine and r.get("verdict") in STATEMENTS and r.get("law") != INSTRUMENT]
+        text = f"{engine}: {sum(r['status'] == 'pass' for r in spec)} of {len(spec)} law tests passed"
+        if bad:
+            text += f" (rejected: {'; '.join(bad)})"
+        if ok:
+            b = max(ok, key=lambda r: r["speedup_lo"])
+            text += (f", best exact comparison {b['speedup']:.2f}x [{b['speedup_lo']:.2f}, {b['speedup_hi']:.2f}] "
+                     f"({b['configuration']}, {b['setting']}, batch {int(b['batch'])}: {b['verdict']})")
+        parts.append(text)
+    return {"question": "Does the engine you run keep the target's law?", "rule": ENGINE_RULE,
+            "this report": "; ".join(parts) + " (first two tokens; speedups over the engine's own plain decoding)"}
+
+
+ENGINE_RULE = ("Test it on your pair before you time it: the law of the first tokens against the exact law, the "
+               "engine's plain decoding as the control, a wrong rule that must fail; a configuration that fails "
+               "is a different algorithm, and its speed is not a speedup.")
 
 
 def _alternatives_row(root: Path) -> dict:
