@@ -12,6 +12,8 @@ DEVICE ?= cpu
 DTYPE ?= float32
 # True: tiny sample counts, for tests
 SMOKE ?= False
+# make test: pytest workers (pytest-xdist; the machines have 2 cores)
+TEST_WORKERS ?= 2
 # target model: "embedded" or a Hugging Face id / local path
 TARGET ?= embedded
 # draft model: empty = the target family's default draft
@@ -87,7 +89,7 @@ book: $(ENV_STAMP) ## render the book from the committed results (minutes; never
 test: $(ENV_STAMP) $(VLLM_STAMP) ## import contracts, unit, statistical, notebook (SMOKE and render) and book-build tests
 	@$(MAKE) --no-print-directory gpu-wheels || echo "make gpu-wheels failed: the dry run of make gpu's wheel path will be skipped"
 	$(BIN)lint-imports
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q tests
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup tests
 
 lab: $(ENV_STAMP) ## JupyterLab from the project's environment, at the repository root
 	$(BIN)jupyter-lab --ServerApp.root_dir=$(CURDIR) $(ROOT_FLAG)

@@ -1,6 +1,6 @@
 """Chapter 10's reproducers and diagnosis paragraphs: for every configuration the law test rejects,
-the words that say what the test shows, and for a vLLM one a standalone script (vLLM and the
-standard library only) that shows its second-token law against plain decoding's, with a
+the words that say what the test shows, and for a vLLM or Hugging Face one a standalone script
+(that engine's own packages only) that shows its second-token law against plain decoding's, with a
 plain-against-plain control for the size of sampling noise.
 
 Example: write_reproducers(laws, configs, prompt, folder) -> [folder / "reproduce_vllm_<label>.py", ...]
@@ -14,7 +14,8 @@ import re
 from specdec.measure.engine_audit import SETTINGS, Config
 from specdec.peers.vllm import speculative_config
 
-__all__ = ["diagnosis_text", "reproducer", "write_reproducers", "REPRODUCER"]
+__all__ = ["diagnosis_text", "reproducer", "hf_reproducer", "hf_generate_args", "write_reproducers", "REPRODUCER",
+           "REPRODUCER_HF"]
 
 
 def diagnosis_text(row: dict, acc: dict | None, versions: str) -> str:
@@ -100,6 +101,74 @@ if __name__ == "__main__":
 '''
 
 
+REPRODUCER_HF = '''"""Reproducer: {title}.
+
+Plain `generate` and the configuration below continue one prompt {n} times each at {setting} for
+2 tokens; under an exact rule both samples of the second token follow the same law, so their
+total-variation distance is only sampling noise, which a second plain run (another seed) shows.
+Run from the repository root in the project's environment (`make env`):
+
+    .venv/bin/python {path}
+"""
+import collections
+import pathlib
+
+import torch
+from transformers import AutoModelForCausalLM
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+PROMPT = {prompt}
+GENERATE = {generate}  # the configuration's generate arguments
+ASSISTANT = {assistant}  # the draft model's family member, or None
+SAMPLING = dict(do_sample=True, temperature={temperature}, top_k={top_k}, top_p={top_p})
+
+
+def second_tokens(model, n, seed, batched, **extra):
+    ids = torch.tensor([PROMPT])
+    kw = dict(max_new_tokens=2, pad_token_id=0, eos_token_id=None, **SAMPLING, **extra)
+    counts = collections.Counter()
+    torch.manual_seed(seed)
+    with torch.inference_mode():
+        if batched:
+            out = model.generate(ids.repeat(n, 1), attention_mask=torch.ones(n, len(PROMPT), dtype=torch.long), **kw)
+            counts.update(out[:, len(PROMPT) + 1].tolist())
+        else:  # assisted generation takes batch 1: one call per sample
+            for _ in range(n):
+                out = model.generate(ids, attention_mask=torch.ones_like(ids), **kw)
+                counts[int(out[0, len(PROMPT) + 1])] += 1
+    return counts
+
+
+def tv(a, b):
+    na, nb = sum(a.values()), sum(b.values())
+    return 0.5 * sum(abs(a[x] / na - b[x] / nb) for x in set(a) | set(b))
+
+
+if __name__ == "__main__":
+    model = AutoModelForCausalLM.from_pretrained(ROOT / "data" / "models" / "target", dtype=torch.float32).eval()
+    plain, again = second_tokens(model, {n}, 0, True), second_tokens(model, {n}, 1, True)
+    extra = dict(GENERATE)
+    if ASSISTANT:
+        extra["assistant_model"] = AutoModelForCausalLM.from_pretrained(ROOT / "data" / "models" / ASSISTANT,
+                                                                        dtype=torch.float32).eval()
+    spec = second_tokens(model, {n}, 2, False, **extra)
+    print("TV(second token), plain vs plain, another seed:", round(tv(plain, again), 3))
+    print("TV(second token), plain vs speculative:        ", round(tv(plain, spec), 3))
+'''
+
+
+def hf_generate_args(cfg: Config) -> tuple[dict, str | None]:
+    """(generate keyword arguments, assistant member or None) of a Hugging Face configuration, as
+    `specdec.peers.hf.hf_assisted` passes them."""
+    spec, opts = cfg.spec, dict(cfg.spec.options)
+    if spec.method == "prompt_lookup":
+        return {"prompt_lookup_num_tokens": spec.k, "max_matching_ngram_size": int(opts.get("max_matching_ngram_size", 2))}, None
+    if spec.method == "draft_model":
+        return {"num_assistant_tokens": spec.k, "num_assistant_tokens_schedule": "constant",
+                "assistant_confidence_threshold": 0.0}, spec.draft
+    raise ValueError(f"no Hugging Face reproducer for method {spec.method!r}")
+
+
 def reproducer(cfg: Config, setting: str, prompt, spec_config: dict, path: str, n: int = 2000) -> str:
     """A standalone script (vLLM and the standard library only) that shows a failing vLLM
     configuration's second-token law against plain decoding's, with a plain-vs-plain control."""
@@ -112,27 +181,41 @@ def reproducer(cfg: Config, setting: str, prompt, spec_config: dict, path: str, 
                              top_k=s.top_k or 0, top_p=s.top_p or 1.0)
 
 
+def hf_reproducer(cfg: Config, setting: str, prompt, path: str, n: int = 2000) -> str:
+    """A standalone script (transformers and torch only) that shows a failing Hugging Face
+    configuration's second-token law against plain `generate`'s, with a plain-vs-plain control."""
+    s = SETTINGS[setting]
+    generate, assistant = hf_generate_args(cfg)
+    return REPRODUCER_HF.format(title=f"Hugging Face {cfg.label} at {setting}", n=n, setting=setting, path=path,
+                                prompt=[int(x) for x in prompt], generate=repr(generate), assistant=repr(assistant),
+                                temperature=s.temperature, top_k=s.top_k or 0, top_p=s.top_p or 1.0)
+
+
 def _slug(label: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
 
 
-def write_reproducers(laws, configs: list[Config], prompt, folder) -> list[pathlib.Path]:
-    """One script per vLLM configuration rejected at some setting (its first such setting), written
-    under ``folder``; stale scripts of configurations that now pass are removed."""
+def write_reproducers(laws, configs: list[Config], prompt, folder, n: int = 2000) -> list[pathlib.Path]:
+    """One script per vLLM or Hugging Face speculative configuration rejected at some setting (its
+    first such setting), written under ``folder``; stale scripts of configurations that now pass
+    are removed."""
     folder = pathlib.Path(folder)
-    by_label = {c.label: c for c in configs if c.engine == "vllm" and c.role == "speculative"}  # not instruments
+    by_key = {(c.engine, c.label): c for c in configs if c.engine in ("vllm", "hf") and c.role == "speculative"}
     failed = {}
     for r in laws.to_dict("records"):
-        if r["engine"] == "vllm" and r.get("status") == "reject" and r["configuration"] in by_label:
-            failed.setdefault(r["configuration"], r["setting"])
-    for old in folder.glob("reproduce_vllm_*.py"):
+        if r.get("status") == "reject" and (r["engine"], r["configuration"]) in by_key:
+            failed.setdefault((r["engine"], r["configuration"]), r["setting"])
+    for old in [*folder.glob("reproduce_vllm_*.py"), *folder.glob("reproduce_hf_*.py")]:
         old.unlink()
     out = []
-    for label, setting in failed.items():
-        cfg = by_label[label]
-        path = folder / f"reproduce_vllm_{_slug(label)}.py"
+    for (engine, label), setting in failed.items():
+        cfg = by_key[(engine, label)]
+        path = folder / f"reproduce_{engine}_{_slug(label)}.py"
         rel = f"data/results/10_engines/{path.name}"  # where the committed copy lives
-        spec = speculative_config(cfg.spec, folder_of=lambda member: member)
-        path.write_text(reproducer(cfg, setting, prompt, spec, str(rel)))
+        if engine == "vllm":
+            spec = speculative_config(cfg.spec, folder_of=lambda member: member)
+            path.write_text(reproducer(cfg, setting, prompt, spec, str(rel), n=n))
+        else:
+            path.write_text(hf_reproducer(cfg, setting, prompt, str(rel), n=n))
         out.append(path)
     return out

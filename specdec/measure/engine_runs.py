@@ -11,9 +11,11 @@ ordered so that consecutive jobs share an LLM.
 
 from __future__ import annotations
 
-from specdec.measure.engine_audit import SETTINGS, Config, NegativeControl
+import math
 
-__all__ = ["collect", "greedy_next"]
+from specdec.measure.engine_audit import SETTINGS, Config, NegativeControl, law_rows
+
+__all__ = ["collect", "with_followups", "greedy_next"]
 
 
 
@@ -22,17 +24,20 @@ def _tokens(engine: str) -> int:
 
 
 def collect(configs: list[Config], engines: dict, prompts, *, n: int, n_hf: int, greedy_len: int, seed: int,
-            target=None, draft=None) -> dict:
+            target=None, draft=None, settings=None) -> dict:
     """(Config, setting) -> Continuations for every configuration at every setting (module
     docstring): the sampled settings' first tokens and one greedy sample of ``greedy_len`` tokens
     per prompt (negative controls: sampled settings only).  ``engines`` maps "ours" / "hf" / "vllm"
-    to an adapter (a missing engine: no rows); negative controls run `NegativeControl` on ``target``
+    to an adapter (a missing engine: no rows); ``settings``: only these setting names (default all);
+    negative controls run `NegativeControl` on ``target``
     and ``draft``; every vLLM job runs in one worker process, one configuration's jobs together."""
     out, vjobs = {}, []
     for cfg in configs:
         if cfg.engine not in engines:
             continue
         for name, s in SETTINGS.items():
+            if settings is not None and name not in settings:
+                continue
             if s.temperature == 0 and cfg.role == "negative control":
                 continue
             size = 1 if s.temperature == 0 else n_hf if (cfg.engine == "hf" and cfg.spec is not None) else n
@@ -47,6 +52,31 @@ def collect(configs: list[Config], engines: dict, prompts, *, n: int, n_hf: int,
     if vjobs:
         for (key, _), res in zip(vjobs, engines["vllm"].run_many([j for _, j in vjobs])):
             out[key] = res
+    return out
+
+
+def with_followups(rows: list[dict], configs: list[Config], engines: dict, prompts, contexts: dict, *,
+                   lead_p: float, factor: int, n: int, n_hf: int, seed: int, target=None, draft=None,
+                   **test) -> list[dict]:
+    """The law rows with every lead decided: a rejection with lead_p < p <= the level and no
+    impossible token (a lead, which chance gives about once in 1 / level tests) is run once more
+    with a fresh seed (``seed``) and ``factor`` times the samples, and that run decides the row
+    (status, p-value, power, TV, diagnosis); the first run's p-value and n stay in ``first_p`` and
+    ``first_n``.  ``test``: `law_rows`' keywords (alpha, eps, n_bins).  Stated before the results."""
+    by_key = {(c.engine, c.label): c for c in configs}
+    out = []
+    for r in rows:
+        lead = (r.get("status") == "reject" and r["p_value"] > lead_p and not r.get("impossible")
+                and (r["engine"], r["configuration"]) in by_key)
+        if not lead:
+            out.append({**r, "first_p": math.nan, "first_n": math.nan})
+            continue
+        cfg = by_key[(r["engine"], r["configuration"])]
+        again = collect([cfg], engines, prompts, n=n * factor, n_hf=n_hf * factor, greedy_len=1, seed=seed,
+                        target=target, draft=draft, settings=(r["setting"],))
+        f = law_rows(again, contexts, **test)[0]
+        words = f"{f['verdict']} (follow-up of a first run with p = {r['p_value']:.2g}: fresh seed, {factor}x samples)"
+        out.append({**r, **f, "verdict": words, "first_p": r["p_value"], "first_n": r["n"]})
     return out
 
 

@@ -72,8 +72,12 @@ def model_folder(member: str, root: Path | None = None) -> Path:
         if link.is_symlink() or link.exists():
             if link.resolve() == src.resolve():
                 continue
-            link.unlink()
-        link.symlink_to(src.resolve())
+            link.unlink(missing_ok=True)
+        try:
+            link.symlink_to(src.resolve())
+        except FileExistsError:  # another process (a parallel test) made it first: it must be the same link
+            if link.resolve() != src.resolve():
+                raise
     return folder
 
 

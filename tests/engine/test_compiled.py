@@ -10,7 +10,7 @@ from specdec.engine.kv import KVCompat
 
 def test_dynamic_shapes_decode_what_the_eager_engine_decodes_on_its_growing_cache(tiny_pair):
     """compiled(..., static=False): the engine keeps its DynamicCache (no preallocated one), and greedy
-    plain and k = 2 on a ragged batch give the eager tokens."""
+    k = 2 on a ragged batch gives the eager tokens."""
     from transformers import DynamicCache
 
     from specdec.engine.kv import new_cache
@@ -19,10 +19,11 @@ def test_dynamic_shapes_decode_what_the_eager_engine_decodes_on_its_growing_cach
     ct, cd = compiled(target, static=False), compiled(draft, static=False)
     assert isinstance(new_cache(ct, 8), DynamicCache) and not ct.static
     prompts = [torch.tensor([3, 7, 1, 9, 4]), torch.tensor([5, 2, 8])]
-    for drafter, cdrafter in ((None, None), (draft, cd)):
-        eager = generate(target, prompts, drafter=drafter, k=2, max_new_tokens=6, temperature=0)
-        comp = generate(ct, prompts, drafter=cdrafter, k=2, max_new_tokens=6, temperature=0)
-        assert [t.tolist() for t in comp.tokens] == [t.tolist() for t in eager.tokens]
+    # k = 2 speculative decoding runs the target on every shape plain decoding does (prefill, one
+    # token) and more (k + 1 tokens), so it alone covers the growing cache's shapes
+    eager = generate(target, prompts, drafter=draft, k=2, max_new_tokens=5, temperature=0)
+    comp = generate(ct, prompts, drafter=cd, k=2, max_new_tokens=5, temperature=0)
+    assert [t.tolist() for t in comp.tokens] == [t.tolist() for t in eager.tokens]
 
 
 def test_serving_refuses_a_static_compiled_model_up_front(tiny_pair):

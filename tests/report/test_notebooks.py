@@ -18,6 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "notebooks"))
 import run  # noqa: E402  (notebooks/run.py)
 
+# `make test` runs pytest -n 2 --dist loadgroup: the chapters executed once and the one book they make
+# (session fixtures) stay on one worker, with every test that reads them
+pytestmark = pytest.mark.xdist_group("book")
+
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MAX_CODE_LINES = 130  # "about 120 code lines or fewer per chapter"

@@ -21,6 +21,10 @@ from html.parser import HTMLParser
 
 import pytest
 
+# `make test` runs pytest -n 2 --dist loadgroup: the chapters executed once and the one book they make
+# (session fixtures) stay on one worker, with every test that reads them
+pytestmark = pytest.mark.xdist_group("book")
+
 MAX_COLUMNS = 8  # the pages aim at 7 (formatting.MAX_COLUMNS); 8 is where a table is refused
 
 SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")

@@ -59,9 +59,12 @@ def test_comparison_marks_whose_numbers_and_ours_carry_intervals():
 
 def test_guide_has_this_reports_evidence_for_every_rule():
     rows = summary.guide_rows()
-    assert len(rows) == 7 and all(r["this report"] and r["rule"] for r in rows)
-    assert "typical" in rows[-2]["this report"] and "bfloat16 softmax" in rows[-2]["this report"]
-    assert all(p in rows[-1]["this report"] for p in ("fixed k=2", "load-aware", "break-even"))  # chapter 09
+    assert len(rows) == 8 and all(r["this report"] and r["rule"] for r in rows)
+    assert "typical" in rows[-3]["this report"] and "bfloat16 softmax" in rows[-3]["this report"]
+    assert all(p in rows[-2]["this report"] for p in ("fixed k=2", "load-aware", "break-even"))  # chapter 09
+    engines = rows[-1]["this report"]  # chapter 10: every engine, its law tests, no instrument read as a speedup
+    assert all(f"{e}: " in engines for e in ("ours", "hf", "vllm")) and "law tests passed" in engines
+    assert "instrument" not in engines and "controlled acceptance" not in engines
 
 
 def test_a_missing_chapter_table_is_an_error_that_names_it(tmp_path):
