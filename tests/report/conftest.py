@@ -34,20 +34,6 @@ def execute_all(out: Path, params_for) -> dict:
 
 
 @pytest.fixture(scope="session")
-def recomputed(tmp_path_factory):
-    """Recompute every notebook once in SMOKE mode into a temp folder."""
-    out = tmp_path_factory.mktemp("recomputed")
-
-    def params(nb):
-        p = {"SMOKE": True, "RECOMPUTE": True, "RESULTS_DIR": str(out / "results" / nb.stem)}
-        if "RESULTS_ROOT" in run.declared_parameters(nb):
-            p["RESULTS_ROOT"] = str(out / "results")
-        return p
-
-    return out, execute_all(out, params)
-
-
-@pytest.fixture(scope="session")
 def rendered(tmp_path_factory):
     """Render every notebook from the committed results, as `make book` does (run.json untouched:
     record_run writes only after a recompute)."""

@@ -18,9 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "notebooks"))
 import run  # noqa: E402  (notebooks/run.py)
 
-# `make test` runs pytest -n 2 --dist loadgroup: the chapters executed once and the one book they make
-# (session fixtures) stay on one worker, with every test that reads them
-pytestmark = pytest.mark.xdist_group("book")
+# `make test` runs pytest -n 2 --dist loadgroup: the chapters rendered once and the one book they
+# make (session fixtures) stay on one worker with every test that reads them (group "book"); each
+# SMOKE recompute is a test of its own, spread over the workers
+BOOK = pytest.mark.xdist_group("book")
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -129,13 +130,17 @@ def test_every_figure_is_numbered_with_a_finding_and_its_data(nb):
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_recomputes_in_smoke_mode(recomputed, nb):
-    out, failures = recomputed
-    assert nb.stem not in failures, failures.get(nb.stem)
-    assert (out / "results" / nb.stem / "chapter.json").exists()
-    assert not _stderr(out / nb.name), "warnings in the executed chapter (the book hides stderr; fix them instead)"
+def test_notebook_recomputes_in_smoke_mode(nb, tmp_path):
+    """Each chapter recomputed in SMOKE mode on its own; the summary chapters read the committed
+    results of the others, as `make book` does."""
+    params = {"SMOKE": True, "RECOMPUTE": True, "RESULTS_DIR": str(tmp_path / "results" / nb.stem)}
+    run.execute(nb, tmp_path / nb.name, params, run.run_key(nb, params))  # papermill raises with the failing cell
+    run.record_run(nb, params, 1.0)
+    assert (tmp_path / "results" / nb.stem / "chapter.json").exists()
+    assert not _stderr(tmp_path / nb.name), "warnings in the executed chapter (the book hides stderr; fix them instead)"
 
 
+@BOOK
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_renders_from_committed_results(rendered, nb):
     out, failures = rendered
@@ -214,6 +219,7 @@ def test_page_check_catches_a_local_path_and_a_warning():
     assert {r"/work/", r"\.venv", r"UserWarning", r"tqdm"} <= set(found) and r"/tmp/" not in found
 
 
+@BOOK
 def test_book_loads_nothing_from_outside(book):
     html_dir, _ = book
     pages = list(html_dir.rglob("*.html"))
@@ -224,6 +230,7 @@ def test_book_loads_nothing_from_outside(book):
     assert (html_dir / "mathjax" / "config" / "TeX-AMS-MML_HTMLorMML-full.js").exists()
 
 
+@BOOK
 def test_pages_read_like_a_report(book):
     """No code, warnings, tracebacks or local paths on any page; every chapter page has no code cell input."""
     html_dir, _ = book
@@ -235,6 +242,7 @@ def test_pages_read_like_a_report(book):
         assert 'class="cell_input' not in html, f"{page.relative_to(html_dir)} shows code"
 
 
+@BOOK
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_book_chapter_shows_every_figure(book, nb):
     html_dir, executed_dir = book
@@ -249,6 +257,7 @@ def test_book_chapter_shows_every_figure(book, nb):
     assert len(shown) >= n_images, f"{n_images} figures in the notebook, {len(shown)} shown on the page"
 
 
+@BOOK
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium) — render check skipped")
 def test_cost_model_math_typesets_in_a_browser(book):
     html_dir, _ = book
