@@ -40,8 +40,8 @@ from specdec.peers.conformance import alternative_power, diagnose, greedy_diverg
 from specdec.peers.interface import Continuations, Sampling, Speculation
 from specdec.peers.laws import CANDIDATES, candidate_joint, joint_cells, ratio_score, target_joint
 
-__all__ = ["Config", "SETTINGS", "plan", "synthetic", "synthetic_rates", "NegativeControl", "law_rows", "acceptance_rows", "greedy_rows",
-           "config_cfg", "with_verifier"]
+__all__ = ["Config", "SETTINGS", "plan", "synthetic", "synthetic_rates", "NegativeControl", "law_rows",
+           "acceptance_rows", "greedy_rows", "config_cfg", "with_verifier"]
 
 SETTINGS = {"greedy": Sampling(0.0), "temperature 1": Sampling(1.0),
             "temperature 0.7, top-p 0.9": Sampling(0.7, top_p=0.9)}
@@ -100,7 +100,7 @@ def plan(k: int, draft: str) -> list[Config]:
 
 
 def with_verifier(target, draft, verifier, prompts, n: int, max_new_tokens: int, sampling: Sampling,
-                   spec: Speculation, seed: int, provenance: dict) -> Continuations:
+                  spec: Speculation, seed: int, provenance: dict) -> Continuations:
     """`OursEngine.continue_prompts` with a verifier a caller names (one batch of n copies per
     prompt, seeded ``seed + prompt index``)."""
     tokens = []
@@ -126,7 +126,7 @@ class NegativeControl:
         if self.variant not in VARIANTS:
             raise ValueError(f"unknown wrong variant {self.variant!r}; known: {', '.join(VARIANTS)}")
         return with_verifier(self.target, self.draft, VARIANTS[self.variant].sampled, prompts, n, max_new_tokens,
-                              sampling, spec, seed, {"engine": self.name, "variant": self.variant})
+                             sampling, spec, seed, {"engine": self.name, "variant": self.variant})
 
 
 def _filled(rows: list[dict]) -> list[dict]:

@@ -162,7 +162,8 @@ def hf_generate_args(cfg: Config) -> tuple[dict, str | None]:
     `specdec.peers.hf.hf_assisted` passes them."""
     spec, opts = cfg.spec, dict(cfg.spec.options)
     if spec.method == "prompt_lookup":
-        return {"prompt_lookup_num_tokens": spec.k, "max_matching_ngram_size": int(opts.get("max_matching_ngram_size", 2))}, None
+        ngram = int(opts.get("max_matching_ngram_size", 2))
+        return {"prompt_lookup_num_tokens": spec.k, "max_matching_ngram_size": ngram}, None
     if spec.method == "draft_model":
         return {"num_assistant_tokens": spec.k, "num_assistant_tokens_schedule": "constant",
                 "assistant_confidence_threshold": 0.0}, spec.draft

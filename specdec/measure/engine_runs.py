@@ -18,7 +18,6 @@ from specdec.measure.engine_audit import SETTINGS, Config, NegativeControl, law_
 __all__ = ["collect", "with_followups", "greedy_next"]
 
 
-
 def _tokens(engine: str) -> int:
     return 2 if engine == "vllm" else 3
 
@@ -29,8 +28,8 @@ def collect(configs: list[Config], engines: dict, prompts, *, n: int, n_hf: int,
     docstring): the sampled settings' first tokens and one greedy sample of ``greedy_len`` tokens
     per prompt (negative controls: sampled settings only).  ``engines`` maps "ours" / "hf" / "vllm"
     to an adapter (a missing engine: no rows); ``settings``: only these setting names (default all);
-    negative controls run `NegativeControl` on ``target``
-    and ``draft``; every vLLM job runs in one worker process, one configuration's jobs together."""
+    negative controls run `NegativeControl` on ``target`` and ``draft``; every vLLM job runs in one
+    worker process, one configuration's jobs together."""
     out, vjobs = {}, []
     for cfg in configs:
         if cfg.engine not in engines:
@@ -89,5 +88,3 @@ def greedy_next(engines: dict, seed: int):
             raise RuntimeError(res.error)
         return int(res.tokens[0][0][0])
     return plain_at
-
-

@@ -33,7 +33,6 @@ __all__ = ["speed_pairs", "at_k", "controlled", "instrument_pairs", "WithInstrum
            "NOT_EXACT", "INSTRUMENT"]
 
 
-
 def speed_pairs(configs: list[Config], ks: tuple = ()) -> list[tuple[Config, Config, Config]]:
     """(plain, speculative, tested) per engine and draft length for the speed section: its plain
     decoding against its first speculative configuration of the plan (ours' token verification,
@@ -87,8 +86,8 @@ class WithInstruments:
             return self.ours.continue_prompts(prompts, n, max_new_tokens, sampling, spec, seed)
         alpha = dict(spec.options).get("alpha")
         return with_verifier(self.ours.model("target"), self.ours.model(spec.draft), ControlledAcceptance(alpha),
-                              prompts, n, max_new_tokens, sampling, spec, seed,
-                              {"engine": self.name, "instrument": f"controlled acceptance {alpha}"})
+                             prompts, n, max_new_tokens, sampling, spec, seed,
+                             {"engine": self.name, "instrument": f"controlled acceptance {alpha}"})
 
 
 def _timed(engine, job) -> tuple[float, list]:
@@ -119,7 +118,8 @@ def speed_rows(pairs: list[tuple[Config, Config, Config]], engines: dict, prompt
     (engine, label) of configurations whose law test failed at some sampled setting.  At greedy the
     law is the argmax, and the test is the timed outputs themselves: speculative equal to plain.
     ``tested`` None marks an instrument (forced acceptance): timed only at ``instruments_at``, its
-    words kept and its exactness column saying it is not the target's law.  Every vLLM cell runs in one worker process holding the plain and the speculative LLM at once."""
+    words kept and its exactness column saying it is not the target's law.  Every vLLM cell runs in
+    one worker process holding the plain and the speculative LLM at once."""
     if rounds < 2 or rounds % 2:
         raise ValueError(f"rounds must be even and >= 2 (ABBA blocks of rounds / 2), got {rounds}")
     half, out = rounds // 2, []
@@ -155,45 +155,41 @@ def speed_rows(pairs: list[tuple[Config, Config, Config]], engines: dict, prompt
     return _filled(out)
 
 
-def _abba_pairs(times: dict, spec, half: int) -> dict:
-    """ABBA: the first plain block pairs with the second speculative block, and the other two likewise."""
+def _paired(plain: Config, spec: Config, blocks: list, half: int) -> tuple[dict, dict]:
+    """(wall times per configuration, tokens of its first call) from the four blocks run in the
+    order plain, spec, spec, plain (each: (times, tokens of its first call)); ABBA: the first plain
+    block pairs with the second speculative block, and the other two likewise."""
+    times, tokens = {plain: [], spec: []}, {}
+    for c, (t, toks) in zip((plain, spec, spec, plain), blocks):
+        times[c] += list(t)
+        tokens.setdefault(c, toks)
     times[spec] = times[spec][half:] + times[spec][:half]
-    return times
+    return times, tokens
 
 
 def _abba(eng, plain: Config, spec: Config, jobs: dict, half: int) -> tuple[dict, dict]:
-    """(wall times per configuration, tokens of its first call) in the order plain, spec, spec,
-    plain, half calls a block."""
-    times, tokens = {plain: [], spec: []}, {}
+    """`_paired` of one in-process engine, half calls a block."""
+    blocks = []
     for c in (plain, spec, spec, plain):
-        for _ in range(half):
-            t, toks = _timed(eng, jobs[c])
-            times[c].append(t)
-            tokens.setdefault(c, toks)
-    return _abba_pairs(times, spec, half), tokens
+        calls = [_timed(eng, jobs[c]) for _ in range(half)]
+        blocks.append(([t for t, _ in calls], calls[0][1]))
+    return _paired(plain, spec, blocks, half)
 
 
 def _vllm_abba(cells: list[tuple], eng, job, half: int) -> dict:
-    """cell -> (times, tokens) for every vLLM cell, from ONE worker process holding two LLMs (the
-    plain one and the current speculative one), each block ``half`` generate calls timed inside it
-    (its start-up and a warm-up call excluded); a failed cell maps to the engine's error."""
+    """cell -> `_paired` times and tokens for every vLLM cell, from ONE worker process holding two
+    LLMs (the plain one and the current speculative one), each block ``half`` generate calls timed
+    inside it (its start-up and a warm-up call excluded); a failed cell maps to the engine's error."""
     if not cells:
         return {}
     jobs = [(*job(c, name, b), half) for plain, spec, _, name, b in cells for c in (plain, spec, spec, plain)]
     res = eng.run_many(jobs, hold=2)
     out = {}
-    for i, cell in enumerate(cells):
-        plain, spec = cell[0], cell[1]
+    for i, (plain, spec, *_) in enumerate(cells):
         block = res[4 * i:4 * i + 4]
         bad = next((r.error for r in block if r.error), None)
-        if bad:
-            out[cell] = bad
-            continue
-        times, tokens = {plain: [], spec: []}, {}
-        for c, r in zip((plain, spec, spec, plain), block):
-            times[c] += list(r.provenance["generate_each_s"])
-            tokens.setdefault(c, r.tokens)
-        out[cell] = (_abba_pairs(times, spec, half), tokens)
+        out[cells[i]] = bad or _paired(plain, spec, [(r.provenance["generate_each_s"], r.tokens) for r in block],
+                                       half)
     return out
 
 
@@ -226,17 +222,15 @@ def plain_rows(inprocess: dict, reference: str, prompts, *, batches: tuple, leng
                     times[e, c].append(_timed(inprocess[e], job(*c))[0])
 
     rounds_of(half, 0)
-    vres = vllm.run_many([(*job(*c), rounds) for c in cells]) if vllm is not None else []
+    vres = vllm.run_many([(*job(*c), rounds) for c in cells]) if vllm is not None else [None] * len(cells)
     rounds_of(half, half)
     out = []
-    for c in cells:
+    for c, r in zip(cells, vres):
         ref = np.array(times[reference, c])
         others = [(e, np.array(times[e, c])) for e in names if e != reference]
-        for r in vres[cells.index(c):cells.index(c) + 1]:
-            base = {"engine": "vllm", "setting": c[0], "batch": c[1]}
-            if r.error:
-                out.append({**base, "verdict": f"not timed: {r.error}"})
-                continue
+        if r is not None and r.error:
+            out.append({"engine": "vllm", "setting": c[0], "batch": c[1], "verdict": f"not timed: {r.error}"})
+        elif r is not None:  # its first half pairs with the reference's last rounds (ABBA)
             each = list(r.provenance["generate_each_s"])
             others.append(("vllm", np.array(each[half:] + each[:half])))
         for e, t in others:
