@@ -12,6 +12,7 @@ ordered so that consecutive jobs share an LLM.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 from specdec.measure.engine_audit import SETTINGS, Config, NegativeControl, law_rows
 
@@ -29,8 +30,9 @@ def collect(configs: list[Config], engines: dict, prompts, *, n: int, n_hf: int,
     per prompt (negative controls: sampled settings only).  ``engines`` maps "ours" / "hf" / "vllm"
     to an adapter (a missing engine: no rows); ``settings``: only these setting names (default all);
     negative controls run `NegativeControl` on ``target`` and ``draft``; every vLLM job runs in one
-    worker process, one configuration's jobs together."""
-    out, vjobs = {}, []
+    worker process, one configuration's jobs together, started first and run while the in-process
+    engines sample (nothing here is timed; the worker's own clock counts the overlap)."""
+    out, vjobs, local = {}, [], []
     for cfg in configs:
         if cfg.engine not in engines:
             continue
@@ -42,14 +44,13 @@ def collect(configs: list[Config], engines: dict, prompts, *, n: int, n_hf: int,
             size = 1 if s.temperature == 0 else n_hf if (cfg.engine == "hf" and cfg.spec is not None) else n
             length = greedy_len if s.temperature == 0 else _tokens(cfg.engine)
             job = (prompts, size, length, s, cfg.spec, seed)
-            if cfg.engine == "vllm":
-                vjobs.append(((cfg, name), job))
-            elif cfg.variant is not None:
-                out[(cfg, name)] = NegativeControl(target, draft, cfg.variant).continue_prompts(*job)
-            else:
-                out[(cfg, name)] = engines[cfg.engine].continue_prompts(*job)
-    if vjobs:
-        for (key, _), res in zip(vjobs, engines["vllm"].run_many([j for _, j in vjobs])):
+            (vjobs if cfg.engine == "vllm" else local).append(((cfg, name), job))
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the worker is a subprocess: this thread only waits
+        vllm = pool.submit(engines["vllm"].run_many, [j for _, j in vjobs]) if vjobs else None
+        for (cfg, name), job in local:
+            engine = NegativeControl(target, draft, cfg.variant) if cfg.variant is not None else engines[cfg.engine]
+            out[(cfg, name)] = engine.continue_prompts(*job)
+        for (key, _), res in zip(vjobs, vllm.result() if vllm else []):
             out[key] = res
     return out
 

@@ -135,7 +135,7 @@ def speed_rows(pairs: list[tuple[Config, Config, Config]], engines: dict, prompt
         except RuntimeError as exc:
             got = str(exc)
         if isinstance(got, str):  # the engine's error, in the row
-            out.append({**base, "verdict": f"not timed: {got}"})
+            out.append({**base, **({"law": INSTRUMENT} if tested is None else {}), "verdict": f"not timed: {got}"})
             continue
         times, tokens = got
         if tested is None:

@@ -114,22 +114,29 @@ def _close(held: dict, keep: int = 0) -> None:
         gc.collect()
 
 
-def run_one(run: dict, versions: dict, held: dict | None = None, hold: int = 1) -> dict:
+def run_one(run: dict, versions: dict, held: dict | None = None, hold: int = 1, failed: dict | None = None) -> dict:
     """One configuration: build the LLM (or reuse one ``held`` from an earlier run with the same
     model, seed, length and speculative configuration: its random stream then goes on from that
     run; at most ``hold`` LLMs are kept, the least recently used shut down first), generate
     ``repeats`` times (default 1; the tokens and counters are the first call's, the wall time of
-    every call is kept), read the counters; never raises."""
+    every call is kept), read the counters; never raises.  A configuration that raised is recorded in
+    ``failed`` (key -> error, traceback): a later run of it in the same worker gets that error
+    without being built again (vLLM's refusals are deterministic; a rebuild per repeat would cost a
+    start-up and the other held LLMs, which a failure shuts down)."""
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
     held = {} if held is None else held
+    failed = {} if failed is None else failed
     row = {"tokens": [], "counters": {}, "error": None, "timings": {}}
     why = unavailable(run.get("speculative_config"), versions["vllm"])
     if why:
         row["error"] = why
         return row
+    key = _key(run)
+    if key in failed:  # the same configuration failed earlier in this worker: its error, not a retry
+        row["error"], row["traceback"] = failed[key]
+        return row
     try:
-        key = _key(run)
         if key not in held:
             _close(held, keep=max(int(hold), 1) - 1)
             start = time.perf_counter()
@@ -167,7 +174,8 @@ def run_one(run: dict, versions: dict, held: dict | None = None, hold: int = 1) 
     except Exception as exc:  # a row that failed says why; the other runs go on
         row["error"] = f"vLLM {versions['vllm']} raised {type(exc).__name__}: {exc}"
         row["traceback"] = traceback.format_exc(limit=8)
-        _close(held)
+        failed[key] = (row["error"], row["traceback"])
+        _close(held)  # all of them: shutting one down tears down the process group the others use
     return row
 
 
@@ -181,10 +189,10 @@ def main(request_path: str, result_path: str) -> None:
     versions = {"vllm": vllm.__version__, "torch": torch.__version__,
                 "transformers": transformers.__version__, "python": sys.version.split()[0]}
     result = {"versions": versions, "import_s": time.perf_counter() - start, "runs": []}
-    held, hold = {}, int(request.get("hold", 1))
+    held, hold, failed = {}, int(request.get("hold", 1)), {}
     try:
         for run in request["runs"]:
-            result["runs"].append(run_one(run, versions, held, hold))
+            result["runs"].append(run_one(run, versions, held, hold, failed))
             with open(result_path + ".tmp", "w") as f:
                 json.dump(result, f)
             os.replace(result_path + ".tmp", result_path)

@@ -1,10 +1,12 @@
 """SMOKE against the real vLLM (no mock): one worker process runs plain and draft_model k = 2 greedy
-decoding on two prompts (then plain again, on the LLM it still holds), plus two configurations the installed vLLM must refuse as rows. Greedy
+decoding on two prompts (then plain again, on the LLM it still holds; a configuration that raised is
+not built twice), plus configurations the installed vLLM must refuse as rows. Greedy
 speculative output must equal vLLM's own plain greedy output, which must equal our engine's, and
 the spec-decode counters must come back. Skipped only when `.venv-vllm` is missing (`make vllm-env`)."""
 
 import pytest
 
+from specdec.measure.engine_audit import synthetic_rates
 from specdec.peers import Sampling, Speculation
 from specdec.peers.ours import OursEngine
 from specdec.peers.vllm import VLLM_VENV, VLLMEngine
@@ -18,14 +20,22 @@ DRAFT = "draft-distilled"
 
 def test_vllm_greedy_speculation_equals_plain_and_counters_come_back():
     greedy = Sampling(0.0)
+    # vLLM 0.32.0's CPU sampler refuses synthetic acceptance when it samples (an AssertionError)
+    forced = Speculation("draft_model", 2, DRAFT, (("rejection_sample_method", "synthetic"),
+                                                   ("synthetic_acceptance_rates", synthetic_rates(0.8, 2))))
     jobs = [(PROMPTS, 1, 6, greedy, None, 0),
             (PROMPTS, 1, 6, greedy, Speculation("draft_model", 2, DRAFT), 0),
+            (PROMPTS, 1, 6, greedy, None, 0, 2),
+            (PROMPTS, 1, 3, Sampling(1.0), forced, 0),
+            (PROMPTS, 1, 3, Sampling(1.0), forced, 0),
             (PROMPTS, 1, 6, greedy, Speculation("not_a_method", 2), 0),
-            (PROMPTS, 1, 6, greedy, Speculation("draft_model", 2, DRAFT, (("rejection_sample_method", "magic"),)), 0),
-            (PROMPTS, 1, 6, greedy, None, 0, 2)]
+            (PROMPTS, 1, 6, greedy, Speculation("draft_model", 2, DRAFT, (("rejection_sample_method", "magic"),)), 0)]
     # hold=2: the plain LLM is still alive when it comes back after the speculative one
-    plain, spec, no_method, no_value, again = VLLMEngine(timeout_s=240).run_many(jobs, hold=2)
+    plain, spec, again, refused, refused_again, no_method, no_value = VLLMEngine(timeout_s=240).run_many(jobs, hold=2)
     assert again.error is None and again.provenance["startup_s"] == 0 and again.tokens == plain.tokens
+    assert "Synthetic acceptance not supported with CPU sampling" in refused.error
+    # the failed configuration is not built again: its error comes back without a start-up
+    assert refused_again.error == refused.error and "startup_s" not in refused_again.provenance
     assert len(again.provenance["generate_each_s"]) == 2 and plain.provenance["startup_s"] > 0
     assert plain.error is None and spec.error is None, (plain.error, spec.error)
     assert [[len(s) for s in p] for p in plain.tokens] == [[6], [6]]
