@@ -175,9 +175,12 @@ def speed_values(speed, plain=None) -> dict:
         return {"speed_words": "No comparison was timed.", "plain_words": "No plain decoding was timed.",
                 "ceiling_words": "No instrument was timed."}
     untimed = sum(str(r.get("verdict")).startswith("not timed") for r in rows)
-    words = (f"Of {n - untimed} timed comparisons, {count('faster')} are faster than the engine's own plain decoding by the "
+    unread = [r for r in rows if r.get("verdict") == NOT_EXACT]
+    skipped = sum(pd.isna(r.get("speedup")) for r in unread)
+    words = (f"Of {n} comparisons, {count('faster')} are faster than the engine's own plain decoding by the "
              f"whole interval, {count('slower')} slower and {count('undecided')} undecided; "
-             f"{count(NOT_EXACT)} are {NOT_EXACT} and are not read as speedups."
+             f"{len(unread)} are {NOT_EXACT} and are not read as speedups"
+             + (f" ({skipped} of them not timed: their law test failed)" if skipped else "") + "."
              + (f" {untimed} could not be timed (the table says why)." if untimed else ""))
     best = []
     for engine in dict.fromkeys(r["engine"] for r in rows):

@@ -40,3 +40,21 @@ def test_leads_are_decided_by_their_follow_up(setup):
     assert out[0]["first_p"] == 0.003 and out[0]["n"] == 300 and "follow-up" in out[0]["verdict"]
     assert out[1]["first_p"] == 0.002 and out[1]["p_value"] < 0.01  # the wrong rule stays rejected
     assert math.isnan(out[2]["first_p"]) and out[2]["p_value"] == 1e-9 and math.isnan(out[3]["first_p"])
+
+
+def test_law_samples_drawn_in_processes_of_their_own_are_the_same_tokens(setup):
+    """collect(workers=2): Hugging Face's jobs run in two spawned processes that load the models
+    again; every call is seeded by its job, so the tokens equal those drawn in this process."""
+    from specdec.measure.engine_runs import collect
+    from specdec.peers.hf import HFEngine
+
+    target, draft, prompts, _ = setup
+    ours = OursEngine()
+    engines = {"ours": ours, "hf": HFEngine(_models=ours._models)}
+    configs = [c for c in audit.plan(2, DRAFT) if c.engine == "hf" and c.role == "speculative"][:2]
+    kw = dict(n=6, n_hf=6, greedy_len=4, seed=3, target=target, draft=draft, settings=(SETTING,))
+    here, apart = collect(configs, engines, prompts, **kw), collect(configs, engines, prompts, workers=2, **kw)
+    assert list(here) == list(apart) and len(here) == 2
+    assert all(here[k].tokens == apart[k].tokens and here[k].error is None for k in here)
+    with pytest.raises(ValueError, match="workers"):
+        collect(configs, engines, prompts, workers=0, **kw)

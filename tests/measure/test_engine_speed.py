@@ -6,6 +6,7 @@ reference, and greedy differences classified against plain decoding at the share
 
 import math
 
+import pandas as pd
 import pytest
 
 from specdec.measure import engine_audit as audit
@@ -44,6 +45,9 @@ def test_rows_are_exact_by_their_own_outputs_at_greedy_and_by_the_law_test_when_
     tested = ("ours", "token verification, k = 2")
     failed = runs.speed_rows(pairs, {"ours": ours}, PROMPTS, failed={tested}, **kw)
     assert [r["verdict"] == runs.NOT_EXACT for r in failed] == [False, True, False, True]
+    # a rejected law is not timed at the sampled setting; greedy is still decided by its outputs
+    assert [pd.isna(r["speedup"]) for r in failed] == [False, True, False, True]
+    assert [r["law"] for r in failed][1::2] == ["law test at k = 2 rejected"] * 2
     with pytest.raises(ValueError, match="even"):
         runs.speed_rows(pairs, {"ours": ours}, PROMPTS, failed=set(), **{**kw, "rounds": 3})
 
