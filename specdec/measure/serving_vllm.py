@@ -20,9 +20,15 @@ from pathlib import Path
 from specdec.measure.engine_audit import Config, plan
 from specdec.measure.server_runs import NONE, server_sweep
 from specdec.peers.vllm_server import VLLMServer
+from specdec.measure.serving_runs import speedups as paired_speedups
+from specdec.report.paths import CHAPTERS, RESULTS_DIR
 from specdec.report.robustness import NOT_EXACT
 
-__all__ = ["configs", "law_status", "policy_name", "serve", "labelled"]
+__all__ = ["configs", "law_status", "policy_name", "labelled_configs", "serve", "labelled", "speedups", "LAWS",
+           "TIMEOUT_S"]
+
+LAWS = RESULTS_DIR / CHAPTERS["eng"] / "laws.csv"  # chapter 10's committed law tests
+TIMEOUT_S = 60.0  # per request, then it counts as a timeout (the workload's longest takes a few seconds)
 
 
 def configs(labels, k: int, draft: str) -> list[Config]:
@@ -38,7 +44,7 @@ def configs(labels, k: int, draft: str) -> list[Config]:
 def law_status(laws_csv: Path, cfgs: list[Config], setting: str) -> dict:
     """label -> chapter 10's law-test status ("pass", "reject", ...) at ``setting``; "not tested"
     where the table has no such row (or the table is missing)."""
-    rows = list(csv.DictReader(open(laws_csv))) if Path(laws_csv).exists() else []
+    rows = list(csv.DictReader(Path(laws_csv).read_text().splitlines())) if Path(laws_csv).exists() else []
     got = {r["configuration"]: r["status"] for r in rows if r["engine"] == "vllm" and r["setting"] == setting}
     return {c.label: got.get(c.label, "not tested") for c in cfgs}
 
@@ -47,11 +53,19 @@ def policy_name(cfg: Config, status: str) -> str:
     return f"vLLM {cfg.label}" + (f" ({NOT_EXACT})" if status == "reject" else "")
 
 
-def serve(cfgs: list[Config], status: dict, prompts, *, seed: int, threads: int = 1, startup_timeout_s: float = 240.0,
-          log_dir: Path | None = None, **sweep) -> tuple[list[dict], list[dict]]:
+def labelled_configs(labels, k: int, draft: str, temperature: float, laws_csv: Path = LAWS) -> dict:
+    """policy name -> (configuration, chapter 10's law status at this temperature): the plan's
+    configurations with these labels, each named by `policy_name`."""
+    cfgs = configs(labels, k, draft)
+    status = law_status(laws_csv, cfgs, "temperature 1" if temperature == 1.0 else f"temperature {temperature:g}")
+    return {policy_name(c, status[c.label]): (c, status[c.label]) for c in cfgs}
+
+
+def serve(labelled_cfgs: dict, prompts, *, seed: int, threads: int = 1, startup_timeout_s: float = 240.0,
+          timeout_s: float = TIMEOUT_S, log_dir: Path | None = None, **sweep) -> tuple[list[dict], list[dict]]:
     """(rows of `server_sweep` with ``engine`` "vllm", one provenance dict per server) for plain
-    decoding (policy `NONE`) and every configuration (`policy_name`)."""
-    specs = {NONE: None, **{policy_name(c, status[c.label]): c.spec for c in cfgs}}
+    decoding (policy `NONE`) and every configuration of `labelled_configs`."""
+    specs = {NONE: None, **{name: cfg.spec for name, (cfg, _) in labelled_cfgs.items()}}
     with ExitStack() as stack:
         servers = {name: VLLMServer(spec, seed=seed, threads=threads, startup_timeout_s=startup_timeout_s,
                                     log_dir=log_dir) for name, spec in specs.items()}
@@ -60,12 +74,19 @@ def serve(cfgs: list[Config], status: dict, prompts, *, seed: int, threads: int 
         with ThreadPoolExecutor(max_workers=len(servers)) as pool:
             for f in [pool.submit(s.__enter__) for s in servers.values()]:
                 f.result()
-        rows = server_sweep({n: (s.url, s.model) for n, s in servers.items()}, prompts, seed=seed, **sweep)
+        rows = server_sweep({n: (s.url, s.model) for n, s in servers.items()}, prompts, seed=seed,
+                            timeout_s=timeout_s, **sweep)
     provs = [{"policy": n, **s.provenance} for n, s in servers.items()]
     return [{"engine": "vllm", **r} for r in rows], provs
 
 
-def labelled(speed: list[dict], status_by_policy: dict) -> list[dict]:
+def labelled(speed: list[dict], labelled_cfgs: dict) -> list[dict]:
     """The speedup rows, a configuration outside the target's law read as such, never as faster."""
-    return [{**r, "verdict": NOT_EXACT, "verdict_sim": NOT_EXACT} if status_by_policy.get(r["policy"]) == "reject"
-            else r for r in speed]
+    bad = {name for name, (_, status) in labelled_cfgs.items() if status == "reject"}
+    return [{**r, "verdict": NOT_EXACT, "verdict_sim": NOT_EXACT} if r["policy"] in bad else r for r in speed]
+
+
+def speedups(runs, labelled_cfgs: dict, *, seed: int) -> list[dict]:
+    """`serving_runs.speedups` of the server runs (a DataFrame or rows), then `labelled`."""
+    rows = runs.to_dict("records") if hasattr(runs, "to_dict") else list(runs)
+    return labelled(paired_speedups(rows, seed=seed), labelled_cfgs)

@@ -32,6 +32,7 @@ import asyncio
 import json
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -118,7 +119,13 @@ def send(url: str, model: str, requests, *, temperature: float, timeout_s: float
     streamed as the module docstring says; one row per request, in the given order."""
     url = url.rstrip("/")
     _check(url, requests, temperature, timeout_s)
-    return asyncio.run(_send(url, model, list(requests), float(temperature), float(timeout_s), max_connections))
+    coro = _send(url, model, list(requests), float(temperature), float(timeout_s), max_connections)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # a loop runs here already (a notebook's): its own thread
+        return pool.submit(asyncio.run, coro).result()
 
 
 def post(url: str, body: dict, timeout_s: float = 30.0) -> tuple[int, str]:

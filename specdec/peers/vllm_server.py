@@ -13,8 +13,9 @@ Flags: ``--model <folder> --served-model-name <member> --host 127.0.0.1 --port <
 float32 --enforce-eager --max-model-len 512 --seed <seed>``, ``--max-num-seqs`` when given and
 ``--speculative-config <json>`` from `specdec.peers.vllm.speculative_config`; the process knobs
 (threads, KV-cache GiB) as `specdec.peers.vllm.VLLMEngine` sets them.  `provenance` records the
-URL, the version the server reports (``GET /version``), the command line, the knobs, the log path
-and the start-up seconds.
+URL, the version the server reports (``GET /version``), the command line, the knobs, the log path,
+the start-up seconds, and the server's own log lines of its non-default arguments and engine
+configuration (the log itself stays under build/).
 
 Example:
     with VLLMServer(Speculation("ngram", k=2)) as server:
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -36,7 +38,7 @@ import httpx
 
 from specdec.peers.interface import Speculation
 from specdec.peers.vllm import VLLM_VENV, VLLMUnavailable, model_folder, speculative_config
-from specdec.report.paths import BUILD_DIR
+from specdec.report.paths import BUILD_DIR, ROOT
 
 __all__ = ["VLLMServer", "ServerFailed", "free_port", "LOOPBACK"]
 
@@ -53,6 +55,27 @@ def free_port(host: str = LOOPBACK) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FACTS = {"non_default_args": "non-default args: ", "engine_config": "Initializing a V1 LLM engine"}
+
+
+def _log_facts(path: Path, here: str) -> dict:
+    """The server's own account of its flags and engine configuration (two log lines, paths made
+    relative to the repository), for the provenance."""
+    out = {}
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return out
+    for key, marker in _FACTS.items():
+        for line in lines:
+            if marker in line:
+                text = _ANSI.sub("", line)
+                out[key] = text[text.index(marker):].replace(here, "")[:3000]
+                break
+    return out
 
 
 def _tail(path: Path, lines: int = 8) -> str:
@@ -113,8 +136,9 @@ class VLLMServer:
                "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         url = f"http://{LOOPBACK}:{port}"
-        self.provenance = {"url": url, "command": shlex.join(cmd), "threads": self.threads,
-                           "kv_cache_gib": self.kv_cache_gib, "log": str(log), "seed": int(self.seed)}
+        here = str(ROOT) + "/"  # paths in the provenance relative to the repository
+        self.provenance = {"url": url, "command": shlex.join(cmd).replace(here, ""), "threads": self.threads,
+                           "kv_cache_gib": self.kv_cache_gib, "log": str(log).replace(here, ""), "seed": int(self.seed)}
         with open(log, "w") as out:
             self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=log_dir,
                                           start_new_session=True)
@@ -126,6 +150,7 @@ class VLLMServer:
             self.stop()
             raise
         self.provenance["startup_s"] = time.perf_counter() - start
+        self.provenance.update(_log_facts(log, here))
         return self
 
     def _wait_healthy(self, url: str, log: Path, start: float) -> None:

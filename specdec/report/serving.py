@@ -56,8 +56,9 @@ def rules_table(pols: dict, *, baseline: str, c: float, k_max: int) -> list[dict
 
 def latency_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per (policy, rate): medians over rounds of the serving metrics."""
-    return runs.groupby(["policy", "rate"], sort=False)[_LAT].median().reset_index().sort_values(["policy", "rate"],
-                                                                                                   kind="stable")
+    cols = [c for c in _LAT if c in runs.columns]  # a server's runs lack the engine's own step counters
+    return runs.groupby(["policy", "rate"], sort=False)[cols].median().reset_index().sort_values(["policy", "rate"],
+                                                                                                 kind="stable")
 
 
 def position_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
@@ -202,3 +203,69 @@ def memory_words(mem: pd.DataFrame, baseline: str) -> dict:
             "row_over_needed_max": float(mem["row_over_needed"].max()),
             "peak_base_light": float(base.loc[base["rate"].idxmin(), "peak_kv_mib"]),
             "peak_spec_heavy": float(spec[spec["rate"] == spec["rate"].max()]["peak_kv_mib"].max())}
+
+
+def vllm_words(speed: pd.DataFrame, be: pd.DataFrame, lat: pd.DataFrame, baseline: str, ours_lat=None) -> dict:
+    """Glue values of the vLLM server runs: each configuration's latency speedup over vLLM's plain
+    server at the lightest and the heaviest rate, its break-even in words, and plain decoding's
+    throughput at the heaviest rate of each sweep: on vLLM's server and (``ours_lat``) on our engine."""
+    lo, hi = speed["rate"].min(), speed["rate"].max()
+    rates = sorted(lat["rate"].unique())
+    pick = lambda rate: "; ".join(_speed_text(r) for r in speed[speed["rate"] == rate].itertuples())  # noqa: E731
+    base = lat[lat["policy"] == baseline].set_index("rate")
+    out = {"vllm_light_rate": lo, "vllm_heavy_rate": hi, "vllm_light": pick(lo), "vllm_heavy": pick(hi),
+           "vllm_be_words": "; ".join(break_even_text(r, rates) for r in be.itertuples()),
+           "vllm_base_tps_heavy": float(base.loc[hi, "serve_tokens_per_s"])}
+    if ours_lat is not None:
+        ours = ours_lat[ours_lat["policy"] == baseline].set_index("rate")
+        out["ours_heavy_rate"] = float(ours.index.max())
+        out["ours_base_tps_heavy"] = float(ours.loc[ours.index.max(), "serve_tokens_per_s"])
+    return out
+
+
+def server_tables(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per (policy, rate), medians over rounds of a server's runs: (what ended how and what was left
+    running after the run; what the stream delivered per chunk)."""
+    runs = runs.assign(not_completed=runs["requests"] - runs["n_ok"])
+    med = runs.groupby(["policy", "rate"], sort=False).median(numeric_only=True).reset_index()
+    health = med[["policy", "rate", "n_ok", "not_completed", "preemptions", "running_after", "kv_usage_after"]]
+    chunks = med[["policy", "rate", "acceptance_rate", "tokens_per_chunk", "chunk_itl_p95_s", "tpot_p95_s"]]
+    return health, chunks
+
+
+def server_words(servers: list[dict], policies) -> dict:
+    """Glue values naming the servers of a run: vLLM's version, the KV-cache GiB, the configurations."""
+    return {"vllm_version": servers[0]["version"], "vllm_kv_gib": servers[0]["kv_cache_gib"],
+            "vllm_configs": ", ".join(policies)}
+
+
+def beside(ours: pd.DataFrame, server: pd.DataFrame) -> pd.DataFrame:
+    """Both engines' latency tables in one, each policy prefixed with its engine (one figure)."""
+    served = "vLLM server: " + server["policy"].str.removeprefix("vLLM ")
+    return pd.concat([ours.assign(policy="ours: " + ours["policy"]), server.assign(policy=served)], ignore_index=True)
+
+
+YES_NO = {True: "yes", "True": "yes", False: "no", "False": "no"}  # a boolean column read back from CSV
+
+# the chapter's column headings by table (None: the column's own name)
+COLUMNS = {
+    "speedup": {"policy": None, "rate": None, "latency_speedup": "latency speedup", "latency_lo": "low",
+                "latency_hi": "high", "verdict": None, "predicted_batch1": "predicted, batch 1"},
+    "server_speedup": {"policy": None, "rate": None, "latency_speedup": "latency speedup", "latency_lo": "low",
+                       "latency_hi": "high", "verdict": None, "throughput_ratio": "throughput ratio"},
+    "latency": {"policy": None, "rate": None, "serve_tokens_per_s": "tokens/s", "e2e_mean_s": "mean latency (s)",
+                "ttft_p95_s": "first token p95 (s)", "tpot_p95_s": "time per token p95 (s)",
+                "draft_share": "draft's share"},
+    "memory": {"policy": None, "rate": None, "peak_kv_mib": "peak KV (MiB)", "row_kv_mib": "row's KV (MiB)",
+               "needed_kv_mib": "needed KV (MiB)", "row_over_needed": "row / needed"},
+    "invariance": {"policy": None, "temperature": None, "requests": None, "identical": "identical alone and batched",
+                   "first_difference": "first different token", "max_running": "most running at once"},
+    "cancellation": {"rid": "request", "cancel_after": "cancelled after (tokens)", "finish": "finish",
+                     "streamed": "tokens streamed", "consistent": "prefix of its uncancelled output",
+                     "step_departed": "step it left", "rows_freed": "rows freed"},
+    "server_health": {"policy": None, "rate": None, "n_ok": "completed", "not_completed": "not completed",
+                      "preemptions": None, "running_after": "running after", "kv_usage_after": "KV use after"},
+    "server_chunks": {"policy": None, "rate": None, "acceptance_rate": "acceptance rate",
+                      "tokens_per_chunk": "tokens per chunk", "chunk_itl_p95_s": "ITL p95 per chunk (s)",
+                      "tpot_p95_s": "TPOT p95 (s)"},
+}

@@ -63,7 +63,11 @@ def test_chapter_10s_configurations_and_verdicts_label_the_serving_runs(tmp_path
     assert set(serving_vllm.law_status(tmp_path / "none.csv", cfgs, "temperature 1").values()) == {"not tested"}
     names = [serving_vllm.policy_name(c, status[c.label]) for c in cfgs]
     assert names[0] == "vLLM n-gram prompt lookup, k = 2" and names[1].endswith(f"({NOT_EXACT})")
+    vcfg = serving_vllm.labelled_configs([c.label for c in cfgs], 2, "draft-distilled", 1.0, laws_csv=laws)
+    assert list(vcfg) == names and [s for _, s in vcfg.values()] == ["pass", "reject"]
+    hotter = serving_vllm.labelled_configs([c.label for c in cfgs], 2, "draft-distilled", 1.5, laws_csv=laws)
+    assert {s for _, s in hotter.values()} == {"not tested"}  # another temperature's verdict is not borrowed
     speed = [{"policy": n, "verdict": "faster", "verdict_sim": "faster"} for n in names]
-    out = serving_vllm.labelled(speed, {n: status[c.label] for n, c in zip(names, cfgs)})
+    out = serving_vllm.labelled(speed, vcfg)
     assert [r["verdict"] for r in out] == ["faster", NOT_EXACT]  # the negative case: never "faster"
     assert NONE == "no speculation"

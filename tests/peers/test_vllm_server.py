@@ -47,6 +47,7 @@ def _settled(url: str) -> dict:
 def test_the_server_streams_token_ids_and_reports_itself(server):
     assert server.url.startswith(f"http://{LOOPBACK}:") and server.provenance["version"] == "0.32.0"
     assert "--dtype float32" in server.provenance["command"] and server.provenance["startup_s"] > 0
+    assert "'enforce_eager': True" in server.provenance["non_default_args"] and "(v0.32.0)" in server.provenance["engine_config"]
     before = scrape(server.url)
     sent = send(server.url, server.model, [(0.0, PROMPT, 8, None), (0.05, PROMPT[:3], 5, None)], temperature=1.0)
     assert [r["outcome"] for r in sent] == ["ok", "ok"]
