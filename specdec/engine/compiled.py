@@ -17,11 +17,10 @@ that ahead for a speculative batch of several rows, whose rejected-draft holes t
 another prompt length, budget, k or batch size compiles its own graphs.  The first call on a fresh
 cache (the prompt, whose length varies) runs eager, as Hugging Face's compiled generate runs its
 prefill.  A cache that must grow anyway reallocates (x2), and the next step compiles its new shape
-once; never at batch 1, whose cache holds all the budget can fill.  Measured by `make bench`
-on this CPU (embedded target, 1 thread, 64 tokens; README): plain decoding at parity with HF's
-compiled generate (greedy at batch 1 1.010x [1.001, 1.023], at batch 8 1.045x [0.939, 1.076]; the
-committed bench, 6d99a62), where the previous dynamic-shape design ran 0.961x [0.955, 0.967] and
-0.819x.
+once; never at batch 1, whose cache holds all the budget can fill.  Why static: a dynamic-shape
+graph keeps guards and symbolic sizes on every step, which on a small model cost as much as the
+compiled kernels save; `make bench` measures this mode against Hugging Face's compiled generate
+(paired, with intervals) and the book shows its committed numbers.
 
 Dynamic shapes (``compiled(model, static=False)``): ``torch.compile(dynamic=True)`` on the engine's
 growing DynamicCache, the previous design, kept for sweeps over many shapes.  Static shapes compile

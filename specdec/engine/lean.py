@@ -1,13 +1,12 @@
 """GPT-2's forward written out on the model's own weights: the engine's lean mode.
 
 Why.  On this CPU the embedded models are small enough that the module code around the arithmetic
-is a large part of a forward: in a probe (one thread, one token after a 64-token prompt) a draft
-forward (2 blocks, width 128) took about 0.75 ms through Hugging Face's modules and 0.26 ms here,
-the target's (8 blocks, width 384) about 5.2 ms and 3.3 ms.  `LeanGPT2` runs the same operations
+is a large part of a forward (Python dispatch through nested modules, output dataclasses, mask
+construction), the more so the smaller the model.  `LeanGPT2` runs the same operations
 (embeddings, pre-norm blocks with scaled dot-product attention and the tanh-approximated GELU, the
 final norm, the tied head) as a flat sequence of tensor calls on the model's parameters -- no
 copies, no module dispatch, no output bookkeeping.  What that gains in decoding is `make bench`'s
-``lean_gain`` (README: 1.43-1.45x for plain decoding at batch 1, 1.52-1.63x for speculative).  It
+``lean_gain`` (paired, with intervals; the book shows the committed numbers).  It
 is an implementation of the model, not a different model: its logits equal Hugging Face's up to
 fp32 rounding (a fused GELU and another attention kernel; tested to 1e-4 on every position a caller
 reads on tiny models, ragged and left-padded batches included, and to 1e-3 on the trained embedded

@@ -35,12 +35,11 @@ from specdec.report.results import atomic_write, provenance
 
 __all__ = ["FAMILY", "export", "run_one", "main"]
 
-# The family (issue 4). Parameter counts with vocab 2048, 512 positions, tied embeddings.
-# This machine: AVX2 only (no AMX, so bf16 autocast is slower than fp32), ~100 GFLOP/s matmul on
-# 2 threads. The 8x384 target runs 5.6 s per 8x512 step (~730 tokens/s) without dropout and 8.4 s
-# with dropout 0.1, so dropout is off: ~95 minutes buy ~2.5 epochs, too few to overfit, and the
-# best-validation copy is kept anyway. torch.compile saved <10% after a 90 s compile: not used.
-# The committed target ran with budget_min=95 for its first 200 steps, then was resumed with 105.
+# The family. Parameter counts with vocab 2048, 512 positions, tied embeddings.
+# Dropout is off: a CPU budget of about 95 minutes buys the target a few epochs, too few to
+# overfit, the best-validation copy is kept anyway, and dropout makes every step slower.  bf16
+# autocast is not used (without AMX it is slower than fp32), nor torch.compile (its compile time
+# is not repaid within the budget).  The model card records each model's budget and steps.
 # Drafts: a fixed number of steps (1.2M / 1.0M tokens) with a 20-minute safety budget; the distilled
 # draft gets the small draft's step limit (its 12-minute budget may stop it sooner: see the card).
 FAMILY = {

@@ -98,7 +98,7 @@ def measured_words(table) -> dict:
     """Per measured algorithm of the joined table (`algorithm_table`), ``words_<first word>``: its
     speedup with interval and verdict, then its change in the target's NLL and (when the table has
     it) in the share of distinct 2-grams, with intervals, e.g.
-    "1.384 [1.281, 1.415], faster; NLL +0.172 [+0.065, +0.285], distinct 2-grams -0.011 [-0.025, +0.002]".
+    "S [lo, hi], faster; NLL +d [lo, hi], distinct 2-grams -d [lo, hi]" (three decimals each).
     Two measured algorithms with the same first word raise (their words would collide)."""
     out = {}
     for _, r in table.dropna(subset=["speedup_median"]).iterrows():

@@ -231,7 +231,7 @@ class Chapter:
         """Hardware and software of the run whose results the page shows, from its provenance.
 
         Example: "Intel(R) Xeon(R) Processor, 2 cores (x86_64), 1 torch thread; Python 3.11.7,
-        torch 2.13.0+cpu, transformers 5.24.0; commit 018ef6ddb87c"
+        torch 2.13.0+cpu, transformers 5.24.0; commit <its short hash>"
         """
         prov = self.provenance() if self.recompute else self._committed().get("provenance", {})
         hw, pk = prov.get("hardware", {}), prov.get("packages", {})

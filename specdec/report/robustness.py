@@ -65,7 +65,7 @@ def agreement(a, b, keys=KEYS) -> dict:
     n, how many 95% intervals overlap (a lenient test: two 95% intervals of the same quantity
     overlap far more often than 95% of the time), how many verdicts are equal statements (two
     refusals, "too few pairs", do not count as agreeing), and the configurations whose intervals
-    miss each other ("k=1, batch 1, 32 tokens, greedy: 1.00 [0.98, 1.02] against ...", a's first)."""
+    miss each other ("k=1, batch 1, 32 tokens, greedy: S [lo, hi] against S' [lo', hi']", a's first)."""
     m = a[a["config"] != "baseline"].merge(b[b["config"] != "baseline"], on=list(keys), suffixes=("_a", "_b"))
     hit = (m["speedup_lo_a"] <= m["speedup_hi_b"]) & (m["speedup_lo_b"] <= m["speedup_hi_a"])
     miss = [f"{config_text(r)}: {r['speedup_a']:.3f} [{r['speedup_lo_a']:.3f}, {r['speedup_hi_a']:.3f}] against "
