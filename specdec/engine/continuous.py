@@ -50,11 +50,11 @@ import torch
 
 from specdec.core.sampling import RowGenerators, SamplingConfig
 from specdec.engine.cache import join_caches, kv_bytes, pad_left
-from specdec.engine.decode import _Decoder
-from specdec.engine.drafters import as_drafter
+from specdec.engine.drafters import as_drafter, can
 from specdec.engine.inputs import as_int, check_arguments, clip_k, prompts_of, stop_tokens
 from specdec.engine.kv import engine_model, now
 from specdec.engine.schedule import History, as_schedule
+from specdec.engine.step import Decoder
 
 __all__ = ["Job", "ServeResult", "serve"]
 
@@ -103,7 +103,7 @@ def _check_jobs(jobs, max_batch) -> list:
     return jobs
 
 
-class _Batch(_Decoder):
+class _Batch(Decoder):
     """The engine's decoder state, with rows that join after it started (`admit`)."""
 
     def prefill(self) -> None:
@@ -134,7 +134,7 @@ class _Batch(_Decoder):
 
 
 def _kv(dec) -> tuple[int, int]:
-    cache = getattr(dec.drafter, "cache", None)
+    cache = dec.drafter.cache if dec.drafter is not None else None
     return kv_bytes(dec.cache), kv_bytes(cache) if cache is not None else 0
 
 
@@ -142,7 +142,7 @@ def _needed(dec, a: int, before: tuple) -> int:
     """Bytes row a's own valid slots take in the target's (and a model drafter's) cache, at the
     bytes per slot measured on the caches themselves."""
     A, out = len(dec.row_ids), 0
-    for mask, nbytes in ((dec.tmask, before[0]), (getattr(dec.drafter, "mask", None), before[1])):
+    for mask, nbytes in ((dec.tmask, before[0]), (dec.drafter.mask if dec.drafter is not None else None, before[1])):
         if mask is not None and nbytes and mask.shape[1]:
             out += int(mask[a].sum()) * nbytes // (A * mask.shape[1])
     return out
@@ -154,11 +154,11 @@ def serve(target, jobs, *, drafter=None, k=4, max_batch: int, method: str = "tok
     with k drafts per step (an integer or a schedule of `specdec.engine.schedule`)."""
     jobs = _check_jobs(jobs, max_batch)
     drafter = as_drafter(drafter)
-    if any(getattr(m, "static", False) for m in (target, getattr(drafter, "model", None))):
+    if any(getattr(m, "static", False) for m in (target, drafter.model if drafter is not None else None)):
         raise ValueError("continuous batching needs caches that grow (rows join a running batch), and a static "
                          "compiled model's is preallocated (specdec.engine.slots): run it eager or compiled(..., "
                          "static=False)")
-    missing = [m for m in ("advance", "admit") if drafter is not None and not hasattr(drafter, m)]
+    missing = [m for m in ("advance", "admit") if drafter is not None and not can(drafter, m)]
     if missing:
         raise ValueError(f"serving needs a drafter that takes joining rows and steps without drafts; "
                          f"{type(drafter).__name__} lacks {', '.join(missing)}")
@@ -221,37 +221,33 @@ def _serve(target, jobs, *, drafter, schedule, max_batch, method, sampling, stop
         rows = dec.row_ids
         history.running = len(rows)
         ks = 0 if drafter is None else clip_k(schedule(history), 1 << 62, dec.k_cap)
-        drafts, q, t_df = dec.draft(ks) if ks > 0 else (None, None, 0.0)
-        t1 = clock()
-        logits = dec.forward(drafts)
-        t_target = clock() - t1
-        n, toks = dec.accept(logits, drafts, q)
-        n_l, emitted, done, n_max, _, _, accepted, n_stopped = dec.emit(n, toks, ks)
+        step = dec.step(ks)
         t_tok = clock()
         for a, r in enumerate(rows):
             req, job = res.requests[job_of[r]], jobs[job_of[r]]
-            req["token_times"] += [t_tok] * emitted[a]
-            if not done[a] and job.cancel_after is not None and len(dec.out[r]) >= job.cancel_after:
-                done[a] = True  # cancelled: reason stays 0
-        history.update(ks, len(rows), accepted, n_stopped)
-        all_done = all(done)
-        dec.rollback(ks, n, toks, n_max, all_done)
+            req["token_times"] += [t_tok] * step.emitted[a]
+            if not step.done[a] and job.cancel_after is not None and len(dec.out[r]) >= job.cancel_after:
+                step.done[a] = True  # cancelled: reason stays 0
+        history.update(ks, len(rows), step.accepted, step.stopped)
+        all_done = step.all_done
+        dec.settle(step)
         before = _kv(dec)
-        departed = [r for r, d in zip(rows, done) if d]
+        departed = [r for r, d in zip(rows, step.done) if d]
         for r in departed:
             req = res.requests[job_of[r]]
             req["tokens"] = list(dec.out[r])
             req["finish"] = {1: "stop", 2: "length"}.get(dec.reason[r], "cancelled")
             req["needed_kv_bytes"] = _needed(dec, rows.index(r), before)
             req["row_kv_bytes"] = sum(before) // len(rows)  # one row of the batched caches, padding included
-        dec.compact(done, any(done), all_done)
+        dec.compact(step)
         after = (0, 0) if all_done else _kv(dec)
         for r in departed:  # what its step released, shared with the rows that left with it
             res.requests[job_of[r]].update(step_released_bytes=sum(before) - sum(after), step_departed=len(departed))
         res.steps.append({"step": len(res.steps), "start_s": t0, "end_s": clock(), "admit_s": t0 - t_admit,
-                          "t_draft_forward": t_df, "t_target": t_target,
+                          "t_draft_forward": step.t_draft_forward, "t_target": step.t_target,
                           "running": len(rows), "admitted": len(new), "departed": len(departed), "k": ks,
-                          "drafted": ks * len(rows), "accepted": accepted, "accepted_rows": n_l, "emitted": sum(emitted),
+                          "drafted": ks * len(rows), "accepted": step.accepted, "accepted_rows": step.accepted_rows,
+                          "emitted": sum(step.emitted),
                           "kv_target_bytes": before[0], "kv_draft_bytes": before[1],
                           "kv_after_bytes": sum(after)})
         if all_done:

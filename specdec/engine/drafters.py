@@ -9,7 +9,7 @@ with the target's settings (`SamplingConfig`).  The model-free drafters (n-gram,
 `specdec.engine.history`.  A deterministic drafter (prompt lookup) has a one-hot q, which is
 still exact: a draft x is then accepted with probability min(1, p(x)/1) = p(x).
 
-Protocol (the engine in `specdec.engine.decode` drives it; rows are the active batch rows):
+Protocol (`Drafter`, the base class of every drafter; the engine drives it; rows are the active batch rows):
 
     begin(ids (B, T), mask (B, T))         a new generation; prompts left-padded, mask 1 = real token
     propose(k, sampling, generator)         -> tokens (B, k) int64, q (B, k, V) float
@@ -26,8 +26,6 @@ after the last earlier "5" continues the copy), with q one-hot on those tokens.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
-
 import torch
 
 from specdec.core.sampling import SamplingConfig, below_one, draws, logit_flags, sample, sample_below
@@ -35,7 +33,7 @@ from specdec.engine.cache import drop_leading_holes, join_caches, pad_left
 from specdec.engine.inputs import prompt_positions
 from specdec.engine.kv import context_length, engine_model, new_cache, now, steps
 
-__all__ = ["Drafter", "ModelDrafter", "as_drafter", "sample_with_q"]
+__all__ = ["Drafter", "ModelDrafter", "as_drafter", "can", "sample_with_q"]
 
 
 def one_hot(x: torch.Tensor, V: int, like: torch.Tensor) -> torch.Tensor:
@@ -58,29 +56,59 @@ def sample_with_q(logits: torch.Tensor, sampling: SamplingConfig, generator) -> 
     return sample(q, generator, check=False, float64=False), q
 
 
-@runtime_checkable
-class Drafter(Protocol):
+class Drafter:
+    """The base every drafter derives from: the protocol of the module docstring, with its optional
+    parts given as defaults the engine reads instead of probing for attributes.
+
+    Required: begin, propose, commit, select (each refuses here).  Optional: advance (a step without
+    drafts; a draft-length schedule that can choose k = 0 needs it) and admit (rows joining a
+    running batch; serving needs it): a drafter has them when it overrides them (`supports`).
+    Attributes: vocab_size; forward_seconds, the model-forward time inside the last propose;
+    finite (None, or a 0-dim bool tensor: every row of scores drafted from since begin had a finite
+    maximum, checked by the engine each step) and flags (their (3,) `logit_flags`, read only to name
+    the problem); model, cache and mask (a model drafter's causal LM, KV cache and its mask: context
+    checks and serving's memory accounting; None for a model-free drafter); slots_ahead (slots a
+    compiled draft preallocates beyond the prompt, set by `generate`).
+    """
+
     vocab_size: int
-    forward_seconds: float  # model-forward time inside the last propose
-    # optional: finite, a 0-dim bool tensor: every row of scores drafted from since begin had a finite
-    # maximum (checked by the engine each step); and flags, the (3,) logit_flags of those scores (NaN,
-    # +inf, an all -inf row), read only to name the problem when finite is False
+    forward_seconds = 0.0
+    finite = None
+    flags = None
+    model = None
+    cache = None
+    mask = None
+    slots_ahead = 0
 
-    def begin(self, ids: torch.Tensor, mask: torch.Tensor) -> None: ...
+    def begin(self, ids: torch.Tensor, mask: torch.Tensor) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not implement begin")
 
-    def propose(self, k: int, sampling: SamplingConfig, generator: torch.Generator | None
-                ) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def propose(self, k: int, sampling: SamplingConfig, generator) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError(f"{type(self).__name__} does not implement propose")
 
-    def commit(self, n: torch.Tensor, next_token: torch.Tensor, n_max: int) -> None: ...
+    def commit(self, n: torch.Tensor, next_token: torch.Tensor, n_max: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not implement commit")
 
-    def advance(self, next_token: torch.Tensor) -> None: ...
+    def select(self, rows: torch.Tensor) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not implement select")
 
-    def select(self, rows: torch.Tensor) -> None: ...
+    def advance(self, next_token: torch.Tensor) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot take a step without drafts (no advance)")
 
-    def admit(self, ids: torch.Tensor, mask: torch.Tensor) -> None: ...
+    def admit(self, ids: torch.Tensor, mask: torch.Tensor) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot take rows joining a running batch (no admit)")
+
+    def supports(self, method: str) -> bool:
+        """Whether this drafter implements the optional `method` ("advance" or "admit")."""
+        return getattr(type(self), method) is not getattr(Drafter, method)
 
 
-class ModelDrafter:
+def can(drafter, method: str) -> bool:
+    """`Drafter.supports` of a drafter (False for None)."""
+    return drafter is not None and drafter.supports(method)
+
+
+class ModelDrafter(Drafter):
     """Any Hugging Face causal LM as drafter, with its own cache (`new_cache`) that is never re-encoded.
 
     Cache layout per row (the engine's ragged scheme, see `specdec.engine.decode`): slots hold every
@@ -263,9 +291,9 @@ class ModelDrafter:
 
 
 def as_drafter(drafter):
-    """A drafter object passes through; a causal LM (torch module) becomes a ModelDrafter."""
-    if drafter is None or all(hasattr(drafter, m) for m in ("begin", "propose", "commit", "select")):
+    """A `Drafter` passes through; a causal LM (torch module) becomes a ModelDrafter."""
+    if drafter is None or isinstance(drafter, Drafter):
         return drafter
     if isinstance(drafter, torch.nn.Module):
         return ModelDrafter(drafter)
-    raise ValueError(f"drafter must be None, a causal LM or a drafter object, got {type(drafter).__name__}")
+    raise ValueError(f"drafter must be None, a causal LM or a specdec.engine.drafters.Drafter, got {type(drafter).__name__}")

@@ -14,13 +14,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from specdec.engine.drafters import sample_with_q
+from specdec.engine.drafters import Drafter, sample_with_q
 from specdec.engine.kv import now
 
 __all__ = ["NGramDrafter", "PromptLookupDrafter"]
 
 
-class _HistoryDrafter:
+class _HistoryDrafter(Drafter):
     """Shared state of the model-free drafters: per-row token history (B, cap) and lengths (B,)."""
 
     forward_seconds = 0.0

@@ -20,20 +20,30 @@ import torch
 
 from specdec.core.acceptance import context_beta
 from specdec.core.verify import accept_prob
-from specdec.engine.drafters import as_drafter
+from specdec.engine.drafters import Drafter, as_drafter
 from specdec.engine.kv import KVCompat
 
 __all__ = ["AcceptanceRecorder"]
 
 
-class _RecordingDrafter:
+class _RecordingDrafter(Drafter):
     """Delegates to a drafter; keeps the last proposal (drafts (A, k), q (A, k, V))."""
 
     def __init__(self, drafter, recorder):
         self._d, self._rec = drafter, recorder
 
-    def __getattr__(self, name):  # vocab_size, forward_seconds, model, ...
-        return getattr(self._d, name)
+    # the Drafter attributes the engine reads, the wrapped drafter's own
+    vocab_size = property(lambda self: self._d.vocab_size)
+    forward_seconds = property(lambda self: self._d.forward_seconds)
+    finite = property(lambda self: self._d.finite)
+    flags = property(lambda self: self._d.flags)
+    model = property(lambda self: self._d.model)
+    cache = property(lambda self: self._d.cache)
+    mask = property(lambda self: self._d.mask)
+    slots_ahead = property(lambda self: self._d.slots_ahead, lambda self, v: setattr(self._d, "slots_ahead", v))
+
+    def supports(self, method):
+        return self._d.supports(method)
 
     def begin(self, ids, mask):
         return self._d.begin(ids, mask)
@@ -46,8 +56,14 @@ class _RecordingDrafter:
     def commit(self, n, next_token, n_max):
         return self._d.commit(n, next_token, n_max)
 
+    def advance(self, next_token):
+        return self._d.advance(next_token)
+
     def select(self, rows):
         return self._d.select(rows)
+
+    def admit(self, ids, mask):
+        return self._d.admit(ids, mask)
 
 
 class _RecordingTarget(KVCompat):

@@ -169,8 +169,10 @@ def test_row_generators_give_each_row_its_own_stream():
 def test_a_drafter_without_the_serving_methods_is_named(tiny_pair):
     target, _ = tiny_pair
 
-    class Old:  # the drafter protocol before rows could join or steps go without drafts
-        vocab_size, forward_seconds = 64, 0.0
+    from specdec.engine.drafters import Drafter
+
+    class Old(Drafter):  # a drafter without the optional methods: no joining rows, no steps without drafts
+        vocab_size = 64
 
         def begin(self, ids, mask): ...
 
