@@ -74,15 +74,18 @@ def engines_words(root: Path = RESULTS_DIR) -> dict:
         return {"engines_line": "other engines: not yet run"}
     rows = records(read_table(path))
     count = lambda role, st: sum(r["role"] == role and r["status"] == st for r in rows)  # noqa: E731
-    rejected = sorted({f"{r['engine']} {r['configuration']}" for r in rows
-                       if r["role"] == "speculative" and r["status"] == "reject"})
+    spec = [r for r in rows if r["role"] == "speculative" and r["status"] in ("pass", "reject")]
+    names = sorted({f"{r['engine']} {r['configuration']}" for r in spec if r["status"] == "reject"})
+    tally = lambda name, st: sum(f"{r['engine']} {r['configuration']}" == name and r["status"] == st  # noqa: E731
+                                 for r in spec)
+    rejected = [f"{n} ({tally(n, 'reject')} of {tally(n, 'reject') + tally(n, 'pass')} settings)" for n in names]
     return {"engines_line": (f"plain decoding of every engine passes {count('control', 'pass')} of "
                              f"{count('control', 'pass') + count('control', 'reject')} law tests, the wrong-rule "
                              f"controls are rejected in {count('negative control', 'reject')} of "
-                             f"{count('negative control', 'pass') + count('negative control', 'reject')}; speculative "
+                             f"{count('negative control', 'pass') + count('negative control', 'reject')}; the speculative "
                              f"configurations pass {count('speculative', 'pass')} of "
-                             f"{count('speculative', 'pass') + count('speculative', 'reject')}"
-                             + (f", rejected: {'; '.join(rejected)}" if rejected else ""))}
+                             f"{count('speculative', 'pass') + count('speculative', 'reject')} (configuration, setting) tests"
+                             + (f"; rejected: {'; '.join(rejected)}" if rejected else ""))}
 
 
 def reference(root: Path = RESULTS_DIR) -> dict:
