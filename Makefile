@@ -52,7 +52,7 @@ NB_PARAMS := DEVICE=$(DEVICE) DTYPE=$(DTYPE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRA
 HTML := $(BUILD)/book/_build/html/index.html
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help env reproduce notebooks book test bench serve-bench gpu gpu-wheels data models lab clean
+.PHONY: help env reproduce notebooks book readme test bench serve-bench gpu gpu-wheels data models lab clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -72,9 +72,9 @@ $(ENV_STAMP): environment.yml
 	@rm -f $(VENV)/.env-* && touch $@
 endif
 
-reproduce: $(ENV_STAMP) $(VLLM_STAMP) ## recompute every chapter (resuming; chapter 10 runs vLLM from .venv-vllm), compare with the committed results, build the book
+reproduce: $(ENV_STAMP) $(VLLM_STAMP) ## recompute every chapter (resuming; chapters 09-10 run vLLM from .venv-vllm), compare with the committed results, render the README, build the book
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks RECOMPUTE=True $(NB_PARAMS)
-	$(MAKE) --no-print-directory book
+	$(MAKE) --no-print-directory readme book
 	@echo "Reproduction status: data/results/99_reproduction/ (the book's last page)"
 
 notebooks: $(ENV_STAMP) $(VLLM_STAMP) ## recompute the chapters only (papermill, re-runs what changed), no book
@@ -85,6 +85,9 @@ book: $(ENV_STAMP) ## render the book from the committed results (minutes; never
 	$(PY) book/assemble.py --notebooks $(BUILD)/rendered --out $(BUILD)/book
 	$(JB) build $(BUILD)/book -W --keep-going --quiet
 	@echo "The book: file://$(abspath $(HTML))"
+
+readme: $(ENV_STAMP) ## render README.md from README.in.md and the committed summary (its numbers are never typed)
+	$(PY) -m specdec.report.readme
 
 test: $(ENV_STAMP) $(VLLM_STAMP) ## import contracts, unit, statistical, notebook (SMOKE and render) and book-build tests
 	@$(MAKE) --no-print-directory gpu-wheels || echo "make gpu-wheels failed: the dry run of make gpu's wheel path will be skipped"

@@ -1,8 +1,21 @@
 """specdec: speculative decoding, exact by construction and measured honestly.
 
 Layers (checked by import-linter, see pyproject.toml): `specdec.core` (the equations), `specdec.family`
-(the embedded models and their one loader), `specdec.engine` (decoding), `specdec.measure`
+(the embedded models and their one loader), `specdec.engine` (decoding), `specdec.peers` (other
+engines: vLLM, Hugging Face, OpenAI-compatible servers), `specdec.measure` and `specdec.evidence`
 (timing, recording, the chapters' computations), `specdec.report` (paths, results, figures).
+
+The trusted path: the modules a reader must read to trust the headline results.
+- exactness: `specdec.core.sampling` (the sampling rules and the one inverse-CDF sampler),
+  `specdec.core.verify` (token and block verification), `specdec.core.exact` (exact laws by
+  enumeration), `specdec.core.stats` (tests with stated power, intervals);
+- the engine: `specdec.engine.decode` (`generate`), `specdec.engine.drafters`,
+  `specdec.engine.inputs` (argument checks), `specdec.engine.kv`, `specdec.engine.cache`,
+  `specdec.engine.stats`;
+- a measured speedup: `specdec.measure.harness`, `specdec.measure.protocol` (paired intervals and
+  the words they allow), `specdec.measure.cost_curve`, `specdec.core.cost`.
+Everything else is optional (faster forwards tested to give the same tokens), a peer's adapter, a
+chapter's tables or a figure.  README.md gives their sizes (`specdec.report.readme.TRUSTED`).
 """
 
 from specdec.core.cost import break_even_alpha, expected_tokens, optimal_k, speedup, toy_speedup
