@@ -4,7 +4,11 @@ its slot; malformed requests get the server's 4xx with its message while the run
 killed mid-run leaves every request ended with a recorded error, nothing hanging, partial tokens
 kept; a request that outlives its timeout is counted as one.  `make serve-bench` against the same
 server.  The lifecycle's own failures (a server that exits, one never healthy) on stand-in
-processes.  Skipped only when `.venv-vllm` is missing (`make vllm-env`)."""
+processes.  Skipped only when `.venv-vllm` is missing (`make vllm-env`).
+
+One server serves the whole module (a vLLM start-up is the slowest step here): it is session-scoped
+so that pytest-xdist interleaving another module's tests does not tear it down and start it again,
+and the kill check, the last test of the module, ends it."""
 
 import sys
 import threading
@@ -27,7 +31,7 @@ PROMPT = [348, 891, 452, 264, 1125, 321]
 IDLE_S = 10.0  # the longest a freed slot may take to show in /metrics
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server():
     with VLLMServer(seed=0, startup_timeout_s=240) as s:
         yield s
@@ -111,20 +115,6 @@ def test_serve_bench_measures_a_running_endpoint(server, tmp_path):
         serve_bench.main(["--url", f"http://{LOOPBACK}:9", "--model", "x", "--out", str(tmp_path)])
 
 
-def test_a_server_killed_mid_run_ends_every_request_with_an_error():
-    with VLLMServer(seed=0, startup_timeout_s=240) as s:
-        reqs = [(0.0, PROMPT, 300, None), (0.0, PROMPT, 300, None), (0.2, PROMPT, 300, None)]
-        killer = threading.Timer(1.0, s.kill)
-        killer.start()
-        start = time.perf_counter()
-        sent = send(s.url, s.model, reqs, temperature=1.0, timeout_s=20.0)
-        took = time.perf_counter() - start
-        killer.join()
-    assert took < 20.0 + 5.0  # nothing hangs: within the per-request timeout
-    assert all(r["outcome"] == "error" and r["message"] for r in sent), [(r["outcome"], r["message"]) for r in sent]
-    assert any(0 < len(r["tokens"]) < 300 for r in sent)  # partial tokens kept, labelled by the outcome
-
-
 def test_a_server_that_exits_or_never_answers_is_reported_and_stopped(tmp_path):
     dies = tmp_path / "dies.py"
     dies.write_text("import sys; print('bad flag'); sys.exit(3)\n")
@@ -138,3 +128,17 @@ def test_a_server_that_exits_or_never_answers_is_reported_and_stopped(tmp_path):
         with pytest.raises(ServerFailed, match=words):
             s.__enter__()
         assert s._proc is None and s.provenance["stopped"]
+
+
+def test_a_server_killed_mid_run_ends_every_request_with_an_error(server):
+    """Last in the module: it kills the module's server (the fixture then finds it stopped)."""
+    reqs = [(0.0, PROMPT, 300, None), (0.0, PROMPT, 300, None), (0.2, PROMPT, 300, None)]
+    killer = threading.Timer(1.0, server.kill)
+    killer.start()
+    start = time.perf_counter()
+    sent = send(server.url, server.model, reqs, temperature=1.0, timeout_s=20.0)
+    took = time.perf_counter() - start
+    killer.join()
+    assert took < 20.0 + 5.0  # nothing hangs: within the per-request timeout
+    assert all(r["outcome"] == "error" and r["message"] for r in sent), [(r["outcome"], r["message"]) for r in sent]
+    assert any(0 < len(r["tokens"]) < 300 for r in sent)  # partial tokens kept, labelled by the outcome

@@ -141,6 +141,16 @@ def test_notebook_recomputes_in_smoke_mode(nb, tmp_path):
 
 
 @BOOK
+def test_the_book_group_shares_one_worker(request):
+    """The chapters are rendered once only if every test of the book's group runs on one worker:
+    under --dist loadgroup pytest-xdist marks a grouped test's node id with its group, and a pytest
+    that drops the mark (9.x with xdist 3.8) spreads the group and renders everything per worker."""
+    if not getattr(request.config.option, "loadgroup", False):  # set on an xdist worker under --dist loadgroup
+        pytest.skip("not an xdist worker under --dist loadgroup")
+    assert request.node.nodeid.endswith("@book"), request.node.nodeid
+
+
+@BOOK
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_renders_from_committed_results(rendered, nb):
     out, failures = rendered
