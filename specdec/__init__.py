@@ -1,9 +1,13 @@
 """specdec: speculative decoding, exact by construction and measured honestly.
 
-Layers (checked by import-linter, see pyproject.toml): `specdec.core` (the equations), `specdec.family`
-(the embedded models and their one loader), `specdec.engine` (decoding), `specdec.peers` (other
-engines: vLLM, Hugging Face, OpenAI-compatible servers), `specdec.measure` and `specdec.evidence`
-(timing, recording, the chapters' computations), `specdec.report` (paths, results, figures).
+Layers (checked by import-linter, see pyproject.toml), top to bottom: `specdec.chapters` (one
+package per notebook: its computations and the values it glues) and `specdec.cli` (make bench, make
+gpu, make serve-bench, make readme); `specdec.report` (the chapter frame, formatting, figures);
+`specdec.measure` (the measurement protocol); `specdec.peers` (other engines: vLLM, Hugging Face,
+OpenAI-compatible servers); `specdec.engine` (decoding; optional forwards in `engine.modes`) and
+`specdec.family` (the embedded models and their one loader); `specdec.core` (the equations;
+chapter 08's alternatives and the named wrong variants in `core.rules`); `specdec.io` (paths,
+tables with provenance).
 
 The trusted path: the modules a reader must read to trust the headline results.
 - exactness: `specdec.core.sampling` (the sampling rules and the one inverse-CDF sampler),
@@ -15,7 +19,7 @@ The trusted path: the modules a reader must read to trust the headline results.
 - a measured speedup: `specdec.measure.harness`, `specdec.measure.protocol` (paired intervals and
   the words they allow), `specdec.measure.cost_curve`, `specdec.core.cost`.
 Everything else is optional (faster forwards tested to give the same tokens), a peer's adapter, a
-chapter's tables or a figure.  README.md gives their sizes (`specdec.report.readme.TRUSTED`).
+chapter's tables or a figure.  README.md gives their sizes (`specdec.cli.readme.TRUSTED`).
 """
 
 from specdec.core.cost import break_even_alpha, expected_tokens, optimal_k, speedup, toy_speedup

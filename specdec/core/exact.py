@@ -156,10 +156,10 @@ def spec_law(target: TableModel, draft: TableModel, n: int, k: int, method="toke
     """Exact law of the first n tokens produced by speculative decoding with k drafts: (V,)*n.
 
     method: "token", "block", or a rule `rule(drafts, q, p) -> chunk groups` (see
-    `chunks_from_table`; the wrong variants in `specdec.core.variants` are such rules).
+    `chunks_from_table`; the wrong variants in `specdec.core.rules.variants` are such rules).
     Drafts are drawn from `draft_sample_cfg` (default `draft_cfg`, default `target_cfg`) and q
     given to the rule is processed with `draft_cfg`; they differ only for negative controls.
-    drafts: independent draft blocks per step (multi-draft verification, `specdec.core.multidraft`);
+    drafts: independent draft blocks per step (multi-draft verification, `specdec.core.rules.multidraft`);
     above 1 the rule receives drafts (R, drafts, k), q (R, drafts, k, V), p (R, drafts, k+1, V) and
     every combination of the drafts' blocks is enumerated (V^(drafts k) per prefix).
     """
@@ -170,7 +170,7 @@ def spec_law(target: TableModel, draft: TableModel, n: int, k: int, method="toke
     draft_cfg = draft_cfg or target_cfg
     draft_sample_cfg = draft_sample_cfg or draft_cfg
     if isinstance(method, str) and drafts > 1:
-        raise ValueError(f"drafts = {drafts} needs a multi-draft rule (specdec.core.multidraft), not {method!r}")
+        raise ValueError(f"drafts = {drafts} needs a multi-draft rule (specdec.core.rules.multidraft), not {method!r}")
     rule = as_rule(method)
     V = target.V
     blocks = all_sequences(V, k * drafts)  # (D, drafts k): the drafts' blocks side by side

@@ -75,7 +75,7 @@ def _check_logits(logits, check: bool = True, dtype: torch.dtype | None = None) 
         raise ValueError(f"logits must have a non-empty last (vocabulary) axis, got shape {tuple(logits.shape)}")
     # half precision is upcast: the result is float32 (or float64 for float64 input), never half
     x = logits if logits.dtype == torch.float64 else logits.to(torch.float32)
-    if dtype is not None:  # an explicit working precision (specdec.core.precision studies them)
+    if dtype is not None:  # an explicit working precision (specdec.core.rules.precision studies them)
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise ValueError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         x = logits.to(dtype)
@@ -97,7 +97,7 @@ def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | 
         checks its logits' row maxima inside the one sync it makes per step instead.
     dtype: the working precision of every operation (temperature, truncation, softmax) and of the
         result; None (the engine's choice) is float32, or float64 for float64 logits.  Half
-        precision rows sum to 1 only within its rounding (`specdec.core.precision`).
+        precision rows sum to 1 only within its rounding (`specdec.core.rules.precision`).
     Returns (..., V) float32 (float64 for float64 input; ``dtype`` when given), rows summing to 1.
 
     Example: process_logits(torch.tensor([0.0, 0.0, -1e9]), temperature=0) -> tensor([1., 0., 0.])

@@ -119,11 +119,11 @@ def sample_speculative(target: TableModel, draft: TableModel, n: int, k: int, N:
 
     Each step drafts k tokens autoregressively from `draft_sample_cfg(draft)` (default: the
     verified q, `draft_cfg`, default `target_cfg`), then calls `verifier(drafts, q, p, method=,
-    generator=)` -- the real `verify` unless a negative control from `specdec.core.variants` is passed
+    generator=)` -- the real `verify` unless a negative control from `specdec.core.rules.variants` is passed
     -- and appends its tokens.  All N rows advance together; rows already at n are done.
     drafts > 1: that many independent draft blocks per step (drawn one block after another), given
     to the verifier as (R, drafts, k), (R, drafts, k, V), (R, drafts, k+1, V)
-    (`specdec.core.multidraft.verify_multi`).
+    (`specdec.core.rules.multidraft.verify_multi`).
     """
     draft_cfg = draft_cfg or target_cfg
     draft_sample_cfg = draft_sample_cfg or draft_cfg

@@ -156,7 +156,7 @@ def serve(target, jobs, *, drafter=None, k=4, max_batch: int, method: str = "tok
     drafter = as_drafter(drafter)
     if any(getattr(m, "static", False) for m in (target, drafter.model if drafter is not None else None)):
         raise ValueError("continuous batching needs caches that grow (rows join a running batch), and a static "
-                         "compiled model's is preallocated (specdec.engine.slots): run it eager or compiled(..., "
+                         "compiled model's is preallocated (specdec.engine.modes.slots): run it eager or compiled(..., "
                          "static=False)")
     missing = [m for m in ("advance", "admit") if drafter is not None and not can(drafter, m)]
     if missing:

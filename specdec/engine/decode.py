@@ -76,7 +76,7 @@ def generate(target, input_ids, *, drafter=None, k=4, method: str = "token", max
     given the run's `History` before each step; each step's k is capped where it cannot pay, see
     the module docstring) -- verified by `method` ("token" or "block"), or
     by `verifier` when a caller names one (module docstring; an approximate rule of
-    `specdec.core.approximate` is reached only this way, and its stats say lossless False).  Sampling rules as in
+    `specdec.core.rules.approximate` is reached only this way, and its stats say lossless False).  Sampling rules as in
     `specdec.core.sampling.process_logits` (temperature 0 = greedy).  All randomness from `generator`
     (None, a torch.Generator, or a `RowGenerators` with one per row; anything else is a TypeError at
     every temperature).  Every argument is checked before the first forward (`specdec.engine.inputs`).

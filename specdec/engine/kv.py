@@ -56,7 +56,7 @@ class KVCompat(torch.nn.Module):
             kw[self.kv_name] = kw.pop("cache")
         return self._call(**kw)
 
-    def _call(self, **kw):  # the wrapped model's forward (`specdec.engine.compiled` runs a compiled one)
+    def _call(self, **kw):  # the wrapped model's forward (`specdec.engine.modes.compiled` runs a compiled one)
         return self.inner(**kw)
 
 
@@ -69,7 +69,7 @@ def engine_model(model):
 
 def new_cache(model, slots: int):
     """The KV cache `model` decodes on: what its own ``new_cache(slots)`` returns when it has one and
-    that is not None (a compiled model's preallocated `specdec.engine.slots.SlotCache`, `slots` its
+    that is not None (a compiled model's preallocated `specdec.engine.modes.slots.SlotCache`, `slots` its
     first capacity), else an empty DynamicCache (transformers 5.24), which grows as it goes."""
     made = model.new_cache(slots) if hasattr(model, "new_cache") else None
     if made is not None:

@@ -20,7 +20,7 @@ leave out the first step, whose target forward also feeds the prompt.
     kv_slots          slots per row of the target's KV cache at the end: prompt + tokens fed, plus in a
                       ragged batch the masked holes of rejected drafts (`specdec.engine.decode`)
     lossless          False when the steps were decided by a caller's verifier that does not declare
-                      ``lossless = True`` (approximate rules of `specdec.core.approximate`, the
+                      ``lossless = True`` (approximate rules of `specdec.core.rules.approximate`, the
                       controlled-acceptance instrumentation); verifier names it
 
 Example: generate(target, ids, max_new_tokens=32, temperature=0).summary()["tokens_per_s"]

@@ -21,8 +21,8 @@ from specdec.family.loader import load_model, load_tokenizer
 from specdec.family.manifest import read_sums, write_sums
 from specdec.family.ngram import NGramModel
 from specdec.family.tokens import encode_split, token_ids
-from specdec.report.paths import MODELS_DIR
-from specdec.report.results import atomic_write, provenance, save_figure, write_table
+from specdec.io.paths import MODELS_DIR
+from specdec.io.results import atomic_write, provenance, save_figure, write_table
 
 NAMES = ("target", "draft-small", "draft-medium", "draft-distilled")
 CHECK_SLICE = {"split": "test", "windows": 4, "block": 256}   # first 4 x 257 tokens of the test split

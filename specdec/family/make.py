@@ -30,8 +30,8 @@ from specdec.family.manifest import sha256_file
 from specdec.family.ngram import NGramModel
 from specdec.family.tokens import token_ids, train_tokenizer
 from specdec.family.train import TrainConfig, build_model, train_model
-from specdec.report.paths import CHECKPOINTS_DIR, MODELS_DIR
-from specdec.report.results import atomic_write, provenance
+from specdec.io.paths import CHECKPOINTS_DIR, MODELS_DIR
+from specdec.io.results import atomic_write, provenance
 
 __all__ = ["FAMILY", "export", "run_one", "main"]
 

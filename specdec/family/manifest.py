@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from specdec.report.paths import MODELS_DIR
-from specdec.report.results import atomic_write
+from specdec.io.paths import MODELS_DIR
+from specdec.io.results import atomic_write
 
 __all__ = ["SUMS", "ModelUnavailableError", "sha256_file", "read_sums", "write_sums", "verify_file", "verify_dir"]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from specdec.report.results import atomic_path
+from specdec.io.results import atomic_path
 
 FORMAT_VERSION = "1"
 

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from specdec.family.corpus import EOT, load_text
-from specdec.report.paths import CACHE_DIR
-from specdec.report.results import atomic_path
+from specdec.io.paths import CACHE_DIR
+from specdec.io.results import atomic_path
 
 __all__ = ["train_tokenizer", "encode", "encode_split", "token_ids", "heldout_prompts", "prompt_checksum"]
 

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from specdec.family.architectures import build_model as _build, gpt2_config
-from specdec.report.results import atomic_path
+from specdec.io.results import atomic_path
 
 
 @dataclass(frozen=True)

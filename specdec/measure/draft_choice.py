@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 from specdec.core.cost import optimal_k, speedup
-from specdec.report.results import records
+from specdec.io.results import records
 
 __all__ = ["draft_rule", "chosen", "decide"]
 

@@ -1,4 +1,4 @@
-"""The sections of the GPU run (`specdec.measure.gpu_bench`): real-size random-weight pairs, the
+"""The sections of the GPU run (`specdec.cli.gpu_bench`): real-size random-weight pairs, the
 embedded family, and a named pair.  Each section writes its tables as soon as it has rows, so a run
 cut short by its budget keeps what it measured; each records what it skipped in the budget.
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from specdec.core.cost import draft_cost, extended_speedup
-from specdec.engine.compiled import compiled
+from specdec.engine.modes.compiled import compiled
 from specdec.engine.decode import generate
 from specdec.family.architectures import build_model, llama_config, param_count, real_size_config
 from specdec.family.loader import MEMBERS, load_model, load_tokenizer
@@ -30,8 +30,8 @@ from specdec.family.tokens import heldout_prompts
 from specdec.measure.controlled import ControlledAcceptance
 from specdec.measure.cost_curve import cost_curve
 from specdec.measure.harness import Cell, Config, run_row, sweep
-from specdec.report.paths import MODELS_DIR
-from specdec.report.results import write_table
+from specdec.io.paths import MODELS_DIR
+from specdec.io.results import write_table
 
 __all__ = ["K_GRID", "COMPILED_K", "ALPHAS", "BATCHES", "log", "real_size", "embedded", "hub"]
 
@@ -58,7 +58,7 @@ def _pairs(smoke: bool):
 
 def real_size(args, device, dtype, budget, prov) -> None:
     """Every pair eager first, then (``--modes`` with compiled) every pair again with compiled
-    forwards (`specdec.engine.compiled`), labelled "<pair>, compiled" in every table, on a smaller
+    forwards (`specdec.engine.modes.compiled`), labelled "<pair>, compiled" in every table, on a smaller
     grid (COMPILED_K at alpha 0.8) after an untimed run of every configuration; a mode's pair starts
     only with the budget it needs."""
     gen = torch.Generator(device=device).manual_seed(args.seed)
@@ -93,7 +93,7 @@ def _one_pair(pair, t_cfg, d_cfg, args, device, dtype, gen, budget, tables, mode
     draft = build_model(d_cfg, generator=gen, dtype=dtype, device=device)
     if mode == "compiled":
         target, draft = compiled(target, static=False), compiled(draft, static=False)  # a handful of graphs, not
-        # one per shape of the batch sweep (specdec.engine.compiled): compiling must fit the GPU budget
+        # one per shape of the batch sweep (specdec.engine.modes.compiled): compiling must fit the GPU budget
     rows = cost_curve(target, range(1, max(ks) + 2), context=ctx, repeats=3 if args.smoke else 20,
                       warmup=1 if args.smoke else 3, generator=gen)
     d1 = cost_curve(draft, [1], context=ctx, repeats=3 if args.smoke else 20, generator=gen)[0]

@@ -12,7 +12,7 @@ so drift and load of a shared machine hit every configuration alike, and a confi
 pair with its baseline's rows of the same (cell, repeat).  Each run records its CPU share (process
 CPU time / wall time / torch threads) and the 1-minute load average; a run below ``min_share`` was
 contended and is run again, at most ``max_reruns`` times (`specdec.measure.protocol`).  Chapter 06,
-`make bench` and the GPU run (`specdec.measure.gpu_bench`) all measure through it.
+`make bench` and the GPU run (`specdec.cli.gpu_bench`) all measure through it.
 
 `run_row` is the one per-run row builder: a run's summary (`GenerateResult.summary`, the dynamic-k
 summary, or Hugging Face's end-to-end timing) becomes the same columns, NaN where a source has no

@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from specdec.core.cost import speedup
-from specdec.report.results import records
+from specdec.io.results import records
 
 __all__ = ["step_profile", "lookup", "predicted_steady_s", "paired_predictions", "best_speedup", "break_even",
            "regime_rows", "regime_inputs", "regime_points", "break_even_words"]
@@ -147,7 +147,7 @@ def paired_predictions(runs, T, draft: str, *, keys: tuple, context_of, baseline
     predicted (calibrated) steady-state speedups and their ratio; ``predicted_isolated``, the same
     with s = 1 (the isolated curve alone); ``calibration`` s; and the diagnostics of a miss -- the
     in-loop target forwards of each run over what the curve prices them at, and the overhead share.
-    ``context_of(row)`` gives the mean context of a run (e.g. `specdec.measure.decoding_runs.run_context`:
+    ``context_of(row)`` gives the mean context of a run (e.g. `specdec.chapters.ch06.runs.run_context`:
     a ragged batch's cache holds holes, so its forwards attend over more than the rows' tokens);
     ``context_ratio`` is the speculative run's over its baseline's."""
     rows = records(runs)

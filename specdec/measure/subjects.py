@@ -25,7 +25,7 @@ from specdec.family import loader
 from specdec.family.architectures import build_model, real_size_config
 from specdec.family.manifest import SUMS, ModelUnavailableError, sha256_file
 from specdec.family.tokens import heldout_prompts
-from specdec.report.paths import MODELS_DIR
+from specdec.io.paths import MODELS_DIR
 
 __all__ = ["Subjects", "load_subjects", "DRAFT_NAMES", "STAND_IN"]
 

@@ -7,7 +7,7 @@ probability that the draft at that position is kept is exactly (`expected_accept
     "argmax"   p(x*), x* = argmax q     argmax drafts verified as one-hot (exact; vLLM's default
                                        draft_sample_method "greedy" when verified strictly)
     "match"    sum_x p(x) q(x)          drafts from q kept iff a token from p equals them
-                                       (`specdec.core.alternatives.MATCH`)
+                                       (`specdec.core.rules.alternatives.MATCH`)
 
 Position 1 of the first verification step is computed exactly (`first_step_expectation`): where
 the prompt is fed with the first step (ours) its context is the prompt; where the first token

@@ -40,7 +40,7 @@ Greedy (`greedy_divergences`): speculative greedy must equal the engine's own pl
 for token; at the first divergence the prefix both share is given to ``plain_at`` (plain decoding
 of the same engine from that prefix, one token); the divergence counts against speculation only if
 plain decoding emits the token plain emitted there, not the speculative one (then plain decoding
-itself is not reproducible at that prefix: a near tie, `specdec.measure.greedy_ties`).
+itself is not reproducible at that prefix: a near tie, `specdec.chapters.ch01.greedy_ties`).
 
 Example: r = law_test([law], [counts], V, alpha=0.01, eps=0.03); verdict(r) ->
 "consistent with the target law at this power (p = 0.41; power 0.83 for binned TV 0.03 at level 0.01)".

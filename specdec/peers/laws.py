@@ -32,7 +32,7 @@ its context (drafts drawn from w, verified by token verification a = min(1, p/q)
     argmax drafts       w = onehot(argmax q) verified as if sampled from q (`variants` "greedy_draft")
     q at T'             drafts from q at temperature T', verified with q under the rules in force
                         (`variants` "raw_q" is the same bug with top-k/top-p instead of T)
-All are closed forms of `specdec.core.positional.first_token_law` (tested equal to it), over all
+All are closed forms of `specdec.core.rules.positional.first_token_law` (tested equal to it), over all
 contexts at once.
 
 Example: ctx = enumerate_prompt(target, draft, [464, 3290], SamplingConfig(1.0));

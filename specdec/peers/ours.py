@@ -6,7 +6,7 @@ Methods: None / "none" = autoregressive decoding (the control); "token" = token-
 with the family member `spec.draft` drafting `spec.k` tokens a step.  Each prompt is decoded as
 ONE batch of `n` copies from a `torch.Generator` seeded with `seed + prompt index`, no stop token,
 so every sample has exactly `max_new_tokens` ids.  ``mode="lean"`` runs both models through
-`specdec.engine.lean` (the same law, the engine's fastest exact forward on a CPU).
+`specdec.engine.modes.lean` (the same law, the engine's fastest exact forward on a CPU).
 
 Counters, named as vLLM names its own so the two read alike (`specdec.engine.stats.DecodeStats`):
 num_drafts = (row, step) pairs that drafted, num_draft_tokens = drafts proposed, num_accepted_tokens
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from specdec.engine.decode import generate
-from specdec.engine.lean import lean
+from specdec.engine.modes.lean import lean
 from specdec.family.loader import load_model
 from specdec.peers.interface import Continuations, Sampling, Speculation
 

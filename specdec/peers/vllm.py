@@ -40,7 +40,7 @@ from pathlib import Path
 from specdec.family.loader import embedded_dir
 from specdec.family.manifest import verify_dir
 from specdec.peers.interface import Continuations, Sampling, Speculation
-from specdec.report.paths import BUILD_DIR, MODELS_DIR, ROOT
+from specdec.io.paths import BUILD_DIR, MODELS_DIR, ROOT
 
 __all__ = ["VLLM_VENV", "WORKER", "VLLMUnavailable", "VLLMEngine", "model_folder", "speculative_config"]
 

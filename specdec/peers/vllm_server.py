@@ -38,7 +38,7 @@ import httpx
 
 from specdec.peers.interface import Speculation
 from specdec.peers.vllm import VLLM_VENV, VLLMUnavailable, model_folder, speculative_config
-from specdec.report.paths import BUILD_DIR, ROOT
+from specdec.io.paths import BUILD_DIR, ROOT
 
 __all__ = ["VLLMServer", "ServerFailed", "free_port", "LOOPBACK"]
 

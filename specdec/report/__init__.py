@@ -1,2 +1,2 @@
-"""Reporting, at the bottom of the layers: paths, tidy results with provenance, figures, the
-chapters' common frame, and the reproduction status."""
+"""Presentation: the frame every chapter runs in (`chapter`), formatting of numbers and tables, the
+figures (`plotting`, one function each) and the words shared by several chapters (`robustness`)."""

@@ -11,13 +11,13 @@ so nothing is listed by hand.  ``SMOKE_SIZES`` (a dict in the parameters cell) n
 that SMOKE replaces: with ``SMOKE = True``, ``P.N = SMOKE_SIZES["N"]``; the notebook never reassigns.
 
 Recompute or render.  ``RECOMPUTE = True`` computes each table (``ch.table(name, compute)`` calls
-``compute()`` and writes its rows with provenance, `specdec.report.results.write_table`) and
+``compute()`` and writes its rows with provenance, `specdec.io.results.write_table`) and
 records the parameters in ``chapter.json``; ``RECOMPUTE = False`` (the default, and what `make book`
 uses) calls nothing and reads the committed tables, and ``P`` is then the parameters of the run that
 made them, so prose glued from ``P`` always describes the data shown.  Either way the chapter then
 reads its tables back (typed DataFrames) and draws and glues from them: both modes render the same.
 
-Paths are resolved from the repository root (`specdec.report.paths.resolve`), so a chapter run by
+Paths are resolved from the repository root (`specdec.io.paths.resolve`), so a chapter run by
 hand from ``notebooks/`` writes and reads the same folders as `make reproduce`.
 
 Example:
@@ -31,9 +31,9 @@ import json
 import math
 from pathlib import Path
 
-from specdec.report.paths import RESULTS_DIR as RESULTS_ROOT
-from specdec.report.paths import resolve
-from specdec.report.results import atomic_write, provenance, read_table, save_figure, write_table
+from specdec.io.paths import RESULTS_DIR as RESULTS_ROOT
+from specdec.io.paths import resolve
+from specdec.io.results import atomic_write, provenance, read_table, save_figure, write_table
 
 __all__ = ["Chapter", "Params", "collect_parameters", "as_text"]
 

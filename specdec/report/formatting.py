@@ -198,7 +198,7 @@ def header(name, columns: dict | None = None) -> str:
 def _csv_link(csv, rows: int, cols: int, shown: bool) -> str:
     from pathlib import Path
 
-    from specdec.report.paths import ROOT
+    from specdec.io.paths import ROOT
 
     path = Path(csv)
     if path.is_absolute():

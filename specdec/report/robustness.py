@@ -21,8 +21,8 @@ import json
 from pathlib import Path
 
 from specdec.report.formatting import config_text
-from specdec.report.paths import CHAPTERS, RERUNS_DIR, RESULTS_DIR
-from specdec.report.results import read_table
+from specdec.io.paths import CHAPTERS, RERUNS_DIR, RESULTS_DIR
+from specdec.io.results import read_table
 
 __all__ = ["FAMILIES", "NOT_EXACT", "INSTRUMENT", "multiplicity_words", "agreement", "rerun_agreements", "rerun_values"]
 

@@ -8,15 +8,18 @@ import numpy as np
 import pytest
 import torch
 
-from specdec.core import alternatives, approximate, multidraft, precision
+from specdec.core.rules import alternatives
+from specdec.core.rules import approximate
+from specdec.core.rules import multidraft
+from specdec.core.rules import precision
 from specdec.core.exact import (accepted_law, expected_accepted, expected_accepted_rule, spec_law, step_outcomes,
                                 target_law)
-from specdec.core.positional import first_token_law, positional_law_rule, rule_outcomes, sample_rule
+from specdec.core.rules.positional import first_token_law, positional_law_rule, rule_outcomes, sample_rule
 from specdec.core.sampling import SamplingConfig, process_logits
 from specdec.core.stats import counts_of, gof_test, sample_size
 from specdec.core.toy import sample_speculative
 from specdec.core.verify import verify
-from specdec.evidence.sequence_laws import toy_pair
+from specdec.chapters.ch02.sequence_laws import toy_pair
 
 F64 = torch.float64
 CFGS = [SamplingConfig(1.0), SamplingConfig(1.2, 3, 0.9), SamplingConfig(0.6)]

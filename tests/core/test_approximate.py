@@ -1,11 +1,11 @@
-"""The approximate rules (`specdec.core.approximate`) on hand-worked rows: where each one's
+"""The approximate rules (`specdec.core.rules.approximate`) on hand-worked rows: where each one's
 acceptance sits exactly on its boundary, and which distribution its ratio scales.  Their laws over
 whole generations (and that they are lossy) are in test_alternatives_rules.py."""
 
 import pytest
 import torch
 
-from specdec.core import approximate
+from specdec.core.rules import approximate
 
 F64 = torch.float64
 

@@ -1,4 +1,4 @@
-"""Multi-draft verification (`specdec.core.multidraft.verify_multi`) on context-dependent tables with
+"""Multi-draft verification (`specdec.core.rules.multidraft.verify_multi`) on context-dependent tables with
 n >= 2 drafts of k >= 3 tokens: outcome for outcome against the documented algorithm read with the
 documented order of uniforms, a hand-worked step where a dead draft's later token matches, and the
 sampled outcomes against the exact law of `multi_step_chunks`.  The law over whole generations and
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from specdec.core.multidraft import multi_step_chunks, verify_multi
+from specdec.core.rules.multidraft import multi_step_chunks, verify_multi
 from specdec.core.sampling import SamplingConfig, sample_inverse_cdf
 from specdec.core.stats import gof_test, sample_size
 from specdec.core.toy import random_table_model

@@ -19,7 +19,7 @@ import torch
 from specdec.core.exact import all_sequences, step_outcomes
 from specdec.core.sampling import process_logits
 from specdec.core.stats import gof_test, pool_cells, power, sample_size
-from specdec.core.variants import resample_from_p_sampled
+from specdec.core.rules.variants import resample_from_p_sampled
 from specdec.core.verify import block_stop_probs, block_weights, greedy_verify, verify
 
 F64 = torch.float64
@@ -273,7 +273,7 @@ def test_chain_joint_law_of_accepted_count_and_tokens(method):
     worst-case power against any law at total variation >= EPS = 0.025 on the pooled cells is
     noncentral chi-square (`specdec.core.stats.power`), and the test asserts it is >= 0.99 at
     n = 65,536 (sample_size(0.025, cells, 1e-3, 0.99) is about 59,000).  Negative control: the
-    "resample from p" variant (`specdec.core.variants`), whose exact TV from the law is asserted
+    "resample from p" variant (`specdec.core.rules.variants`), whose exact TV from the law is asserted
     to be >= EPS on the pooled cells, must be rejected."""
     q, p = _chain_setup()
     law = _exact(q, p, method)

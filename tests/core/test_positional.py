@@ -1,4 +1,4 @@
-"""The positional machinery (`specdec.core.positional`): the sampled path keeps a draft iff u < a,
+"""The positional machinery (`specdec.core.rules.positional`): the sampled path keeps a draft iff u < a,
 the exact outcome table sums to 1 on rounded rows, and injected uniforms are checked as `verify`
 checks them.  Each case is small enough to work by hand; the laws of whole generations are in
 test_alternatives_rules.py."""
@@ -6,9 +6,9 @@ test_alternatives_rules.py."""
 import pytest
 import torch
 
-from specdec.core.alternatives import MATCH, ONE_HOT
-from specdec.core.positional import rule_outcomes, sample_rule
-from specdec.core.precision import token_parts
+from specdec.core.rules.alternatives import MATCH, ONE_HOT
+from specdec.core.rules.positional import rule_outcomes, sample_rule
+from specdec.core.rules.precision import token_parts
 from specdec.core.verify import verify
 
 F64 = torch.float64

@@ -1,12 +1,12 @@
-"""Reduced-precision paths (`specdec.core.precision`): each arithmetic step happens in the path's
+"""Reduced-precision paths (`specdec.core.rules.precision`): each arithmetic step happens in the path's
 own dtype (pinned on bfloat16 values worked by hand), and bad inputs are refused by name.  The laws
 of whole generations under each path are in test_alternatives_rules.py."""
 
 import pytest
 import torch
 
-from specdec.core import precision
-from specdec.core.positional import first_token_law
+from specdec.core.rules import precision
+from specdec.core.rules.positional import first_token_law
 from specdec.core.sampling import SamplingConfig, process_logits
 
 F64 = torch.float64

@@ -18,7 +18,7 @@ from specdec.core.exact import spec_law, target_law
 from specdec.core.stats import counts_of, gof_test, pool_cells, sample_size
 from specdec.core.sampling import SamplingConfig
 from specdec.core.toy import random_table_model, sample_speculative
-from specdec.core.variants import VARIANTS, variant_law, variant_sample
+from specdec.core.rules.variants import VARIANTS, variant_law, variant_sample
 
 V, STOP, N_TOK, K = 4, 3, 3, 2
 CFG = SamplingConfig(1.2, top_k=3, top_p=0.9)

@@ -87,7 +87,7 @@ def test_first_step_rejection_draws_from_residual():
     frac = rejected.double().mean().item()
     assert abs(frac - 0.8) < 5 * math.sqrt(0.8 * 0.2 / B)  # 5 sigma
     # negative control: resampling from p after a rejection emits token 0 about 1/10 of the time
-    from specdec.core.variants import resample_from_p_sampled
+    from specdec.core.rules.variants import resample_from_p_sampled
     wrong = resample_from_p_sampled(drafts, q, p, generator=_gen(8))
     assert (wrong.tokens[wrong.num_accepted == 0, 0] == 0).any()
 

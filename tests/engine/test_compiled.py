@@ -1,9 +1,9 @@
-"""specdec.engine.compiled: the graph-compiled execution mode is the same algorithm with another forward."""
+"""specdec.engine.modes.compiled: the graph-compiled execution mode is the same algorithm with another forward."""
 
 import pytest
 import torch
 
-from specdec.engine.compiled import RECOMPILE_LIMIT, CompiledModel, compiled, graph_count
+from specdec.engine.modes.compiled import RECOMPILE_LIMIT, CompiledModel, compiled, graph_count
 from specdec.engine.decode import generate
 from specdec.engine.kv import KVCompat
 

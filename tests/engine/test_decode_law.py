@@ -20,7 +20,7 @@ from scipy.stats import chi2, ncx2, power_divergence
 
 from specdec.engine.decode import generate
 from specdec.core.sampling import process_logits
-from specdec.core.variants import resample_from_p_sampled
+from specdec.core.rules.variants import resample_from_p_sampled
 
 V = 16
 PROMPT = torch.tensor([1, 2, 3])

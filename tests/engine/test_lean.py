@@ -1,4 +1,4 @@
-"""specdec.engine.lean: GPT-2's forward written out is the same model (logits to fp32 rounding), so the
+"""specdec.engine.modes.lean: GPT-2's forward written out is the same model (logits to fp32 rounding), so the
 engine decodes the same tokens with it, on every path (ragged batches, speculation, serving)."""
 
 import pytest
@@ -6,7 +6,7 @@ import torch
 
 from specdec.engine.decode import generate
 from specdec.engine.kv import engine_model
-from specdec.engine.lean import LeanGPT2, lean
+from specdec.engine.modes.lean import LeanGPT2, lean
 
 
 def _steps(model, rows, mask, feeds):
@@ -98,7 +98,7 @@ def test_lean_models_serve_what_eager_models_serve(tiny_pair):
 
 def test_lean_refuses_what_it_cannot_run_naming_why(tiny_pair):
     """Not GPT-2, another activation, a wrapper, unknown arguments, a mask of the wrong width."""
-    from specdec.engine.compiled import compiled
+    from specdec.engine.modes.compiled import compiled
     from specdec.family.architectures import build_model, llama_config, real_size_config
 
     with pytest.raises(ValueError, match="GPT2LMHeadModel"):

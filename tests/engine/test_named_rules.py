@@ -5,7 +5,8 @@ other verifier (approximate rules, the controlled-acceptance instrumentation) no
 import pytest
 import torch
 
-from specdec.core import alternatives, approximate
+from specdec.core.rules import alternatives
+from specdec.core.rules import approximate
 from specdec.engine.decode import generate
 from specdec.measure.controlled import ControlledAcceptance
 

@@ -1,4 +1,4 @@
-"""specdec.engine.slots: the preallocated cache does the engine's surgery exactly as the growing one.
+"""specdec.engine.modes.slots: the preallocated cache does the engine's surgery exactly as the growing one.
 
 The compiled wrapper's forward is swapped for the eager one here (``_fwd``), so these tests pin the
 cache and mask logic alone; tests/engine/test_compiled.py runs the compiled graphs."""
@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from specdec.engine.cache import drop_leading_holes, join_caches
-from specdec.engine.compiled import CompiledModel
+from specdec.engine.modes.compiled import CompiledModel
 from specdec.engine.decode import generate
-from specdec.engine.slots import SlotCache
+from specdec.engine.modes.slots import SlotCache
 
 
 def _eager_slots(model, capacity=None):

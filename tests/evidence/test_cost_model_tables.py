@@ -1,11 +1,11 @@
-"""specdec.evidence.cost_model: the article's worked example, the three-way check of E[L] and Var(L)
+"""specdec.chapters.ch03.cost_model: the article's worked example, the three-way check of E[L] and Var(L)
 (with negative controls), the corollary check (with negative controls), and the grids' shapes."""
 
 import numpy as np
 import pytest
 
 from specdec.core.cost import expected_tokens, speedup, toy_speedup
-from specdec.evidence import cost_model
+from specdec.chapters.ch03 import cost_model
 
 
 def test_worked_example_is_the_articles():

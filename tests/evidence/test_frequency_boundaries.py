@@ -1,4 +1,4 @@
-"""Chapter 02's sampled tables (`specdec.evidence.frequency_tests`, `boundaries`, `verify_speed`):
+"""Chapter 02's sampled tables (`specdec.chapters.ch02.frequency_tests`, `boundaries`, `verify_speed`):
 the correct algorithms pass, every wrong variant far enough away is caught (negative controls),
 the boundary cases behave as they must, greedy decoding is token-identical, and the benchmark's
 rows are consistent."""
@@ -9,8 +9,11 @@ import torch
 
 from specdec.core.sampling import SamplingConfig
 from specdec.core.stats import sample_size
-from specdec.core.variants import VARIANTS
-from specdec.evidence import boundaries, frequency_tests, sequence_laws, verify_speed
+from specdec.core.rules.variants import VARIANTS
+from specdec.chapters.ch02 import boundaries
+from specdec.chapters.ch02 import frequency_tests
+from specdec.chapters.ch02 import sequence_laws
+from specdec.chapters.ch02 import verify_speed
 
 CFG = SamplingConfig(1.2, 3, 0.9)
 

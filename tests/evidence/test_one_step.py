@@ -1,4 +1,4 @@
-"""Chapter 01's computations (`specdec.evidence.one_step`): the toy pair worked by hand, the edge
+"""Chapter 01's computations (`specdec.chapters.ch01.one_step`): the toy pair worked by hand, the edge
 cases, the sampled verify against p with a negative control, and the replacement rules."""
 
 import math
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from specdec.core.stats import gof_test
-from specdec.evidence import one_step
+from specdec.chapters.ch01 import one_step
 
 F64 = torch.float64
 P_TOY = torch.tensor([1 / 3, 2 / 3], dtype=F64)  # target of the two-token toy pair

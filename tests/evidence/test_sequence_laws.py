@@ -1,11 +1,11 @@
-"""Chapter 02's exact tables (`specdec.evidence.sequence_laws`): Sun et al.'s toy pair by hand, the
+"""Chapter 02's exact tables (`specdec.chapters.ch02.sequence_laws`): Sun et al.'s toy pair by hand, the
 exact grid and scatter series on a small toy pair, and the truncation-order example worked by hand."""
 
 import pytest
 import torch
 
 from specdec.core.sampling import SamplingConfig
-from specdec.evidence import sequence_laws
+from specdec.chapters.ch02 import sequence_laws
 
 
 @pytest.fixture(scope="module")

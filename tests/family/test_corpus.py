@@ -9,7 +9,7 @@ import torch
 from specdec.family import corpus, tokens
 from specdec.family.loader import load_tokenizer
 from specdec.family.manifest import sha256_file
-from specdec.report.paths import CORPUS_DIR
+from specdec.io.paths import CORPUS_DIR
 
 
 @pytest.fixture(scope="module")

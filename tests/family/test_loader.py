@@ -11,7 +11,7 @@ import torch
 from specdec.family import card as card_mod, loader as models, manifest, ngram, tokens, train
 from specdec.family.loader import load_tokenizer
 from specdec.family.make import export
-from specdec.report.paths import MODELS_DIR
+from specdec.io.paths import MODELS_DIR
 
 TINY = dict(n_embd=32, n_head=2, n_positions=64)
 

@@ -1,4 +1,4 @@
-"""specdec.measure.acceptance_runs (chapter 05's measurement): the configuration list and the row
+"""specdec.chapters.ch05.runs (chapter 05's measurement): the configuration list and the row
 builder by hand, and recorded runs on tiny random-weight models (a draft equal to the target is
 always accepted; a fixed seed gives the same rows)."""
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from specdec.family.architectures import build_model, real_size_config
-from specdec.measure import acceptance_runs as runs
+from specdec.chapters.ch05 import runs
 
 V = 32
 TINY = dict(n_embd=32, n_head=2, vocab_size=V, n_positions=128, bos_token_id=0, eos_token_id=0)

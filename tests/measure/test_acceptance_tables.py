@@ -1,4 +1,4 @@
-"""specdec.measure.acceptance_tables (chapter 05's derived tables and findings) on hand-worked
+"""specdec.chapters.ch05.tables (chapter 05's derived tables and findings) on hand-worked
 summary rows, and its round trip through the results writer."""
 
 import math
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from specdec.core.stats import wilson_interval
-from specdec.measure import acceptance_tables as at
-from specdec.report.results import read_table, write_table
+from specdec.chapters.ch05 import tables as at
+from specdec.io.results import read_table, write_table
 
 
 def _row(draft, T, method, counts, alpha, top_p=1.0, gof_p=0.5, real=0.4, distinct=1.0, el=2.0, d=0.0, half=0.1,
@@ -175,7 +175,7 @@ def test_derived_tables_survive_the_results_round_trip(summary, tmp_path):
 def test_figure_values_state_the_ranges_across_drafts():
     import pandas as pd
 
-    from specdec.measure.acceptance_tables import figure_values
+    from specdec.chapters.ch05.tables import figure_values
 
     pos = pd.DataFrame({"draft": ["a", "a", "b", "b"], "position": [1, 2, 1, 2], "conditional_rate": [0.5, 0.4, 0.6, 0.7]})
     alpha = pd.DataFrame({"draft": ["a", "b", "a", "b", "a"], "method": ["token"] * 4 + ["block"],

@@ -1,4 +1,4 @@
-"""Chapter 08's measured runs (specdec.measure.alternatives_runs) on the tiny random-weight pair:
+"""Chapter 08's measured runs (specdec.chapters.ch08.runs) on the tiny random-weight pair:
 configurations and their lossless labels, the join of each run's outputs to its row (re-generated
 from the seed the protocol gives it), per-position counts against the engine's own stats, nll
 against a hand computation and a toy model, hand-worked speedup, acceptance and quality summaries.
@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specdec.core.alternatives import MATCH
-from specdec.core.approximate import top_k_accept, typical
+from specdec.core.rules.alternatives import MATCH
+from specdec.core.rules.approximate import top_k_accept, typical
 from specdec.engine.decode import generate
-from specdec.measure import alternatives_runs as ar
+from specdec.chapters.ch08 import runs as ar
 
 K, LEN, PROMPT, SEED, TEMPS = 3, 12, 6, 7, [1.0, 0.7]
 GREEDY = SimpleNamespace(name="greedy drafts", lossless=False, draws="argmax")  # a rule whose drafts are argmaxes

@@ -32,7 +32,7 @@ def test_between_runs_before_every_timed_forward(tiny_pair):
 def test_cost_curve_times_a_compiled_model_on_its_own_cache(tiny_pair):
     """A compiled model gets its preallocated cache and the mask of every slot (as in the engine):
     the curve is measured, the warm-up compiles each shape and the timed calls compile nothing."""
-    from specdec.engine.compiled import compiled, graph_count
+    from specdec.engine.modes.compiled import compiled, graph_count
 
     target, draft = tiny_pair
     ct = compiled(target)

@@ -5,10 +5,10 @@ benchmark, never asserted here."""
 import pytest
 import torch
 
-from specdec.measure import bench
+from specdec.cli import bench
 from specdec.measure.harness import Cell, sweep
 from specdec.measure.protocol import paired_speedups, summarize
-from specdec.report.results import read_table, write_table
+from specdec.io.results import read_table, write_table
 
 
 def test_bench_rows_summary_and_comparisons(tiny_pair, tmp_path):
@@ -58,7 +58,7 @@ def test_bench_compares_each_mode_with_its_own_kind_and_counts_what_compiling_ga
     chapter's values read each mode apart (an old table without a mode column reads as eager)."""
     import pandas as pd
 
-    from specdec.measure import decoding_values as dv
+    from specdec.chapters.ch06 import values as dv
 
     rows = []
     for p in range(4):
@@ -119,7 +119,7 @@ def test_bench_lean_mode_is_ours_only_and_pairs_with_hugging_faces_eager_runs():
     assert not any(name == "compile_gain" for name, _, _ in got)
     import pandas as pd
 
-    from specdec.measure import decoding_values as dv
+    from specdec.chapters.ch06 import values as dv
 
     v = dv.engine_values(pd.DataFrame(list(bench.comparisons(rows, {1: 1.0, 3: 1.2, 4: 1.3}, 0.1))))
     assert v["lbase_t0_b1"] == pytest.approx(1.2 / 0.7) and v["base_t0_b1"] == pytest.approx(1.2)

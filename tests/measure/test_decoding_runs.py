@@ -1,4 +1,4 @@
-"""Chapter 06's measurement and summaries (specdec.measure.decoding_runs / decoding_summary /
+"""Chapter 06's measurement and summaries (specdec.chapters.ch06.runs / decoding_summary /
 prediction / draft_choice) on the tiny random-weight pair: the rows' shape, labels and pairing,
 seeding that does not depend on run order, hand-worked predictions and summaries, the draft rule,
 and the figures drawn from the tables.  Timings are never asserted."""
@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from specdec.engine.history import PromptLookupDrafter
-from specdec.measure import decoding_runs as dr
-from specdec.measure import decoding_summary as ds
-from specdec.measure import decoding_values as dv
+from specdec.chapters.ch06 import runs as dr
+from specdec.chapters.ch06 import summary as ds
+from specdec.chapters.ch06 import values as dv
 from specdec.measure import prediction as pr
 from specdec.measure.draft_choice import chosen, draft_rule
 from specdec.report import plotting

@@ -9,9 +9,9 @@ import re
 import pytest
 import torch
 
-from specdec.measure.decoding_runs import EmbeddedPair
+from specdec.chapters.ch06.runs import EmbeddedPair
 from specdec.measure.subjects import load_subjects
-from specdec.report.paths import ROOT
+from specdec.io.paths import ROOT
 
 MEASURED = ("04", "05", "06", "08", "09")
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from specdec.family.loader import load_pair
-from specdec.measure import engine_audit as audit
-from specdec.measure.engine_runs import with_followups
+from specdec.chapters.ch10 import audit
+from specdec.chapters.ch10.runs import with_followups
 from specdec.peers.laws import enumerate_prompt
 from specdec.peers.ours import OursEngine
 
@@ -45,7 +45,7 @@ def test_leads_are_decided_by_their_follow_up(setup):
 def test_law_samples_drawn_in_processes_of_their_own_are_the_same_tokens(setup):
     """collect(workers=2): Hugging Face's jobs run in two spawned processes that load the models
     again; every call is seeded by its job, so the tokens equal those drawn in this process."""
-    from specdec.measure.engine_runs import collect
+    from specdec.chapters.ch10.runs import collect
     from specdec.peers.hf import HFEngine
 
     target, draft, prompts, _ = setup

@@ -10,9 +10,9 @@ import sys
 
 import pandas as pd
 
-from specdec.measure import engine_audit as audit
-from specdec.measure.engine_repro import write_reproducers
-from specdec.report.paths import MODELS_DIR
+from specdec.chapters.ch10 import audit
+from specdec.chapters.ch10.repro import write_reproducers
+from specdec.io.paths import MODELS_DIR
 
 DRAFT = "draft-distilled"
 

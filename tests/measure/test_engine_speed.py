@@ -9,8 +9,8 @@ import math
 import pandas as pd
 import pytest
 
-from specdec.measure import engine_audit as audit
-from specdec.measure import engine_speed as runs
+from specdec.chapters.ch10 import audit
+from specdec.chapters.ch10 import speed as runs
 from specdec.peers.interface import Continuations
 from specdec.peers.ours import OursEngine
 

@@ -1,4 +1,4 @@
-"""specdec.measure.family_quality (chapter 04): card rows and margins by hand, sample continuations and
+"""specdec.chapters.ch04.family_quality (chapter 04): card rows and margins by hand, sample continuations and
 teacher-forced beta on tiny random-weight models against independent references."""
 
 import math
@@ -10,7 +10,7 @@ import torch
 from specdec.engine.history import NGramDrafter
 from specdec.family.architectures import build_model, real_size_config
 from specdec.family.ngram import NGramModel
-from specdec.measure import family_quality as fq
+from specdec.chapters.ch04 import family_quality as fq
 
 V = 32
 TINY = dict(n_embd=32, n_head=2, vocab_size=V, n_positions=128, bos_token_id=0, eos_token_id=0)

@@ -1,4 +1,4 @@
-"""specdec.measure.gpu_bench on CPU with --smoke: the code path that runs on the GPU machine, on tiny
+"""specdec.cli.gpu_bench on CPU with --smoke: the code path that runs on the GPU machine, on tiny
 configs.  These numbers are not GPU measurements and are written only to a temp folder."""
 
 import json
@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from specdec.family.architectures import build_model, llama_config, param_count, real_size_config
-from specdec.measure import gpu_bench, gpu_sections
-from specdec.report.results import read_table
+from specdec.measure import gpu_sections
+from specdec.cli import gpu_bench
+from specdec.io.results import read_table
 
 
 @pytest.fixture(scope="module")

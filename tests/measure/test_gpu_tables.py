@@ -1,4 +1,4 @@
-"""Chapter 07's reading of the GPU run (specdec.measure.gpu_tables): no tables says so, smoke or CPU
+"""Chapter 07's reading of the GPU run (specdec.chapters.ch07.gpu_tables): no tables says so, smoke or CPU
 tables are labelled "NOT from a GPU", a CUDA run is named with its GPU, and the reduced tables hold
 what the figures draw (hand-made tables in a temp folder)."""
 
@@ -7,10 +7,10 @@ import math
 import pandas as pd
 import pytest
 
-from specdec.measure import gpu_tables as gt
+from specdec.chapters.ch07 import gpu_tables as gt
 from specdec.report import plotting
 from specdec.report.plotting import visible_series
-from specdec.report.results import provenance, write_table
+from specdec.io.results import provenance, write_table
 
 
 def _write(folder, device: str, smoke: bool):
@@ -81,7 +81,7 @@ def test_a_cuda_run_is_named_and_reduced(tmp_path):
 
 
 def test_gpu_captions_state_the_findings():
-    from specdec.measure.gpu_tables import cost_caption, throughput_caption
+    from specdec.chapters.ch07.gpu_tables import cost_caption, throughput_caption
 
     rows = [dict(panel="cost_curve", pair="llama", x=2.0, k=None, measured=1.05, predicted=None, c=0.1),
             dict(panel="cost_curve", pair="llama", x=3.0, k=None, measured=1.1, predicted=None, c=0.1),

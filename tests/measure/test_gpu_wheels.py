@@ -19,8 +19,8 @@ from packaging.requirements import Requirement
 from packaging.tags import sys_tags
 from packaging.utils import parse_wheel_filename
 
-from specdec.report.paths import ROOT
-from specdec.report.results import read_table
+from specdec.io.paths import ROOT
+from specdec.io.results import read_table
 
 WHEELS = ROOT / "build" / "gpu-wheels"
 

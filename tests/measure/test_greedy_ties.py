@@ -1,4 +1,4 @@
-"""`specdec.measure.greedy_ties`: the one-token and the (k+1)-token forwards compared position by
+"""`specdec.chapters.ch01.greedy_ties`: the one-token and the (k+1)-token forwards compared position by
 position.  A hand-made bigram model whose multi-token forward nudges one logit on purpose must show
 exactly the flips it forces (negative control), and none when it does not nudge; on a small random
 GPT-2 the plain path reproduces the engine's greedy output."""
@@ -11,7 +11,7 @@ import torch
 
 from specdec.engine.decode import generate
 from specdec.family.architectures import build_model, real_size_config
-from specdec.measure import greedy_ties as gt
+from specdec.chapters.ch01 import greedy_ties as gt
 
 V = 5
 TIE = 1e-6  # token 0's top-2 gap: its successor 1 beats token 4 by this much

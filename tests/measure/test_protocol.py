@@ -47,8 +47,9 @@ def test_paired_speedups_need_a_paired_design():
 
 
 def test_a_contended_run_is_flagged_and_rerun():
-    """A run that sleeps for most of its wall time has a CPU share far below 0.9: the harness runs it
-    again (bounded) and records it; a busy run is not re-run."""
+    """A run that sleeps for most of its wall time has a CPU share near 0: the harness runs it again
+    (bounded) and records it; a busy run is not re-run.  The threshold is 0.3 so that the busy run
+    passes on a machine shared with other jobs (its share there is about 1 / the load)."""
     calls = {"idle": 0, "busy": 0}
 
     def idle(x, seed):
@@ -63,11 +64,11 @@ def test_a_contended_run_is_flagged_and_rerun():
             pass
         return {"tokens": 1, "total_s": 0.05}
 
-    rows = sweep([Config("idle", idle), Config("busy", busy)], [Cell({}, None)], repeats=1, min_share=0.9,
+    rows = sweep([Config("idle", idle), Config("busy", busy)], [Cell({}, None)], repeats=1, min_share=0.3,
                  max_reruns=2)
     by = {r["config"]: r for r in rows}
-    assert by["idle"]["reruns"] == 2 and calls["idle"] == 3 and by["idle"]["cpu_share"] < 0.5
-    assert by["busy"]["reruns"] == 0 and calls["busy"] == 1 and by["busy"]["cpu_share"] > 0.9
+    assert by["idle"]["reruns"] == 2 and calls["idle"] == 3 and by["idle"]["cpu_share"] < 0.3
+    assert by["busy"]["reruns"] == 0 and calls["busy"] == 1 and by["busy"]["cpu_share"] > 0.3
 
 
 def test_bonferroni_level_and_simultaneous_words():

@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from specdec.core import alternatives, approximate
-from specdec.core.precision import PATHS, token_parts
+from specdec.core.rules import alternatives
+from specdec.core.rules import approximate
+from specdec.core.rules.precision import PATHS, token_parts
 from specdec.core.sampling import SamplingConfig
-from specdec.measure import real_laws
+from specdec.chapters.ch08 import real_laws
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +73,7 @@ def test_sampled_precision_negative_control(logits):
     """The same sampler and test against a law moved by TV about 0.05 from the computed one (5% of the
     mass moved onto the least likely token) must be rejected at N = 60,000 (power 0.999 at
     TV >= 0.03, see above)."""
-    from specdec.core.precision import PATHS, one_step_law, precision_cfg
+    from specdec.core.rules.precision import PATHS, one_step_law, precision_cfg
     from specdec.core.stats import gof_test
     lt, lq = logits
     raw = precision_cfg(PATHS["bf16 softmax"], SamplingConfig(1.0))

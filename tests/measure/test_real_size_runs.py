@@ -1,4 +1,4 @@
-"""Chapter 06's controlled-acceptance runs (specdec.measure.real_size_runs) on tiny shapes: one row
+"""Chapter 06's controlled-acceptance runs (specdec.chapters.ch06.real_size) on tiny shapes: one row
 per (target, batch, alpha, k, round), each speedup against its own round's baseline, the
 predictions from the measured curve of its batch size, curve-only shapes, and the figure's table
 with intervals.  Timings are never asserted."""
@@ -10,7 +10,7 @@ import torch
 
 from specdec.core.cost import speedup
 from specdec.family.architectures import build_model, param_count, real_size_config
-from specdec.measure import real_size_runs as rs
+from specdec.chapters.ch06 import real_size as rs
 from specdec.report import plotting
 
 TINY_T = dict(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=128)

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from specdec.measure import server_runs, serving_vllm
+from specdec.measure import server_runs
+from specdec.chapters.ch09 import vllm as serving_vllm
 from specdec.measure.serving_runs import NONE
 from specdec.report.robustness import NOT_EXACT
 

@@ -1,5 +1,5 @@
 """Chapter 09's serving measurements (`specdec.measure.serving_runs`) and checks
-(`specdec.measure.serving_checks`): the break-even crossing and its bootstrap interval, paired
+(`specdec.chapters.ch09.checks`): the break-even crossing and its bootstrap interval, paired
 speedups and their words on hand-built rows, a served run's summary recounted from its steps, the
 key/value bytes of a token, the interleaved sweep's rows, and batch invariance and cancellation on
 the tiny pair."""
@@ -13,7 +13,7 @@ from conftest import serving_jobs
 
 from specdec.engine.continuous import serve
 from specdec.measure.serving import workload
-from specdec.measure.serving_checks import _first_difference, cancellation_rows, invariance_rows
+from specdec.chapters.ch09.checks import _first_difference, cancellation_rows, invariance_rows
 from specdec.measure.serving_runs import (KEEP, NONE, _crossing, break_even, break_even_rows,
                                           jobs_for, policies, serving_runs, speedups, summary)
 

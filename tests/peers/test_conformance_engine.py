@@ -1,6 +1,6 @@
 """The conformance test on the embedded pair (target, draft-distilled) through our engine: token
 verification passes the law test at the stated power, at T = 1 and at T = 0.7 with top-p 0.9, as
-does plain decoding (the positive control); named wrong variants of `specdec.core.variants`, run
+does plain decoding (the positive control); named wrong variants of `specdec.core.rules.variants`, run
 inside the same engine as its verifier, fail it and are diagnosed; acceptance meets its exact
 expectation and misses the expectation of the wrong rule.
 
@@ -16,7 +16,7 @@ import torch
 from specdec.core.sampling import SamplingConfig
 from specdec.engine.decode import generate
 from specdec.family.loader import load_pair
-from specdec.measure.engine_audit import NegativeControl
+from specdec.chapters.ch10.audit import NegativeControl
 from specdec.peers.acceptance import (conditional_acceptance, first_step_expectation, iid_metrics,
                                       metrics_from_counters, steps_of_ours)
 from specdec.peers.conformance import alternative_power, design_n, diagnose, law_test, verdict

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from specdec.core.positional import first_token_law
+from specdec.core.rules.positional import first_token_law
 from specdec.core.sampling import SamplingConfig
 from specdec.core.verify import accept_prob, residual
 from specdec.peers.conformance import (alternative_power, design_n, diagnose, greedy_divergences, law_test,

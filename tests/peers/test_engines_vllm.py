@@ -6,7 +6,7 @@ the spec-decode counters must come back. Skipped only when `.venv-vllm` is missi
 
 import pytest
 
-from specdec.measure.engine_audit import synthetic_rates
+from specdec.chapters.ch10.audit import synthetic_rates
 from specdec.peers import Sampling, Speculation
 from specdec.peers.ours import OursEngine
 from specdec.peers.vllm import VLLM_VENV, VLLMEngine

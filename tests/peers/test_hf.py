@@ -67,7 +67,7 @@ def test_hf_compiled_mode_really_compiles_and_decodes_the_same_tokens(tiny_pair)
     """HF's compiled mode (static cache + compile_config): plain and assisted greedy output equal the
     engine's, and torch.compile really ran (off CUDA, HF skips compiling silently without
     ``_compile_all_devices``: the graph count would not move); the model's own config is untouched."""
-    from specdec.engine.compiled import graph_count
+    from specdec.engine.modes.compiled import graph_count
 
     target, draft = tiny_pair
     ids = torch.randint(0, 64, (1, 6), generator=torch.Generator().manual_seed(6))

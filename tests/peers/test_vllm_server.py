@@ -17,7 +17,7 @@ import time
 import pandas as pd
 import pytest
 
-from specdec.measure import serve_bench
+from specdec.cli import serve_bench
 from specdec.measure.server_runs import run_summary
 from specdec.peers.openai_client import post, scrape, send
 from specdec.peers.vllm import VLLM_VENV

@@ -8,7 +8,8 @@ matplotlib.use("Agg")
 import pandas as pd
 import pytest
 
-from specdec.report import algorithms, plotting
+from specdec.report import plotting
+from specdec.chapters.ch08 import words as algorithms
 
 
 @pytest.fixture

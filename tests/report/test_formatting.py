@@ -75,7 +75,7 @@ def test_show_refuses_a_raw_snake_case_header_and_a_missing_column():
 
 def test_a_table_too_large_to_read_becomes_a_link_to_its_csv_never_a_cut_table():
     from specdec.report.formatting import MAX_COLUMNS, table_text
-    from specdec.report.paths import ROOT
+    from specdec.io.paths import ROOT
 
     wide = pd.DataFrame({f"c{i}": [1.0] * 3 for i in range(MAX_COLUMNS + 1)})
     with pytest.raises(ValueError, match="too large to read"):

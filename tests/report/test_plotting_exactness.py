@@ -11,7 +11,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from specdec.core.sampling import SamplingConfig  # noqa: E402
-from specdec.evidence import frequency_tests, one_step, sequence_laws  # noqa: E402
+from specdec.chapters.ch02 import frequency_tests
+from specdec.chapters.ch01 import one_step
+from specdec.chapters.ch02 import sequence_laws  # noqa: E402
 from specdec.report import plotting  # noqa: E402
 from specdec.report.plotting import visible_series  # noqa: E402
 

@@ -12,7 +12,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from specdec.report import plotting  # noqa: E402
-from specdec.report.paths import RESULTS_DIR  # noqa: E402
+from specdec.io.paths import RESULTS_DIR  # noqa: E402
 from specdec.report.plotting.style import integer_axis, paired, shared_colours  # noqa: E402
 
 

@@ -4,7 +4,7 @@ from small hand-made tables shaped as the chapters' tables."""
 import pandas as pd
 import pytest
 
-from specdec.measure import acceptance_tables as at
+from specdec.chapters.ch05 import tables as at
 from specdec.report import plotting
 
 

@@ -1,12 +1,12 @@
-"""specdec.report.published: the committed table of published results is well formed, cites only keys
+"""specdec.chapters.summary.published: the committed table of published results is well formed, cites only keys
 of the book's bibliography, and the loader refuses a table missing a column."""
 
 import pandas as pd
 import pybtex.database
 import pytest
 
-from specdec.report import paths
-from specdec.report.published import NUMERIC_COLUMNS, PUBLISHED_CSV, REQUIRED_COLUMNS, published_results
+from specdec.io import paths
+from specdec.chapters.summary.published import NUMERIC_COLUMNS, PUBLISHED_CSV, REQUIRED_COLUMNS, published_results
 
 BIB = paths.ROOT / "book" / "references.bib"
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import specdec
-from specdec.report import readme
+from specdec.cli import readme
 
 
 def test_readme_is_the_rendering_of_its_template_from_the_committed_results():

@@ -1,9 +1,9 @@
-"""specdec.report.reproduce: each kind of table is compared as its sidecar says, and each
+"""specdec.chapters.reproduction.status: each kind of table is compared as its sidecar says, and each
 comparison rejects a planted difference (negative controls)."""
 
 import pandas as pd
 
-from specdec.report.reproduce import compare_frames
+from specdec.chapters.reproduction.status import compare_frames
 
 
 def _frame(kind, data, **meta):

@@ -1,4 +1,4 @@
-"""specdec.report.results and paths: typed round trips, the one atomic writer, version checks, and
+"""specdec.io.results and paths: typed round trips, the one atomic writer, version checks, and
 paths that do not depend on the working directory."""
 
 import json
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from specdec.report import paths
-from specdec.report.results import atomic_path, atomic_write, provenance, read_meta, read_table, write_table
+from specdec.io import paths
+from specdec.io.results import atomic_path, atomic_write, provenance, read_meta, read_table, write_table
 
 
 def test_typed_round_trip_from_rows_and_from_a_dataframe(tmp_path):
@@ -66,7 +66,7 @@ def test_paths_resolve_from_the_repository_root_whatever_the_cwd(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     assert paths.resolve("data/results") == paths.RESULTS_DIR
     assert paths.resolve(tmp_path / "x") == tmp_path / "x"
-    assert (paths.ROOT / "specdec" / "report" / "paths.py").is_file()
+    assert (paths.ROOT / "specdec" / "io" / "paths.py").is_file()
     assert paths.MODELS_DIR == paths.ROOT / "data" / "models"
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from specdec.report import robustness as rb
-from specdec.report.results import write_table
+from specdec.io.results import write_table
 
 
 def _summary(shift=0.0):

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from specdec.report.serving import break_even_text, trend_text
+from specdec.chapters.ch09.words import break_even_text, trend_text
 
 RATES = [1.0, 4.0, 16.0]
 

@@ -1,4 +1,4 @@
-"""specdec.report.summary reads the chapters' committed tables: its counts agree with the tables
+"""specdec.chapters.summary.findings reads the chapters' committed tables: its counts agree with the tables
 counted directly, the comparison keeps theirs apart from ours, and a missing table is an error
 naming it (not a silent gap on the front page)."""
 
@@ -7,9 +7,9 @@ import shutil
 import pandas as pd
 import pytest
 
-from specdec.report import summary
-from specdec.report.paths import RESULTS_DIR
-from specdec.report.published import published_results
+from specdec.chapters.summary import findings as summary
+from specdec.io.paths import RESULTS_DIR
+from specdec.chapters.summary.published import published_results
 
 
 def test_speed_counts_are_the_summary_tables_verdicts():
@@ -22,7 +22,7 @@ def test_speed_counts_are_the_summary_tables_verdicts():
 
 
 def test_fastest_plain_counts_the_bench_check_and_refuses_a_table_without_it(tmp_path):
-    from specdec.report.results import read_table, records, write_table
+    from specdec.io.results import read_table, records, write_table
 
     c = read_table(RESULTS_DIR / "bench" / "bench_comparisons.csv")
     fast = c[c["comparison"] == "vs_hf_compiled_ar"]

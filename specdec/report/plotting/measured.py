@@ -10,7 +10,7 @@ import numpy as np
 
 from specdec.report.formatting import p_value_text
 from specdec.report.plotting.style import integer_axis, new, paired
-from specdec.report.results import records
+from specdec.io.results import records
 
 __all__ = ["loss_curves", "beta_by_draft", "acceptance_by_position", "accepted_length_vs_geometric", "predicted_vs_measured_length",
            "alpha_vs_temperature"]

@@ -1,0 +1,1 @@
+"""Chapter 03, the idealized cost model's tables."""

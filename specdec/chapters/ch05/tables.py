@@ -1,0 +1,260 @@
+"""Chapter 05's derived tables and findings, computed from its summary table alone.
+
+Every function takes the table of `specdec.chapters.ch05.runs.record_runs` (a DataFrame, as
+`specdec.io.results.read_table` returns it: one row per configuration, ``top_p`` 1.0 where no
+nucleus truncation was applied) and returns rows (a DataFrame for `gof_by_temperature`) or values;
+nothing here decodes.  So a chapter
+rendering from committed results and one recomputing them say the same.
+
+  * `position_rows`: per draft position i, the accepted fraction among steps that reached i,
+    #(N >= i) / #(N >= i-1) with a Wilson interval (the cost model's alpha at position i), beside
+    the mean recorded beta_i;
+  * `geometric_rows`: the accepted-length histogram against the truncated-geometric law
+    P(N = n) = alpha^n (1 - alpha) (n < k), P(N = k) = alpha^k at the fitted alpha;
+  * `predicted_rows`: measured E[L] against its two predictions L_cond and L_ind;
+  * `alpha_rows`: fitted alpha with its interval per draft, method and temperature, and the nucleus
+    setting;
+  * `gof_by_temperature`, `gof_scope`: G-test rejections of the geometric law per temperature and
+    where they occur; `greedy_vs_text`: acceptance during greedy generation against greedy agreement
+    on real text, and whether their ranges overlap; `prediction_check`: the worst |measured - L_cond|
+    in interval half-widths; `block_vs_token`: block against token verification, paired on prompts;
+    `figure_values`: the ranges the figure captions state.
+
+Example: for counts "2 1 1" (k = 2, 4 steps) position_rows gives position 1: reached 4, accepted 2;
+position 2: reached 2, accepted 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specdec.core.acceptance import truncated_geometric_pmf
+from specdec.core.stats import cluster_ratio_interval, wilson_interval
+from specdec.chapters.ch05.runs import parse_counts
+from specdec.measure.protocol import comparison, simultaneous_words
+from specdec.io.results import records
+
+__all__ = ["token_rows", "shown_draft", "position_rows", "geometric_rows", "predicted_rows", "alpha_rows",
+           "gof_by_temperature", "gof_scope", "greedy_vs_text", "prediction_check", "block_vs_token",
+           "block_vs_token_values", "figure_values"]
+
+
+def token_rows(summary, temperature=None, plain: bool = True):
+    """Token-verification rows, optionally at one temperature; ``plain``: without nucleus truncation."""
+    sel = summary["method"] == "token"
+    if plain:
+        sel &= summary["top_p"] == 1.0
+    if temperature is not None:
+        sel &= summary["temperature"] == temperature
+    return summary[sel]
+
+
+def shown_draft(drafts) -> str:
+    """The draft whose accepted lengths the chapter draws: the small draft when measured, else the first.
+    Example: shown_draft(["ngram", "draft-small"]) -> "draft-small"; shown_draft(["ngram"]) -> "ngram"
+    """
+    drafts = list(drafts)
+    return "draft-small" if "draft-small" in drafts else drafts[0]
+
+
+def position_rows(summary, temperature: float, level: float = 0.95) -> list[dict]:
+    """Per draft and position i = 1..k (token verification, no nucleus, at ``temperature``):
+    reached = #(N >= i-1), accepted = #(N >= i), conditional_rate = accepted / reached (reached 0
+    is counted as 1) with its interval [lo, hi] at ``level`` ([0, 1] where fewer than two prompts
+    reached the position: one prompt's steps say nothing about another's), mean_beta = mean
+    recorded beta_i.
+    The interval resamples prompts (`specdec.core.stats.cluster_ratio_interval` on the rows'
+    ``counts_by_prompt``: one prompt's steps are not independent); a table without that column
+    gets Wilson's interval over steps.  ``interval_unit`` says which."""
+    rows = []
+    by_prompt = "counts_by_prompt" in summary.columns
+    for r in token_rows(summary, temperature).itertuples(index=False):
+        n = parse_counts(r.counts)
+        ge = n[::-1].cumsum()[::-1]                       # #(N >= i), (k+1,)
+        cond = ge[1:] / np.maximum(ge[:-1], 1)            # P(accept i | reached i)
+        if by_prompt:
+            gp = parse_counts(r.counts_by_prompt)[:, ::-1].cumsum(1)[:, ::-1]  # per prompt #(N >= i)
+            lo, hi = np.array([cluster_ratio_interval(gp[:, j + 1], gp[:, j], level)[1:]
+                               if (gp[:, j] > 0).sum() >= 2 else (0.0, 1.0) for j in range(len(n) - 1)]).T
+        else:
+            lo, hi = wilson_interval(ge[1:], np.maximum(ge[:-1], 1), level)
+        betas = [getattr(r, f"beta_pos_{j}") for j in range(1, len(n))]
+        rows += [dict(draft=r.draft, temperature=float(r.temperature), position=j + 1, reached=int(ge[j]),
+                      accepted=int(ge[j + 1]), conditional_rate=float(cond[j]), lo=float(lo[j]), hi=float(hi[j]),
+                      mean_beta=float(betas[j]), interval_unit="prompts" if by_prompt else "steps")
+                 for j in range(len(n) - 1)]
+    return rows
+
+
+def geometric_rows(summary, draft: str) -> list[dict]:
+    """Per temperature (token verification, no nucleus) of ``draft`` and n = 0..k: steps with N = n,
+    their share, and the truncated-geometric probability at the row's alpha_mle."""
+    rows = []
+    for r in token_rows(summary).itertuples(index=False):
+        if r.draft != draft:
+            continue
+        counts = parse_counts(r.counts)
+        freq = counts / counts.sum()
+        law = truncated_geometric_pmf(r.alpha_mle, len(counts) - 1)
+        rows += [dict(draft=r.draft, temperature=float(r.temperature), n=j, steps=int(counts[j]),
+                      measured_freq=float(freq[j]), geometric_pmf=float(law[j]), alpha_mle=float(r.alpha_mle))
+                 for j in range(len(counts))]
+    return rows
+
+
+def predicted_rows(summary) -> list[dict]:
+    """Two rows per configuration: predictor conditional (L_cond) and independent (L_ind), each
+    with the measured E[L], its interval [lo, hi] and the number of steps."""
+    rows = []
+    for r in summary.itertuples(index=False):
+        for kind in ("conditional", "independent"):
+            rows.append(dict(draft=r.draft, temperature=float(r.temperature), top_p=float(r.top_p), method=r.method,
+                             predictor=kind, predicted=float(getattr(r, f"el_pred_{kind}")),
+                             measured=float(r.el_measured), lo=float(r.el_lo), hi=float(r.el_hi), steps=int(r.steps)))
+    return rows
+
+
+def _alpha_row(r, method: str, top_p: float) -> dict:
+    return dict(draft=r.draft, method=method, temperature=float(r.temperature), top_p=top_p, alpha_mle=float(r.alpha_mle),
+                lo=float(r.alpha_lo), hi=float(r.alpha_hi), steps=int(r.steps))
+
+
+def alpha_rows(summary, top_p: float) -> list[dict]:
+    """Per draft (in the table's order): the fitted alpha with its interval against temperature for
+    each method without truncation, then the token-verification row with nucleus ``top_p``."""
+    rows = []
+    for draft in summary["draft"].unique():
+        d = summary[summary["draft"] == draft]
+        for m in ("token", "block"):
+            rows += [_alpha_row(r, m, 1.0) for r in d[(d["method"] == m) & (d["top_p"] == 1.0)].itertuples(index=False)]
+        rows += [_alpha_row(r, "token", float(top_p)) for r in
+                 d[(d["method"] == "token") & (d["top_p"] == top_p)].itertuples(index=False)]
+    return rows
+
+
+def gof_by_temperature(summary, level: float):
+    """A DataFrame, per (temperature, top_p) of the token-verification rows: configurations, how
+    many the G-test of the geometric law rejects at ``level`` (p < level; no test, p NaN, is no
+    rejection), the smallest p-value, and the same two as if steps were independent
+    (``rejected_independent``, ``min_p_independent``, from ``gof_p_independent``) with the median
+    design effect (``deff``).
+    Example: p-values 1e-4 and 0.3 at T = 0 -> row temperature 0.0, configurations 2, rejected 1
+    """
+    import pandas as pd
+
+    tok = token_rows(summary, plain=False)
+    low = lambda p: float(np.nanmin(p)) if np.isfinite(p).any() else float("nan")  # noqa: E731
+    rows = []
+    for (T, top_p), g in tok.groupby(["temperature", "top_p"], sort=False):
+        p, pi = g["gof_p"].to_numpy(float), g["gof_p_independent"].to_numpy(float)
+        rows.append({"temperature": float(T), "top_p": float(top_p), "configurations": int(len(g)),
+                     "rejected": int(np.sum(p < level)), "min_p": low(p),
+                     "deff": float(g["gof_deff"].median()),
+                     "rejected_independent": int(np.sum(pi < level)), "min_p_independent": low(pi)})
+    return pd.DataFrame(rows, columns=["temperature", "top_p", "configurations", "rejected", "min_p", "deff",
+                                       "rejected_independent", "min_p_independent"])
+
+
+def gof_scope(gof) -> dict:
+    """Where the geometric law was rejected, from `gof_by_temperature` rows (a DataFrame): counts at
+    temperature 0 (greedy) and above, and a phrase that says which: "only for greedy decoding",
+    "only for sampled decoding", "for greedy and sampled decoding" or "in no configuration"."""
+    greedy, sampled = gof[gof["temperature"] == 0], gof[gof["temperature"] > 0]
+    g_rej, s_rej = int(greedy["rejected"].sum()), int(sampled["rejected"].sum())
+    where = {(True, False): "only for greedy decoding", (False, True): "only for sampled decoding",
+             (True, True): "for greedy and sampled decoding", (False, False): "in no configuration"}
+    return {"gof_greedy_rejected": g_rej, "gof_greedy_n": int(greedy["configurations"].sum()),
+            "gof_sampled_rejected": s_rej, "gof_sampled_n": int(sampled["configurations"].sum()),
+            "gof_scope": where[(g_rej > 0, s_rej > 0)],
+            "gof_greedy_rejected_ind": int(greedy["rejected_independent"].sum()),
+            "gof_sampled_rejected_ind": int(sampled["rejected_independent"].sum()),
+            "gof_deff_min": float(gof["deff"].min()), "gof_deff_max": float(gof["deff"].max())}
+
+
+def greedy_vs_text(summary, distinct_col: str = "distinct_4gram") -> dict:
+    """Greedy generation against greedy agreement on real text (token rows at temperature 0), and
+    the loops: ranges over drafts of alpha_mle and beta_real_text, whether the two ranges overlap,
+    the mean distinct n-gram share at temperature 0 and at the highest temperature (t_high_*), and the largest
+    |alpha_mle - beta_mean| at the highest temperature.  NaN where a temperature was not measured;
+    ``greedy_overlap`` says in words whether the ranges overlap and what that allows one to say.
+    Example: alpha 0.30-0.43 and real text 0.30-0.45 -> greedy_ranges_overlap True"""
+    nan = float("nan")
+    g0 = token_rows(summary, 0.0)
+    t_high = float(summary["temperature"].max())
+    g1 = token_rows(summary, t_high)
+    a_lo, a_hi = (float(g0["alpha_mle"].min()), float(g0["alpha_mle"].max())) if len(g0) else (nan, nan)
+    r_lo, r_hi = (float(g0["beta_real_text"].min()), float(g0["beta_real_text"].max())) if len(g0) else (nan, nan)
+    overlap = bool(max(a_lo, r_lo) <= min(a_hi, r_hi))
+    verdict = ("overlap: these runs do not show that acceptance during greedy generation differs from greedy "
+               "agreement on text" if overlap else "do not overlap: acceptance during greedy generation differs "
+               "from greedy agreement on text")
+    return {"greedy_alpha_min": a_lo, "greedy_alpha_max": a_hi, "greedy_real_min": r_lo, "greedy_real_max": r_hi,
+            "greedy_ranges_overlap": overlap, "greedy_overlap": verdict,
+            "greedy_distinct": float(g0[distinct_col].mean()) if len(g0) else nan,
+            "t_high_distinct": float(g1[distinct_col].mean()) if len(g1) else nan,
+            "t_high_gap": float(np.abs(g1["alpha_mle"] - g1["beta_mean"]).max()) if len(g1) else nan}
+
+
+def prediction_check(summary) -> dict:
+    """max_z_cond: the largest |mean(L - L_cond)| over token-verification rows, in half-widths of
+    its interval (a zero-width interval, e.g. greedy where L = L_cond, counts as 1e-12)."""
+    tok = token_rows(summary, plain=False)
+    tok = tok[np.isfinite(tok["el_minus_pred_hi"])]
+    half = np.maximum((tok["el_minus_pred_hi"] - tok["el_minus_pred_lo"]) / 2, 1e-12)
+    z = (tok["el_minus_pred"].abs() / half).to_numpy(float)
+    return {"max_z_cond": float(z.max()) if z.size else float("nan")}
+
+
+def block_vs_token_values(rows) -> dict:
+    """How many block-vs-token comparisons had more, fewer or undecided tokens per step, the range of
+    the median gains, and what the simultaneous intervals over the settings allow (``bt_sim_words``)."""
+    rows = records(rows)
+    g = [r["gain"] for r in rows]
+    sim = simultaneous_words([r["words_sim"] for r in rows], [r["prompts"] for r in rows], len(rows),
+                             words=("more tokens per step", "fewer tokens per step")) if rows else ""
+    return {"bt_n": len(rows), "bt_more": sum(r["words"] == "more tokens per step" for r in rows),
+            "bt_fewer": sum(r["words"] == "fewer tokens per step" for r in rows),
+            "bt_min": float(min(g)) if g else float("nan"), "bt_max": float(max(g)) if g else float("nan"),
+            "bt_sim_words": sim}
+
+
+def block_vs_token(summary, level: float = 0.95) -> list[dict]:
+    """Block against token verification, paired on the prompts: per (draft, temperature, top_p) the
+    median over prompts of block's tokens per step / token's on the same prompt, its bootstrap
+    interval and the simultaneous one over the settings compared (`specdec.measure.protocol.
+    comparison`; prompts are the units) and the words each allows ("faster" here: more tokens per
+    step)."""
+    on = ["draft", "temperature", "top_p"]
+    pairs = summary[summary["method"] == "block"].merge(token_rows(summary, plain=False), on=on, suffixes=("_b", "_t"))
+    out = []
+    words = {"faster": "more tokens per step", "slower": "fewer tokens per step"}
+    for r in pairs.to_dict("records"):
+        b = [float(x) for x in str(r["el_by_prompt_b"]).split()]
+        t = [float(x) for x in str(r["el_by_prompt_t"]).split()]
+        c = comparison(b, t, level=level, family_size=len(pairs))
+        out.append({"draft": r["draft"], "temperature": r["temperature"], "top_p": r["top_p"], "prompts": len(b),
+                    "gain": c["median"], "lo": c["lo"], "hi": c["hi"], "words": words.get(c["verdict"], c["verdict"]),
+                    "lo_sim": c["lo_sim"], "hi_sim": c["hi_sim"],
+                    "words_sim": words.get(c["verdict_sim"], c["verdict_sim"])})
+    return out
+
+
+def figure_values(pos, alpha, k: int) -> dict:
+    """The ranges the chapter's figure captions state: across drafts, the accepted fraction at
+    position 1 and at position k (``pos``: `position_rows`), and the fitted alpha of token
+    verification without truncation at the lowest and the highest temperature (``alpha``: `alpha_rows`).
+
+    Example: positions 1 at 0.5 and 0.6, k at 0.4 and 0.7 -> pos1_min 0.5, pos1_max 0.6, posk_min 0.4, posk_max 0.7
+    """
+    def span(values, name):
+        values = np.asarray(values, float)
+        return {f"{name}_min": float(values.min()) if values.size else float("nan"),
+                f"{name}_max": float(values.max()) if values.size else float("nan")}
+
+    plain = alpha[(alpha["method"] == "token") & (alpha["top_p"] == 1.0)]
+    t_lo, t_hi = plain["temperature"].min(), plain["temperature"].max()
+    return {**span(pos.loc[pos["position"] == 1, "conditional_rate"], "pos1"),
+            **span(pos.loc[pos["position"] == k, "conditional_rate"], "posk"),
+            **span(plain.loc[plain["temperature"] == t_lo, "alpha_mle"], "alpha_t_lo"),
+            **span(plain.loc[plain["temperature"] == t_hi, "alpha_mle"], "alpha_t_hi"),
+            "alpha_t_lo": float(t_lo), "alpha_t_hi": float(t_hi)}

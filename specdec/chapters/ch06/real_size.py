@@ -1,0 +1,155 @@
+"""Chapter 06's controlled-acceptance runs on real-size architectures with random weights.
+
+The hardware's side of the cost model, apart from any pair's acceptance: GPT-2 shapes
+(`specdec.family.architectures.REAL_SIZE`) built from their configs with random weights, decoded
+with the INSTRUMENTATION verifier `specdec.measure.controlled.ControlledAcceptance(alpha)` (each
+draft accepted with probability alpha whatever p and q are: not a decoding algorithm, and its
+outputs are samples of nothing).  Per target, one at a time (memory):
+  1. T(n) of the target and T_d(1) of the draft on a random context, per batch size; c = T_d(1) / T(1);
+  2. a short warm-up run, then rounds in which the baseline and every (alpha, k) run on every batch
+     size's cell, shuffled per round with a seeded RNG, contended runs re-run (`harness.sweep`);
+  3. per (batch, alpha, k, round): speedup = tokens/s / the baseline's tokens/s of the same round and
+     batch, beside S_ext = E[L](alpha, k) / (T(k+1)/T(1) + k c) and the idealized E[L] / (1 + k c);
+     `speedup_vs_alpha` gives each point's median with its paired bootstrap interval and verdict.
+Shapes named in ``curve_only`` get step 1 at batch 1 and nothing else (the synthesis figure's curves).
+Every random draw (weights, contexts, the runs' seeds) comes from the one generator passed in.
+
+Example:
+    out = controlled_runs(["gpt2-small"], "draft-3m", [0.8], [2], new_tokens=8, context=16, n_values=[1, 2, 3],
+                         curve_repeats=3, repeats=1, temperature=1.0, generator=torch.Generator().manual_seed(1),
+                         target_sizes=dict(n_layer=1, n_embd=32, n_head=2), draft_sizes=dict(n_layer=1, n_embd=16))
+    out["controlled"][0]["speedup"], out["draft_params"]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from specdec.core.cost import draft_cost, speedup
+from specdec.engine.decode import generate
+from specdec.family.architectures import build_model, param_count, real_size_config
+from specdec.measure.controlled import ControlledAcceptance
+from specdec.measure.cost_curve import cost_curve
+from specdec.measure.harness import Cell, Config, sweep
+from specdec.measure.protocol import comparison, simultaneous_words
+from specdec.io.results import records
+
+__all__ = ["controlled_runs", "speedup_vs_alpha", "size_label", "headline"]
+
+
+def _configs(target, draft, alphas, ks, new_tokens: int, temperature: float) -> list[Config]:
+    def run(k, alpha):
+        kw = dict(drafter=draft, k=k, verifier=ControlledAcceptance(alpha)) if k else {}
+        return lambda ids, seed: generate(target, ids, max_new_tokens=new_tokens, temperature=temperature,
+                                          generator=torch.Generator().manual_seed(seed), **kw).summary()
+    nan = float("nan")
+    return [Config("baseline", run(0, nan), k=0, alpha_set=nan)] + [
+        Config(f"alpha={a} k={k}", run(k, a), k=k, alpha_set=a) for a in alphas for k in ks]
+
+
+def controlled_runs(targets, draft: str, alphas, ks, *, new_tokens: int, context: int, n_values, curve_repeats: int,
+                    repeats: int, temperature: float, generator: torch.Generator, batches=(1,), curve_only=(),
+                    target_sizes: dict | None = None, draft_sizes: dict | None = None, min_share: float = 0.0,
+                    max_reruns: int = 0) -> dict:
+    """{"cost_curve": rows, "controlled": rows, "draft_params": int} (module docstring).
+
+    targets: the shapes decoded at every (batch, alpha, k), one cell per batch size (random context
+    rows), the configurations shuffled per round (seeded), contended runs re-run (``min_share``,
+    ``max_reruns``: `specdec.measure.harness.sweep`); curve_only: shapes whose cost curve is
+    measured (batch 1) but which are not decoded.  target_sizes / draft_sizes override the
+    configs' shapes (tiny models for SMOKE runs and tests)."""
+    rdraft = build_model(real_size_config(draft, **(draft_sizes or {})), generator=generator)
+    curve_rows, controlled = [], []
+    for name in list(targets) + [t for t in curve_only if t not in targets]:
+        target = build_model(real_size_config(name, **(target_sizes or {})), generator=generator)
+        params = param_count(target)
+        curves = {}
+        for B in (batches if name in targets else [1]):
+            rc = cost_curve(target, n_values, context=context, batch=B, repeats=curve_repeats, generator=generator)
+            rd = cost_curve(rdraft, [1], context=context, batch=B, repeats=curve_repeats, generator=generator)[0]
+            curves[B] = ({r["n"]: r["median_s"] for r in rc}, draft_cost(rd["median_s"], rc[0]["median_s"]))
+            curve_rows += [{"target": name, "params": params, **r, "draft_t1_s": rd["median_s"], "c": curves[B][1]}
+                           for r in rc]
+        if name not in targets:
+            del target
+            continue
+        ids = torch.randint(0, int(target.config.vocab_size), (max(batches), context), generator=generator)  # (B, T)
+        base_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+        generate(target, ids[:1], drafter=rdraft, k=2, max_new_tokens=4, temperature=temperature,
+                 verifier=ControlledAcceptance(0.5), generator=generator)  # warm-up: one-off costs
+        cells = [Cell({"target": name, "batch": B}, ids[:B]) for B in batches]
+        rows = sweep(_configs(target, rdraft, alphas, ks, new_tokens, temperature), cells, repeats=repeats,
+                     seed=lambda rnd, i: base_seed + rnd, shuffle=True, shuffle_seed=base_seed, min_share=min_share,
+                     max_reruns=max_reruns)
+        base = {(r["batch"], r["repeat"]): r["tokens_per_s"] for r in rows if r["k"] == 0}
+        for r in rows:
+            if r["k"] == 0:
+                continue
+            a, k, B = r["alpha_set"], r["k"], r["batch"]
+            curve, c = curves[B]
+            controlled.append({"target": name, "params": params, "batch": B, "alpha_set": a, "k": k,
+                               "repeat": r["repeat"], "tokens_per_s": r["tokens_per_s"],
+                               "baseline_tokens_per_s": base[(B, r["repeat"])],
+                               "speedup": r["tokens_per_s"] / base[(B, r["repeat"])],
+                               "predicted_ext": speedup(a, k, c, verify_cost=curve[k + 1] / curve[1]),
+                               "predicted_toy": speedup(a, k, c), "c": c, "verify_cost": curve[k + 1] / curve[1],
+                               "cpu_share": r["cpu_share"], "reruns": r["reruns"]})
+        del target
+    return {"cost_curve": curve_rows, "controlled": controlled, "draft_params": param_count(rdraft)}
+
+
+def speedup_vs_alpha(controlled, level: float = 0.95) -> list[dict]:
+    """The surface's table: per (target, batch, k, alpha) the median measured speedup over rounds with
+    its paired bootstrap interval and verdict, and the simultaneous interval over every point of the
+    surface (`specdec.measure.protocol.comparison`: each round's baseline against the same round's
+    run), and the two predictions."""
+    rows = records(controlled)
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r["target"], r.get("batch", 1), r["k"], r["alpha_set"]), []).append(r)
+    out = []
+    order = {t: i for i, t in enumerate(dict.fromkeys(r["target"] for r in rows))}
+    for (name, B, k, a), ra in sorted(groups.items(), key=lambda kv: (order[kv[0][0]], *kv[0][1:])):
+        c = comparison([1 / r["baseline_tokens_per_s"] for r in ra], [1 / r["tokens_per_s"] for r in ra],
+                       level=level, family_size=len(groups))
+        out.append(dict(target=name, batch=B, k=k, alpha_set=a, runs=len(ra), speedup_median=c["median"],
+                        speedup_lo=c["lo"], speedup_hi=c["hi"], verdict=c["verdict"], speedup_lo_sim=c["lo_sim"],
+                        speedup_hi_sim=c["hi_sim"], verdict_sim=c["verdict_sim"], pairs_sim=c["pairs_sim"],
+                        predicted_ext=ra[0]["predicted_ext"], predicted_toy=ra[0]["predicted_toy"]))
+    return out
+
+
+def size_label(params: int) -> str:
+    """A parameter count as prose: 124439808 -> "124M", 3290000 -> "3.3M"."""
+    return f"{params / 1e6:.0f}M" if params >= 1e7 else f"{params / 1e6:.1f}M"
+
+
+def headline(cost_curve, controlled, draft_params: int, n: int, tolerance: float = 0.10) -> dict:
+    """The numbers the prose quotes, for the last decoded target: T(n)/T(1) and c at batch 1, the
+    surface's points and how many were faster / slower, the best median with its interval, and the
+    median measured / predicted speedup (extended, and idealized) over the points with the share
+    within ``tolerance``; and every shape's size."""
+    curve, ctrl = records(cost_curve), records(controlled)
+    sizes = {r["target"]: r["params"] for r in curve}
+    name = [r["target"] for r in ctrl][-1]
+    last = [r for r in curve if r["target"] == name and r.get("batch", 1) == 1]
+    table = [r for r in speedup_vs_alpha([r for r in ctrl if r["target"] == name])]
+    best = max(table, key=lambda r: r["speedup_median"])
+    ext = [r["speedup_median"] / r["predicted_ext"] for r in table]
+    return {"real_name": name, "real_ratio": float(next(r["ratio"] for r in last if r["n"] == n)),
+            "real_c": float(last[0]["c"]), "real_points": len(table),
+            "real_faster": sum(r["verdict"] == "faster" for r in table),
+            "real_slower": sum(r["verdict"] == "slower" for r in table),
+            "real_sim_words": simultaneous_words([r["verdict_sim"] for r in table], [r["runs"] for r in table],
+                                                 len(table)),
+            "real_best": float(best["speedup_median"]), "real_best_lo": float(best["speedup_lo"]),
+            "real_best_hi": float(best["speedup_hi"]),
+            "real_best_at": f"alpha {best['alpha_set']:g}, k = {best['k']}, batch {best['batch']}",
+            "real_ratio_med": float(np.median(ext)),
+            "real_within": sum(abs(x - 1) <= tolerance for x in ext),
+            "real_half_width": float(np.median([(r["speedup_hi"] - r["speedup_lo"]) / 2 / r["speedup_median"]
+                                                for r in table])),
+            "real_toy_med": float(np.median([r["speedup_median"] / r["predicted_toy"] for r in table])),
+            "real_shapes": ", ".join(f"{t}: {size_label(p)}" for t, p in sizes.items()),
+            "real_draft_size": size_label(draft_params)}

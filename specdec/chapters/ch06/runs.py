@@ -1,0 +1,249 @@
+"""Chapter 06's timed runs of the embedded family: cost curves, the draft comparison, and plain,
+fixed-k and dynamic-k decoding over temperatures x output lengths x batch sizes x prompt groups.
+
+Protocol (`specdec.measure.protocol`, through the one harness: `specdec.measure.harness.protocol_sweep`):
+  1. Cost curves: T(n) of the target and T_d(1), T_d(2) of each model draft, per batch size, at
+     every context a run's prediction needs (prompt + half the output), measured once before the
+     decoding runs and once after them (`cost_curves(..., when=...)`), so drift shows.
+  2. Cells: one per (temperature, output length L, batch B, prompt group g): the g-th block of B
+     held-out prompts, L new tokens, no stop token.  Greedy runs only at the batch sizes asked.
+  3. Configurations, all run on every cell in every round, in an order shuffled per (round, cell)
+     with a seeded RNG: "baseline" (k = 0), "k=K" for each K, and "dynamic" (k = -1, the rule
+     `specdec.engine.schedule.AdaptiveK` with that cell's T and c).
+  4. Every configuration of one (round, cell) shares its seed, so speedups are paired on common
+     random numbers; untimed warm-up rounds first run every configuration on a short cell.
+  5. A run whose CPU share falls below ``min_share`` was contended: it is re-run (at most
+     ``max_reruns`` times) and the count recorded with its load average.
+
+Example:
+    pair = EmbeddedPair(seed=0, prompt_len=64, n_prompts=8, allow_stand_in=True)
+    curve = cost_curves(pair.target, {"draft-small": pair.drafts["draft-small"]}, [1], [1, 2], [64],
+                        repeats=3, generator=torch.Generator().manual_seed(0))
+    cells = decoding_cells(pair.prompts, [1.0], [16], [1], [1], groups=2, prompt_len=64, curve=curve,
+                           draft="draft-small")
+    rows = decoding_runs(pair.target, pair.drafts["draft-small"], cells, [2], warmup_steps=2, k_start=2,
+                         repeats=2, warmup=1, seed=0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+from specdec.core.cost import draft_cost
+from specdec.engine.decode import generate
+from specdec.engine.history import PromptLookupDrafter
+from specdec.engine.schedule import AdaptiveK
+from specdec.family.tokens import prompt_checksum
+from specdec.measure.cost_curve import cost_curve, one_token_forward
+from specdec.measure.harness import Cell, Config, protocol_sweep
+from specdec.measure.prediction import step_profile
+from specdec.measure.subjects import load_subjects
+from specdec.io.results import records
+
+__all__ = ["RUN_COLUMNS", "EmbeddedPair", "cost_curves", "curve_at", "decoding_cells", "decoding_configs",
+           "decoding_runs", "draft_runs", "hf_runs", "mid_context", "run_context"]
+
+RUN_COLUMNS = ("temperature", "output_len", "batch", "group", "config", "draft", "k", "repeat", "position", "tokens",
+               "steps", "wall_s", "total_s", "ttft_s", "tokens_per_s", "lat_p50_s", "lat_p95_s", "lat_p99_s",
+               "t_draft", "t_draft_forward", "t_target", "t_accept", "t_rollback", "t_other", "t_step",
+               "t_target_steady", "t_draft_forward_steady", "t_step_steady", "first_step_tokens", "mean_accepted",
+               "alpha_mle", "alpha_steps", "k_chosen", "step_profile", "kv_slots", "peak_memory_bytes", "cpu_share",
+               "load_1m", "reruns")
+PROMPT_LOOKUP = "prompt-lookup"
+
+
+def mid_context(prompt_len: int, output_len: int) -> int:
+    """The context a cost-curve point is measured at for a run of this length: prompt + half the
+    output (T is about linear in the context, so this is the run's mean).  Example: (64, 256) -> 192."""
+    return int(prompt_len) + int(output_len) // 2
+
+
+def run_context(run: dict, prompt_len: int) -> float:
+    """The mean length of the target's cache over a run, from its final length ``kv_slots`` (which
+    counts a ragged batch's masked holes: the forwards attend over them too)."""
+    return prompt_len + (float(run["kv_slots"]) - prompt_len) / 2
+
+
+@dataclass
+class EmbeddedPair:
+    """The embedded target, its drafts and the held-out prompts, loaded on first use (a chapter
+    that renders from its committed tables never loads a model).  ``drafts``: every draft of the
+    family plus prompt lookup (a drafter without a model)."""
+
+    device: str = "cpu"
+    seed: int = 0
+    prompt_len: int = 64
+    n_prompts: int = 8
+    allow_stand_in: bool = False  # tiny random-weight stand-ins when the weights are absent (SMOKE)
+    target_wanted: str = "embedded"
+    dtype: str = "float32"  # the weights' dtype (`specdec.family.loader.resolve_dtype`)
+
+    @cached_property
+    def subjects(self):
+        return load_subjects(self.device, self.dtype, allow_stand_in=self.allow_stand_in, seed=self.seed)
+
+    @property
+    def target(self):
+        return self.subjects.target
+
+    @cached_property
+    def drafts(self) -> dict:
+        return {**self.subjects.drafts, PROMPT_LOOKUP: PromptLookupDrafter(self.subjects.vocab_size)}
+
+    @cached_property
+    def model_drafts(self) -> dict:
+        """The drafts that are models (have a forward to measure a cost curve of)."""
+        return {n: d for n, d in self.subjects.drafts.items() if isinstance(d, torch.nn.Module)}
+
+    @cached_property
+    def prompts(self) -> torch.Tensor:
+        return self.subjects.prompts(self.n_prompts, self.prompt_len, seed=self.seed)  # (n_prompts, prompt_len)
+
+    def describe(self) -> dict:
+        """The chapter's setup values: models used, drafts, prompt checksum, notes, weight sha256."""
+        notes = list(self.subjects.notes)
+        if self.target_wanted != "embedded":
+            notes.append(f"this chapter measures the embedded family; TARGET = {self.target_wanted!r} is measured "
+                         "by the GPU run (chapter 07)")
+        return {"models": self.subjects.kind, "drafts": list(self.drafts), "model_drafts": list(self.model_drafts),
+                "prompt_sha256": prompt_checksum(self.prompts), "notes": notes,
+                "models_sha256": dict(self.subjects.sha256)}
+
+
+def cost_curves(target, drafts: dict, batches, n_values, contexts, *, repeats: int, generator: torch.Generator,
+                when: str = "before", interleaved: bool = False) -> list[dict]:
+    """Per batch size and context: T(n) of the target for each n (model "target") and T_d(1),
+    T_d(2) of each model draft (model = its name), labelled ``when``; each n timed in its own block
+    of repeats, as a decoding loop repeats one shape (`cost_curve(blocked=True)`).  ``interleaved``: also each
+    forward as the speculative loop runs it, right after the other model's forward -- model
+    "target after <draft>" (the verification after the drafts) and "<draft> after target" (a
+    step's first draft forward) -- measured with `specdec.measure.cost_curve.cost_curve(between=)`."""
+    rows = []
+    for ctx in contexts:
+        for B in batches:
+            kw = dict(context=ctx, batch=B, repeats=repeats, generator=generator, blocked=True)
+            rows += [{"model": "target", **r, "when": when} for r in cost_curve(target, n_values, **kw)]
+            for name, d in drafts.items():
+                rows += [{"model": name, **r, "when": when} for r in cost_curve(d, [1, 2], **kw)]
+                if interleaved:
+                    touch_d = one_token_forward(d, context=ctx, batch=B, generator=generator)
+                    touch_t = one_token_forward(target, context=ctx, batch=B, generator=generator)
+                    rows += [{"model": f"target after {name}", **r, "when": when}
+                             for r in cost_curve(target, n_values, between=touch_d, **kw)]
+                    rows += [{"model": f"{name} after target", **r, "when": when}
+                             for r in cost_curve(d, [1, 2], between=touch_t, **kw)]
+    return rows
+
+
+def curve_at(curve, batch: int, context: int, draft: str) -> tuple[dict, float]:
+    """({n: T(n)} of the target, c = T_d(1) / T(1)) at one batch and context (means over the
+    measurements of the point), for the dynamic-k rule."""
+    rows = records(curve)
+    sel = [r for r in rows if int(r["batch"]) == batch and int(r["context"]) == context]
+    pts: dict = {}
+    for r in sel:
+        pts.setdefault((r["model"], int(r["n"])), []).append(float(r["median_s"]))
+    t = {n: sum(v) / len(v) for (m, n), v in pts.items() if m == "target"}
+    d1 = pts[(draft, 1)]
+    return t, draft_cost(sum(d1) / len(d1), t[1])
+
+
+def decoding_cells(prompts, temperatures, output_lens, batches, greedy_batches, *, groups: int, prompt_len: int,
+                   curve, draft: str) -> list[Cell]:
+    """The cells of the main sweep (module docstring, 2); each carries its T and c for the rule."""
+    cells = []
+    for T in temperatures:
+        for L in output_lens:
+            for B in (batches if T > 0 else [b for b in batches if b in greedy_batches]):
+                if (groups * B) > prompts.shape[0]:
+                    raise ValueError(f"{groups} groups of batch {B} need {groups * B} prompts, have {prompts.shape[0]}")
+                t, c = curve_at(curve, B, mid_context(prompt_len, L), draft)
+                for g in range(groups):
+                    cells.append(Cell({"temperature": float(T), "output_len": L, "batch": B, "group": g},
+                                      dict(ids=prompts[g * B:(g + 1) * B], max_new_tokens=L, temperature=float(T),
+                                           c=c, curve=t)))
+    return cells
+
+
+def _run(target, drafter, k, *, k_max: int, warmup_steps: int, k_start: int):
+    """A configuration's run: generate on the cell's inputs, its summary with alpha, k chosen and the
+    step profile the prediction needs (`specdec.measure.prediction.step_profile`)."""
+    nan = float("nan")
+
+    def go(x, seed):
+        schedule = AdaptiveK(x["c"], x["curve"], k_max, min(k_start, k_max), warmup_steps) if k < 0 else max(k, 1)
+        res = generate(target, x["ids"], drafter=drafter if k else None, k=schedule,
+                       max_new_tokens=x["max_new_tokens"], temperature=x["temperature"],
+                       generator=torch.Generator().manual_seed(seed))
+        alpha, steps = res.stats.alpha_mle(k if k > 0 else None) if k else (nan, 0)
+        chosen = [s["k"] for s in res.stats.steps[warmup_steps:]] or [k_start]
+        return {**res.summary(), "alpha_mle": alpha, "alpha_steps": steps, "step_profile": step_profile(res.stats),
+                "k_chosen": max(set(chosen), key=chosen.count) if k < 0 else k}
+    return go
+
+
+def decoding_configs(target, draft, ks, *, warmup_steps: int, k_start: int, dynamic: bool = True) -> list[Config]:
+    """baseline (k = 0), k=K for each of ks, and (dynamic) the rule (k = -1) up to max(ks)."""
+    kw = dict(k_max=max(ks), warmup_steps=warmup_steps, k_start=k_start)
+    return ([Config("baseline", _run(target, draft, 0, **kw), k=0)]
+            + [Config(f"k={k}", _run(target, draft, k, **kw), k=k) for k in ks]
+            + ([Config("dynamic", _run(target, draft, -1, **kw), k=-1)] if dynamic else []))
+
+
+def _prompt_cells(prompts, groups: int, output_len: int, t: float, **inputs) -> list[Cell]:
+    """Batch-1 cells labelled with temperature t, one per prompt g < groups: ids (1, T) and output_len
+    new tokens, plus ``inputs``."""
+    return [Cell({"temperature": float(t), "output_len": output_len, "batch": 1, "group": g},
+                 dict(ids=prompts[g:g + 1], max_new_tokens=output_len, **inputs)) for g in range(groups)]
+
+
+def _rows(rows, draft_of) -> list[dict]:
+    return [{c: (draft_of(r) if c == "draft" else r.get(c, float("nan"))) for c in RUN_COLUMNS} for r in rows]
+
+
+def decoding_runs(target, draft, cells: list[Cell], ks, *, draft_name: str = "", warmup_steps: int, k_start: int,
+                  repeats: int, warmup: int, seed: int, min_share: float = 0.9, max_reruns: int = 2,
+                  warmup_tokens: int = 8, log=None) -> list[dict]:
+    """Every configuration of `decoding_configs` on every cell, interleaved and shuffled (module
+    docstring), after ``warmup`` untimed rounds on short cells (one per distinct temperature and
+    batch, ``warmup_tokens`` tokens); one row of RUN_COLUMNS per timed run, in the order they ran."""
+    configs = decoding_configs(target, draft, ks, warmup_steps=warmup_steps, k_start=k_start)
+    short = {(c.labels["temperature"], c.labels["batch"]): c for c in cells if c.labels["group"] == 0}
+    warm = [Cell(c.labels, {**c.inputs, "max_new_tokens": warmup_tokens}) for c in short.values()] if warmup else []
+    rows = protocol_sweep(configs, cells, repeats=repeats, seed=seed, min_share=min_share, max_reruns=max_reruns,
+                          warm=warm, warm_rounds=warmup, log=log)
+    return _rows(rows, lambda r: "" if r["config"] == "baseline" else draft_name)
+
+
+def draft_runs(target, drafts: dict, prompts, *, k: int, output_len: int, groups: int, temperature: float,
+               repeats: int, seed: int, min_share: float = 0.9, max_reruns: int = 2, log=None) -> list[dict]:
+    """The draft comparison: at batch 1, per prompt (``groups`` of them) and repeat, the baseline and
+    each draft at draft length k, interleaved and shuffled; rows as `decoding_runs` (config = draft)."""
+    cells = _prompt_cells(prompts, groups, output_len, temperature, temperature=float(temperature), c=0.0,
+                          curve={1: 1.0})
+    kw = dict(k_max=k, warmup_steps=0, k_start=k)
+    configs = [Config("baseline", _run(target, None, 0, **kw), k=0)] + [
+        Config(name, _run(target, d, k, **kw), k=k) for name, d in drafts.items()]
+    warm = [Cell(cells[0].labels, {**cells[0].inputs, "max_new_tokens": 8})]
+    rows = protocol_sweep(configs, cells, repeats=repeats, seed=seed, min_share=min_share, max_reruns=max_reruns,
+                          warm=warm, log=log)
+    return _rows(rows, lambda r: "" if r["config"] == "baseline" else r["config"])
+
+
+def hf_runs(target, draft, prompts, *, k: int, output_len: int, groups: int, temperature: float, repeats: int,
+            seed: int, min_share: float = 0.9, max_reruns: int = 2) -> list[dict]:
+    """Hugging Face's plain `generate` and its assisted generation with k pinned (batch 1: all HF
+    assisted generation takes), per prompt and repeat, interleaved and shuffled; end-to-end timing."""
+    from specdec.peers.hf import hf_assisted
+
+    def run(kk):
+        return lambda x, s: hf_assisted(target, draft, x["ids"], k=kk, max_new_tokens=x["max_new_tokens"],
+                                        temperature=temperature, seed=s)[1]
+    cells = _prompt_cells(prompts, groups, output_len, temperature)
+    configs = [Config("HF generate", run(0), k=0), Config(f"HF assisted k={k}", run(k), k=k)]
+    rows = protocol_sweep(configs, cells, repeats=repeats, seed=seed, min_share=min_share, max_reruns=max_reruns,
+                          warm=cells[:1])
+    return _rows(rows, lambda r: "")

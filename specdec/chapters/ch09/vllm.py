@@ -1,0 +1,92 @@
+"""Chapter 09's workload on vLLM's real server: plain decoding and each speculative configuration,
+each its own `specdec.peers.vllm_server.VLLMServer` on 127.0.0.1, measured by
+`specdec.measure.server_runs.server_sweep` and read by `serving_runs.speedups` / `break_even`
+exactly as our engine's runs are.
+
+Protocol, stated before any result: every server of the run is started first (all at once, each
+one thread, its log kept) and stopped in a ``finally``; the plain server is the baseline.  The
+configurations are chapter 10's (`engine_audit.plan`, by label), and each carries chapter 10's
+verdict at the chapter's sampling setting (`law_status`, read from its committed laws table): one
+whose law test rejected is run only under a label saying "not the target's law here", and its
+rows' verdicts say so instead of faster or slower.
+"""
+from __future__ import annotations
+
+import csv
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+
+from specdec.chapters.ch10.audit import Config, plan
+from specdec.measure.server_runs import NONE, server_sweep
+from specdec.peers.vllm_server import VLLMServer
+from specdec.measure.serving_runs import speedups as paired_speedups
+from specdec.io.paths import CHAPTERS, RESULTS_DIR
+from specdec.report.robustness import NOT_EXACT
+
+__all__ = ["configs", "law_status", "policy_name", "labelled_configs", "serve", "labelled", "speedups", "LAWS",
+           "TIMEOUT_S"]
+
+LAWS = RESULTS_DIR / CHAPTERS["eng"] / "laws.csv"  # chapter 10's committed law tests
+TIMEOUT_S = 60.0  # per request, then it counts as a timeout (the workload's longest takes a few seconds)
+
+
+def configs(labels, k: int, draft: str) -> list[Config]:
+    """Chapter 10's vLLM configurations with these labels, in the given order (a label the plan
+    lacks is an error that lists the plan's)."""
+    by = {c.label: c for c in plan(k, draft) if c.engine == "vllm" and c.role == "speculative"}
+    missing = [x for x in labels if x not in by]
+    if missing:
+        raise ValueError(f"not vLLM configurations of chapter 10's plan: {missing}; it has {sorted(by)}")
+    return [by[x] for x in labels]
+
+
+def law_status(laws_csv: Path, cfgs: list[Config], setting: str) -> dict:
+    """label -> chapter 10's law-test status ("pass", "reject", ...) at ``setting``; "not tested"
+    where the table has no such row (or the table is missing)."""
+    rows = list(csv.DictReader(Path(laws_csv).read_text().splitlines())) if Path(laws_csv).exists() else []
+    got = {r["configuration"]: r["status"] for r in rows if r["engine"] == "vllm" and r["setting"] == setting}
+    return {c.label: got.get(c.label, "not tested") for c in cfgs}
+
+
+def policy_name(cfg: Config, status: str) -> str:
+    return f"vLLM {cfg.label}" + (f" ({NOT_EXACT})" if status == "reject" else "")
+
+
+def labelled_configs(labels, k: int, draft: str, temperature: float, laws_csv: Path = LAWS) -> dict:
+    """policy name -> (configuration, chapter 10's law status at this temperature): the plan's
+    configurations with these labels, each named by `policy_name`."""
+    cfgs = configs(labels, k, draft)
+    status = law_status(laws_csv, cfgs, "temperature 1" if temperature == 1.0 else f"temperature {temperature:g}")
+    return {policy_name(c, status[c.label]): (c, status[c.label]) for c in cfgs}
+
+
+def serve(labelled_cfgs: dict, prompts, *, seed: int, threads: int = 1, startup_timeout_s: float = 240.0,
+          timeout_s: float = TIMEOUT_S, log_dir: Path | None = None, **sweep) -> tuple[list[dict], list[dict]]:
+    """(rows of `server_sweep` with ``engine`` "vllm", one provenance dict per server) for plain
+    decoding (policy `NONE`) and every configuration of `labelled_configs`."""
+    specs = {NONE: None, **{name: cfg.spec for name, (cfg, _) in labelled_cfgs.items()}}
+    with ExitStack() as stack:
+        servers = {name: VLLMServer(spec, seed=seed, threads=threads, startup_timeout_s=startup_timeout_s,
+                                    log_dir=log_dir) for name, spec in specs.items()}
+        for s in servers.values():
+            stack.callback(s.stop)  # every server stopped, whichever failed to start
+        with ThreadPoolExecutor(max_workers=len(servers)) as pool:
+            for f in [pool.submit(s.__enter__) for s in servers.values()]:
+                f.result()
+        rows = server_sweep({n: (s.url, s.model) for n, s in servers.items()}, prompts, seed=seed,
+                            timeout_s=timeout_s, **sweep)
+    provs = [{"policy": n, **s.provenance} for n, s in servers.items()]
+    return [{"engine": "vllm", **r} for r in rows], provs
+
+
+def labelled(speed: list[dict], labelled_cfgs: dict) -> list[dict]:
+    """The speedup rows, a configuration outside the target's law read as such, never as faster."""
+    bad = {name for name, (_, status) in labelled_cfgs.items() if status == "reject"}
+    return [{**r, "verdict": NOT_EXACT, "verdict_sim": NOT_EXACT} if r["policy"] in bad else r for r in speed]
+
+
+def speedups(runs, labelled_cfgs: dict, *, seed: int) -> list[dict]:
+    """`serving_runs.speedups` of the server runs (a DataFrame or rows), then `labelled`."""
+    rows = runs.to_dict("records") if hasattr(runs, "to_dict") else list(runs)
+    return labelled(paired_speedups(rows, seed=seed), labelled_cfgs)

@@ -1,0 +1,1 @@
+"""Chapter 10, other engines: the audit plan, runs, reproducers, timing and words."""

@@ -1,0 +1,1 @@
+"""The reproduction status page: every recomputed table against the committed one."""

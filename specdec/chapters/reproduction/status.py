@@ -1,0 +1,221 @@
+"""Reproduction status: every recomputed table held against the committed one, by the kind of result.
+
+`make reproduce` recomputes every chapter into ``data/results/`` and ends with the reproduction
+chapter, which calls `compare_all`: each chapter's tables are compared with the same tables in a
+git revision (default ``HEAD``, i.e. what is committed), extracted once with ``git archive``.
+
+How a table is compared depends on the kind its sidecar declares (`specdec.io.results`):
+  exact    every numeric column equal to rtol 1e-9 (+ atol 1e-12), every other column equal.  Not
+           bytes: the last bit of a float division differs between CPUs (seen: 1.336363636363636
+           committed on one machine, 1.3363636363636362 recomputed on another).
+  sampled  seeded Monte Carlo is not bit-identical across machines (one flipped comparison changes a
+           whole trajectory), so: the ``keys`` columns must be equal, each declared interval
+           [est, lo, hi] of the recomputed table must overlap the committed one, each declared
+           standard error must bound the difference (|new - old| <= 4 sqrt(se_new^2 + se_old^2)),
+           and declared ``counts`` (a column of sample counts, split into separate samples by the
+           ``groups`` columns) must pass a G-test of homogeneity against the committed counts at
+           level 1e-3 per sample.  A sampled table with none of these is reported, not compared.
+  timing   never asserted: the median ratio recomputed / committed of its rate and time columns is
+           reported with its range, so a reader sees how far the machine moved.
+A chapter is "differs" when a table differs or a committed table was not recomputed ("missing"),
+"reproduced" when at least one table was compared and all compared tables agree, "timing only"
+when it has nothing but timings, and "not compared" when none of its tables could be compared.
+
+Example: compare_frames(new, old) -> {"status": "reproduced", "detail": "12 rows, 5 columns equal"}
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+import tempfile
+from io import BytesIO
+from pathlib import Path
+
+import numpy as np
+
+from specdec.io.paths import BUILD_DIR, ROOT
+from specdec.io.results import read_table
+
+__all__ = ["extract_reference", "compare_frames", "compare_chapter", "chapter_status", "compare_all"]
+
+RTOL, ATOL, Z, LEVEL = 1e-9, 1e-12, 4.0, 1e-3
+
+
+def extract_reference(revision: str = "HEAD", into: Path | None = None) -> tuple[Path | None, str]:
+    """(``data/results`` as committed in ``revision``, extracted under build/reference/<commit>/,
+    the commit's hash); (None, "") when this is not a git checkout (or the revision has no results)."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", revision], cwd=ROOT, capture_output=True, text=True,
+                                check=True, timeout=30).stdout.strip()
+        dest = Path(into or BUILD_DIR / "reference") / commit
+        if not (dest / "data" / "results").is_dir():
+            blob = subprocess.run(["git", "archive", commit, "data/results"], cwd=ROOT, capture_output=True,
+                                  check=True, timeout=120).stdout
+            dest.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(fileobj=BytesIO(blob)) as tar:
+                tar.extractall(dest, filter="data")
+    except (OSError, subprocess.SubprocessError):
+        return None, ""
+    return dest / "data" / "results", commit
+
+
+def _numeric(df, c) -> bool:
+    return str(df[c].dtype) in ("int64", "Int64", "float64")
+
+
+def _exact(new, old) -> dict:
+    bad = []
+    for c in new.columns:
+        if _numeric(new, c) and _numeric(old, c):
+            a, b = new[c].to_numpy(dtype=float), old[c].to_numpy(dtype=float)
+            if not np.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True):
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    rel = np.nanmax(np.abs(a - b) / np.maximum(np.abs(b), ATOL))
+                bad.append(f"{c} (max relative difference {rel:.1e})")
+        elif new[c].astype(str).tolist() != old[c].astype(str).tolist():
+            bad.append(f"{c} (values differ)")
+    if bad:
+        return {"status": "differs", "detail": "; ".join(bad)}
+    return {"status": "reproduced", "detail": f"{len(new)} rows, {len(new.columns)} columns equal to rtol {RTOL:g}"}
+
+
+def _sampled(new, old, meta) -> dict:
+    bad, checked = [], []
+    for c in meta.get("keys", []):
+        if new[c].astype(str).tolist() != old[c].astype(str).tolist():
+            bad.append(f"{c} differs")
+    for est, lo, hi in meta.get("intervals", []):
+        overlap = (new[lo] <= old[hi]) & (old[lo] <= new[hi])
+        overlap |= new[est].isna() & old[est].isna()
+        if not overlap.all():
+            bad.append(f"{est}: {int((~overlap).sum())} of {len(new)} intervals do not overlap")
+        checked.append(est)
+    for est, se in meta.get("se", {}).items():
+        bound = Z * np.sqrt(new[se].to_numpy(float) ** 2 + old[se].to_numpy(float) ** 2)
+        gap = np.abs(new[est].to_numpy(float) - old[est].to_numpy(float))
+        if not np.all((gap <= bound) | np.isnan(gap)):
+            bad.append(f"{est}: {int((gap > bound).sum())} of {len(new)} rows beyond {Z:g} standard errors")
+        checked.append(est)
+    for col in meta.get("counts", []):
+        p = _homogeneity(new, old, col, meta.get("groups", []))
+        if p < LEVEL:
+            bad.append(f"{col}: counts differ from the committed ones (G-test p = {p:.1e})")
+        checked.append(col)
+    if bad:
+        return {"status": "differs", "detail": "; ".join(bad)}
+    if not checked:
+        labels = f"labels equal ({', '.join(meta['keys'])}); " if meta.get("keys") else ""
+        return {"status": "not compared", "detail": f"{labels}sampled values not compared: no interval stated"}
+    return {"status": "reproduced", "detail": f"{len(new)} rows; within intervals: {', '.join(checked)}"}
+
+
+def _homogeneity(new, old, col: str, groups: list) -> float:
+    """Smallest p-value over the samples (groups) of a G-test that the recomputed and the committed
+    counts come from one multinomial (2 x cells contingency table, empty cells dropped)."""
+    from scipy.stats import chi2_contingency
+
+    parts = [(new, old)] if not groups else [(new[new[groups].astype(str).agg("|".join, axis=1) == g],
+                                              old[old[groups].astype(str).agg("|".join, axis=1) == g])
+                                             for g in new[groups].astype(str).agg("|".join, axis=1).unique()]
+    pvals = []
+    for a, b in parts:
+        table = np.array([a[col].to_numpy(float), b[col].to_numpy(float)])
+        table = table[:, table.sum(0) > 0]
+        if table.shape[1] > 1:
+            pvals.append(chi2_contingency(table, lambda_="log-likelihood")[1])
+    return float(min(pvals)) if pvals else 1.0
+
+
+def _timing(new, old) -> dict:
+    cols = [c for c in new.columns if _numeric(new, c) and (c.endswith("_s") or "per_s" in c or c.startswith("t_"))]
+    ratios = []
+    for c in cols:
+        a, b = new[c].to_numpy(float), old[c].to_numpy(float)
+        ok = np.isfinite(a) & np.isfinite(b) & (b > 0) & (a > 0)
+        ratios += list(a[ok] / b[ok])
+    if not ratios:
+        return {"status": "timing", "detail": "no comparable timing column"}
+    q = np.percentile(ratios, [0, 50, 100])
+    return {"status": "timing", "detail": f"recomputed / committed: median {q[1]:.2f} (range {q[0]:.2f}-{q[2]:.2f}) "
+                                          f"over {len(ratios)} values; not asserted"}
+
+
+def compare_frames(new, old) -> dict:
+    """Compare a recomputed table with the committed one by its kind (module docstring)."""
+    meta = new.attrs["meta"]
+    if list(new.columns) != list(old.columns):
+        return {"status": "differs", "detail": f"columns {list(new.columns)} vs committed {list(old.columns)}"}
+    if len(new) != len(old):
+        return {"status": "differs", "detail": f"{len(new)} rows vs {len(old)} committed"}
+    kind = meta.get("kind", "exact")
+    if kind == "timing":
+        return _timing(new, old)
+    if kind == "sampled":
+        return _sampled(new, old, meta)
+    return _exact(new, old)
+
+
+def compare_chapter(new_dir: Path, ref_dir: Path | None) -> list[dict]:
+    """One row per table of a chapter's results folder, and one per committed table not recomputed."""
+    rows = []
+    for csv in sorted(Path(new_dir).glob("*.csv")):
+        new = read_table(csv)
+        row = {"chapter": Path(new_dir).name, "table": csv.stem, "kind": new.attrs["meta"].get("kind", "exact")}
+        ref = None if ref_dir is None else Path(ref_dir) / csv.name
+        if ref is None or not ref.exists():
+            rows.append({**row, "status": "new", "detail": "no committed table to compare with"})
+            continue
+        try:
+            rows.append({**row, **compare_frames(new, read_table(ref))})
+        except (ValueError, KeyError) as exc:  # e.g. a committed table in an older format
+            rows.append({**row, "status": "differs", "detail": f"cannot compare: {exc}"})
+    if ref_dir is not None and Path(ref_dir).is_dir():
+        done = {r["table"] for r in rows}
+        rows += [{"chapter": Path(new_dir).name, "table": csv.stem, "kind": "", "status": "missing",
+                  "detail": "committed, but the recomputation did not write it"}
+                 for csv in sorted(Path(ref_dir).glob("*.csv")) if csv.stem not in done]
+    return rows
+
+
+def chapter_status(rows: list[dict], have_reference: bool) -> str:
+    """The chapter's verdict from its table rows (module docstring)."""
+    if not have_reference:
+        return "no reference"
+    bad = [r["table"] for r in rows if r["status"] in ("differs", "missing")]
+    if bad:
+        return "differs: " + ", ".join(bad)
+    if any(r["status"] == "reproduced" for r in rows):
+        return "reproduced"
+    return "timing only" if rows and all(r["kind"] == "timing" for r in rows) else "not compared"
+
+
+def _record(d: Path, name: str) -> dict:
+    p = Path(d) / name
+    return json.loads(p.read_text()) if p.exists() else {}
+
+
+def compare_all(results_root: Path, chapters: list[str], revision: str = "HEAD") -> tuple[list[dict], list[dict]]:
+    """(per-table rows, per-chapter rows) for the named chapter folders under ``results_root``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ref_root, ref_commit = extract_reference(revision, Path(tmp) if revision != "HEAD" else None)
+        tables, summary = [], []
+        for name in chapters:
+            d = Path(results_root) / name
+            rows = compare_chapter(d, None if ref_root is None else ref_root / name)
+            tables += rows
+            run, chap = _record(d, "run.json"), _record(d, "chapter.json")
+            hw = run.get("hardware", {})
+            summary.append({"chapter": name, "status": chapter_status(rows, ref_root is not None),
+                            "reference": ref_commit, "wall_s": run.get("wall_s", float("nan")),
+                            "cpu": hw.get("cpu", ""), "cores": hw.get("cpu_count", 0), "commit": run.get("commit", ""),
+                            "date": run.get("date", ""), "smoke": bool(run.get("smoke", False)),
+                            "models_sha256": " ".join(f"{k}:{v[:12]}" for k, v in sorted(chap.get("models_sha256",
+                                                                                                {}).items())),
+                            "tables": len(rows), "exact_reproduced": sum(r["kind"] == "exact" and r["status"] ==
+                                                                         "reproduced" for r in rows),
+                            "sampled_reproduced": sum(r["kind"] == "sampled" and r["status"] == "reproduced"
+                                                      for r in rows),
+                            "timing": sum(r["kind"] == "timing" for r in rows)})
+    return tables, summary

@@ -1,0 +1,1 @@
+"""The summary page: the verdict box, the findings and the published results beside ours."""

@@ -1,0 +1,1 @@
+"""Command lines: make bench, make gpu, make serve-bench, make readme."""

@@ -1,0 +1,105 @@
+"""`make serve-bench URL=... MODEL=...`: chapter 09's workload against any OpenAI-compatible
+deployment (a multi-GPU vLLM or SGLang cluster behind one URL), with the same protocol and tables.
+
+Give one URL to measure a deployment, or several (space-separated in URL, one NAMES entry each) to
+compare them: the first is the baseline, every other is paired with it per (rate, round)
+(`specdec.measure.server_runs`, ABBA over rounds), and the speedup and break-even tables follow.
+Prompts: the embedded family's held-out prompts as token ids (valid ids for any vocabulary of at
+least the embedded one's size; the text they spell in another tokenizer is not the same), or
+``--prompt-file``: a JSON list of token-id lists in the deployed model's own vocabulary.
+
+Writes under ``--out``: ``runs.csv`` (one row per endpoint, rate and round: which endpoint, the
+outcomes, tokens/s, goodput, TTFT / per-chunk ITL / TPOT / end-to-end percentiles, the server's
+counters), and with two or more endpoints ``speedups.csv`` and ``break_even.csv``; each with its
+provenance sidecar (the URLs, the versions the servers report, the parameters).
+
+Example: make serve-bench URL="http://10.0.0.5:8000 http://10.0.0.6:8000" NAMES="plain ngram" MODEL=llama
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from specdec.measure.server_runs import NONE, server_sweep
+from specdec.measure.serving_runs import break_even_rows, speedups
+from specdec.peers.openai_client import endpoint_info, reachable
+from specdec.io.results import provenance, write_table
+
+__all__ = ["main", "bench"]
+
+
+def bench(endpoints: dict, prompts, out: Path, params: dict, **sweep) -> dict:
+    """Run `server_sweep` over ``endpoints`` (name -> (url, model), the first the baseline) and write
+    the tables (module docstring); returns {name: rows}."""
+    names = list(endpoints)
+    renamed = {NONE if i == 0 else n: e for i, (n, e) in enumerate(endpoints.items())}
+    rows = server_sweep(renamed, prompts, **sweep)
+    for r in rows:
+        r["endpoint_name"] = names[0] if r["policy"] == NONE else r["policy"]
+    prov = provenance({**params, "endpoints": [endpoint_info(u) for u, _ in endpoints.values()]}, seed=sweep["seed"])
+    keep = [{k: v for k, v in r.items() if not isinstance(v, (list, dict))} for r in rows]
+    tables = {"runs": keep}
+    write_table(keep, out / "runs.csv", prov, kind="timing", keys=["policy", "rate", "repeat"])
+    if len(endpoints) > 1:
+        tables["speedups"] = speedups(rows, seed=sweep["seed"])
+        tables["break_even"] = break_even_rows(rows, seed=sweep["seed"])
+        write_table(tables["speedups"], out / "speedups.csv", prov, kind="timing", keys=["policy", "rate"],
+                    intervals=[["latency_speedup", "latency_lo", "latency_hi"]])
+        write_table(tables["break_even"], out / "break_even.csv", prov, kind="timing", keys=["policy"],
+                    intervals=[["break_even_rate", "lo", "hi"]])
+    return tables
+
+
+def _prompts(a) -> list[list[int]]:
+    if a.prompt_file:
+        ids = json.loads(Path(a.prompt_file).read_text())
+        if not (isinstance(ids, list) and ids and all(isinstance(p, list) and p and all(
+                isinstance(t, int) and t >= 0 for t in p) for p in ids)):
+            raise SystemExit(f"--prompt-file {a.prompt_file}: expected a JSON list of non-empty token-id lists")
+        return ids
+    from specdec.family.loader import load_tokenizer
+    from specdec.family.tokens import heldout_prompts
+
+    return heldout_prompts(load_tokenizer("embedded"), n=a.prompts, prompt_len=a.prompt_len, seed=a.seed).tolist()
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m specdec.cli.serve_bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--url", nargs="+", required=True, help="endpoint base URLs; the first is the baseline")
+    ap.add_argument("--name", nargs="*", default=None, help="one name per URL (default endpoint-1, ...)")
+    ap.add_argument("--model", required=True, help="the model name the endpoints serve")
+    ap.add_argument("--out", default="data/results/serve-bench")
+    ap.add_argument("--rates", type=float, nargs="+", default=[1.0, 4.0, 16.0, 64.0])
+    ap.add_argument("--repeats", type=int, default=4)
+    ap.add_argument("--requests", type=int, default=16)
+    ap.add_argument("--short-len", type=int, default=16)
+    ap.add_argument("--long-len", type=int, default=64)
+    ap.add_argument("--long-share", type=float, default=0.25)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--ttft-slo", type=float, default=0.2)
+    ap.add_argument("--tpot-slo", type=float, default=0.02)
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per request, then it counts as a timeout")
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--prompt-len", type=int, default=64)
+    ap.add_argument("--prompt-file", default=None)
+    ap.add_argument("--seed", type=int, default=9)
+    a = ap.parse_args(argv)
+    names = a.name or [f"endpoint-{i + 1}" for i in range(len(a.url))]
+    if len(names) != len(a.url) or len(set(names)) != len(names):
+        raise SystemExit(f"--name needs one distinct name per --url: {len(a.url)} URLs, names {names}")
+    for url in a.url:
+        why = reachable(url)
+        if why is not None:
+            raise SystemExit(f"{url} does not answer GET /v1/models ({why}): is it running?")
+    endpoints = {n: (u.rstrip("/"), a.model) for n, u in zip(names, a.url)}
+    tables = bench(endpoints, _prompts(a), Path(a.out), vars(a), rates=a.rates, repeats=a.repeats,
+                   n_requests=a.requests, short_len=a.short_len, long_len=a.long_len, long_share=a.long_share,
+                   temperature=a.temperature, ttft_slo=a.ttft_slo, tpot_slo=a.tpot_slo, seed=a.seed,
+                   timeout_s=a.timeout, log=lambda m: print(m, flush=True))
+    print(f"wrote {', '.join(tables)} under {a.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

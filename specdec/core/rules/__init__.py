@@ -1,0 +1,1 @@
+"""Chapter 08's alternatives to token verification (block, multi-draft, positional rules, precision), the approximate rules (named as such, never a default) and the named wrong variants (negative controls only)."""
