@@ -13,7 +13,8 @@ The trusted path: the modules a reader must read to trust the headline results.
 - exactness: `specdec.core.sampling` (the sampling rules and the one inverse-CDF sampler),
   `specdec.core.verify` (token and block verification), `specdec.core.exact` (exact laws by
   enumeration), `specdec.core.stats` (tests with stated power, intervals);
-- the engine: `specdec.engine.decode` (`generate`), `specdec.engine.drafters`,
+- the engine: `specdec.engine.decode` (`generate`), `specdec.engine.step` (one decoding step,
+  shared with serving), `specdec.engine.drafters`,
   `specdec.engine.inputs` (argument checks), `specdec.engine.kv`, `specdec.engine.cache`,
   `specdec.engine.stats`;
 - a measured speedup: `specdec.measure.harness`, `specdec.measure.protocol` (paired intervals and

@@ -33,7 +33,7 @@ _CODE = re.compile(r"`[^`\n]*`")
 # docstring names the same modules (a test holds them equal).
 TRUSTED = {
     "exactness": ("specdec.core.sampling", "specdec.core.verify", "specdec.core.exact", "specdec.core.stats"),
-    "the engine": ("specdec.engine.decode", "specdec.engine.drafters", "specdec.engine.inputs",
+    "the engine": ("specdec.engine.decode", "specdec.engine.step", "specdec.engine.drafters", "specdec.engine.inputs",
                    "specdec.engine.kv", "specdec.engine.cache", "specdec.engine.stats"),
     "a measured speedup": ("specdec.measure.harness", "specdec.measure.protocol", "specdec.measure.cost_curve",
                            "specdec.core.cost"),
