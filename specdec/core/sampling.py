@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["SamplingConfig", "process_logits", "sample_inverse_cdf", "sample", "uniforms", "draws", "below_one",
-           "sample_below", "RowGenerators", "logit_flags", "raise_for_flags"]
+__all__ = ["SamplingConfig", "process_logits", "sample_inverse_cdf", "sample", "uniforms", "draws", "RowGenerators",
+           "logit_flags", "raise_for_flags"]
 
 
 def _check_knobs(temperature, top_k, top_p) -> None:
@@ -154,31 +154,6 @@ def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     total = cdf[..., -1:]  # (..., 1)
     thr = torch.minimum(u.unsqueeze(-1).to(cdf.dtype) * total, torch.nextafter(total, _zero(cdf)))
     return torch.searchsorted(cdf, thr, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)  # (...)
-
-
-def below_one(u: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Uniforms (...) -> (..., 1) in ``dtype``, each at most the largest value of ``dtype`` below 1
-    (1 - 2^-24 in float32): the thresholds `sample_below` needs (rounding to ``dtype`` can reach 1).
-    Example: below_one(torch.tensor([1 - 1e-12]), torch.float32) -> tensor([[0.99999994]])"""
-    return u.to(dtype).clamp(max=1.0 - torch.finfo(dtype).eps / 2).unsqueeze(-1)  # never the caller's u
-
-
-def sample_below(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """`sample_inverse_cdf` in five tensor operations, for rows whose total is a normal float (a
-    softmax's, about 1) and uniforms from `below_one`: (..., V), (..., 1) -> (..., 1) ids.
-
-    Why no guard on the threshold: with u <= 1 - 2^-p (p the significand's bits, the implicit one
-    included: 24 in float32, 53 in float64) and a normal total t = m 2^e, m in [1, 2), the exact
-    product u t lies at least t 2^-p = (m/2) ulp(t) below t, so it rounds to t's predecessor or below
-    (m > 1: it is nearer t - ulp than t; m = 1: t - 2^(e-p) is t's predecessor exactly).  Where the
-    clamp of `below_one` binds, the threshold is exactly t's predecessor, the one `sample_inverse_cdf`'s
-    guard makes; elsewhere both compute the same product with the guard idle: the same id for the
-    same uniform.  The id is clamped below V for rows that are not distributions (NaN), as
-    there.  A subnormal total (not a softmax's) needs `sample_inverse_cdf`.
-    Example: sample_below(torch.tensor([0.2, 0.0, 0.8]), below_one(torch.tensor(0.5), torch.float32)) -> tensor([2])
-    """
-    cdf = torch.cumsum(probs, dim=-1)
-    return torch.searchsorted(cdf, u * cdf[..., -1:], right=True).clamp_(max=probs.shape[-1] - 1)
 
 
 class RowGenerators:

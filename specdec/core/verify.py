@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec.core.sampling import sample_below, sample_inverse_cdf
+from specdec.core.sampling import sample_inverse_cdf
 from specdec.core.sampling import uniforms as draw_uniforms  # `uniforms` is verify's argument
 
 __all__ = ["VerifyResult", "accept_prob", "residual", "block_weights", "block_stop_probs", "verify", "verify_unchecked",
@@ -293,12 +293,8 @@ def verify_unchecked(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tenso
         q_n = torch.where(at_n[:, 0] < k, q_n, 0.0)  # (B, V); zero for the bonus (n = k)
     else:
         q_n = torch.zeros_like(p_n)
-    if weight is None and f64 not in (p.dtype, q.dtype):  # [p_n - q_n]_+ of float32 (or half) rows: a
-        # positive one is at least 2^-149, a normal float64; a zero mass returns p_n, a softmax's
-        y = sample_below(residual(p_n, q_n, normalize=False), u[:, k:k + 1])  # (B, 1), the same ids
-    else:  # block's w_n p_n and float64 rows: totals not bounded away from the subnormals
-        pw = p_n if weight is None else weight.unsqueeze(-1) * p_n
-        y = sample_inverse_cdf(residual(pw, q_n, normalize=False), u[:, k])[:, None]
+    pw = p_n if weight is None else weight.unsqueeze(-1) * p_n  # block: w_n p_n
+    y = sample_inverse_cdf(residual(pw, q_n, normalize=False), u[:, k])[:, None]  # (B, 1)
 
     # the kept drafts, y at position n, -1 after it
     tokens = torch.cat([d, y], dim=1).scatter_(1, at_n[:, 0], y)  # (B, k+1)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from specdec.core.sampling import SamplingConfig, below_one, draws, logit_flags, sample, sample_below
+from specdec.core.sampling import SamplingConfig, draws, logit_flags, sample, sample_inverse_cdf
 from specdec.engine.cache import drop_leading_holes, join_caches, pad_left
 from specdec.engine.inputs import prompt_positions
 from specdec.engine.kv import context_length, engine_model, new_cache, now, steps
@@ -209,9 +209,7 @@ class ModelDrafter(Drafter):
                 x = logits.argmax(dim=-1, keepdim=True)
             else:
                 qs.append(sampling.process(logits, check=False))  # checked through `finite`
-                if i == 0:
-                    u = below_one(u, qs[0].dtype)  # (k, B, 1)
-                x = sample_below(qs[-1], u[i])  # a softmax's rows: `sample_inverse_cdf`'s ids
+                x = sample_inverse_cdf(qs[-1], u[i])[:, None]  # (B, 1)
             toks.append(x)
             if i + 1 < k:  # the last draft is not fed: nothing is sampled after it
                 logits = self._forward(x, fed[i].unsqueeze(1), L + i + 1)

@@ -254,8 +254,7 @@ def test_block_stop_probabilities_hand_worked():
 @pytest.mark.parametrize("method", ["token", "block"])
 def test_the_final_draw_uses_its_own_uniform_on_every_path(dtype, method):
     """Column k of the uniforms is the final token's inverse-CDF draw, never the last acceptance
-    uniform (column k-1) -- on float32 rows too, whose residual and bonus go through `sample_below`,
-    not the float64 sampler.  k = 1, p_0 = [.2, .4, .4], q_0 = [.6, .2, .2], p_1 = [.5, .3, .2]:
+    uniform (column k-1) -- on float32 rows too.  k = 1, p_0 = [.2, .4, .4], q_0 = [.6, .2, .2], p_1 = [.5, .3, .2]:
       draft 0: a = h_1 = 1/3; u = [.7, .2] rejects it, and the residual [0, .2, .2] at .2 gives 1
                (at .7, the acceptance uniform reused: 2);
       draft 1: a = h_1 = 1; u = [.7, .2] keeps it, and the bonus p_1 at .2 gives 0 (at .7: 1)."""
