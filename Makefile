@@ -14,6 +14,8 @@ DTYPE ?= float32
 SMOKE ?= False
 # make test: pytest workers (pytest-xdist; the machines have 2 cores)
 TEST_WORKERS ?= 2
+# make test: extra pytest arguments (e.g. -x, -k name)
+PYTEST_ARGS ?=
 # target model: "embedded" or a Hugging Face id / local path
 TARGET ?= embedded
 # draft model: empty = the target family's default draft
@@ -92,7 +94,7 @@ readme: $(ENV_STAMP) ## render README.md from README.in.md and the committed sum
 test: $(ENV_STAMP) $(VLLM_STAMP) ## import contracts, unit, statistical, notebook (SMOKE and render) and book-build tests
 	@$(MAKE) --no-print-directory gpu-wheels || echo "make gpu-wheels failed: the dry run of make gpu's wheel path will be skipped"
 	$(BIN)lint-imports
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup tests
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20 $(PYTEST_ARGS) tests
 
 lab: $(ENV_STAMP) ## JupyterLab from the project's environment, at the repository root
 	$(BIN)jupyter-lab --ServerApp.root_dir=$(CURDIR) $(ROOT_FLAG)
