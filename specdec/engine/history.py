@@ -23,8 +23,6 @@ __all__ = ["NGramDrafter", "PromptLookupDrafter"]
 class _HistoryDrafter(Drafter):
     """Shared state of the model-free drafters: per-row token history (B, cap) and lengths (B,)."""
 
-    forward_seconds = 0.0
-
     def begin(self, ids, mask):
         B, T = ids.shape
         self.lens = mask.sum(1)  # (B,)
