@@ -59,7 +59,8 @@ def assert_decodes_like_eager(wrap, pair, max_new_tokens: int):
     assert engine_model(wt) is wt and wt.config is target.config
     prompts = [torch.tensor([3, 7, 1, 9, 4]), torch.tensor([5, 2, 8])]
     for drafter, wdrafter in ((None, None), (draft, wd)):
-        eager = generate(target, prompts, drafter=drafter, k=2, max_new_tokens=max_new_tokens, temperature=0)
+        eager = generate(target, prompts, drafter=drafter, k=2, max_new_tokens=max_new_tokens, temperature=0,
+                         mode="eager")
         ours = generate(wt, prompts, drafter=wdrafter, k=2, max_new_tokens=max_new_tokens, temperature=0)
         assert [t.tolist() for t in ours.tokens] == [t.tolist() for t in eager.tokens]
     return wt, wd

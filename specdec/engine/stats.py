@@ -64,6 +64,7 @@ class DecodeStats:
     memory_kind: str = "process_rss_peak"  # or "cuda_max_memory_allocated"
     lossless: bool = True  # False when a verifier not known to keep the target's law decided the steps
     verifier: str = "token"  # the method, or the name of the verifier a caller passed
+    mode: str = "eager"  # the target's forward: "lean", "eager" or "compiled" (`specdec.engine.modes`)
 
     def step_rows(self) -> list[dict]:
         return [dict(s) for s in self.steps]

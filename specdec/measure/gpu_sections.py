@@ -107,7 +107,7 @@ def _one_pair(pair, t_cfg, d_cfg, args, device, dtype, gen, budget, tables, mode
     def run(k, alpha, B=1):
         kw = dict(drafter=draft, k=k, verifier=ControlledAcceptance(alpha)) if k else {}
         return lambda x, seed: generate(target, ids[:B], max_new_tokens=new, temperature=1.0, generator=gen,
-                                        **kw).summary()
+                                        mode="eager", **kw).summary()
 
     nan = float("nan")
     configs = [Config("baseline", run(0, nan), k=0, alpha_set=nan, predicted_speedup=1.0)]
@@ -136,14 +136,16 @@ def pair_acceptance(name, target, draft, prompts, args, device, budget) -> list[
     rows, new = [], 8 if args.smoke else 128
     temps, ks = ((1.0,), (0, 2)) if args.smoke else ((0.0, 1.0), (0,) + K_GRID)
     gen = torch.Generator(device=device).manual_seed(args.seed)
-    generate(target, prompts[:1], drafter=draft, k=4, max_new_tokens=8, temperature=1.0, generator=gen)  # warm-up
+    generate(target, prompts[:1], drafter=draft, k=4, max_new_tokens=8, temperature=1.0, generator=gen,
+             mode="eager")  # warm-up
     for temp in temps:
         for k in ks:
             if not budget.ok(f"{name}: T={temp} k={k}", 10):
                 return rows
             for i in range(prompts.shape[0]):
                 kw = dict(drafter=draft, k=k) if k else {}
-                res = generate(target, prompts[i:i + 1], max_new_tokens=new, temperature=temp, generator=gen, **kw)
+                res = generate(target, prompts[i:i + 1], max_new_tokens=new, temperature=temp, generator=gen,
+                               mode="eager", **kw)
                 alpha, steps = res.stats.alpha_mle(k) if k else (float("nan"), 0)
                 rows.append(run_row({**res.summary(), "alpha_mle": alpha, "alpha_steps": steps}, pair=name, batch=1,
                                     k=k, temperature=temp, prompt=i))

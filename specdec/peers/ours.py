@@ -107,7 +107,7 @@ class OursEngine(FamilyEngine):
             res = generate(target, ids, drafter=drafter, k=spec.k if drafter is not None else 1,
                            method=method if drafter is not None else "token", max_new_tokens=max_new_tokens,
                            temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
-                           generator=gen)
+                           generator=gen, mode=self.mode)
             tokens.append([t.tolist() for t in res.tokens])
             _count(res.stats, counters)
         provenance = {"engine": self.name, "method": method, "k": spec.k if drafter is not None else 0,

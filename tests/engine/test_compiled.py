@@ -10,18 +10,21 @@ from specdec.engine.kv import KVCompat
 
 def test_dynamic_shapes_decode_what_the_eager_engine_decodes_on_its_growing_cache(tiny_pair):
     """compiled(..., static=False): the engine keeps its DynamicCache (no preallocated one), and greedy
-    k = 2 on a ragged batch gives the eager tokens."""
+    k = 2 on a ragged batch gives the eager tokens.  Traced by dynamo with dynamic shapes and run by
+    the aot_eager backend: the dynamic mode is the GPU run's, whose kernels inductor writes in Triton,
+    not in the C++ a CPU test would compile (minutes for dynamic shapes here); the static mode's test
+    below runs inductor's CPU kernels."""
     from transformers import DynamicCache
 
     from specdec.engine.kv import new_cache
 
     target, draft = tiny_pair
-    ct, cd = compiled(target, static=False), compiled(draft, static=False)
+    ct, cd = compiled(target, static=False, backend="aot_eager"), compiled(draft, static=False, backend="aot_eager")
     assert isinstance(new_cache(ct, 8), DynamicCache) and not ct.static
     prompts = [torch.tensor([3, 7, 1, 9, 4]), torch.tensor([5, 2, 8])]
     # k = 2 speculative decoding runs the target on every shape plain decoding does (prefill, one
     # token) and more (k + 1 tokens), so it alone covers the growing cache's shapes
-    eager = generate(target, prompts, drafter=draft, k=2, max_new_tokens=5, temperature=0)
+    eager = generate(target, prompts, drafter=draft, k=2, max_new_tokens=5, temperature=0, mode="eager")
     comp = generate(ct, prompts, drafter=cd, k=2, max_new_tokens=5, temperature=0)
     assert [t.tolist() for t in comp.tokens] == [t.tolist() for t in eager.tokens]
 

@@ -77,8 +77,40 @@ def test_lean_engine_decodes_what_the_eager_engine_decodes(tiny_pair):
     target, draft = tiny_pair
     lt, ld = assert_decodes_like_eager(lean, tiny_pair, 12)
     runs = [generate(t, torch.tensor([3, 7, 1, 9, 4]), drafter=d, k=3, max_new_tokens=16, temperature=1.0,
-                     generator=torch.Generator().manual_seed(5)) for t, d in ((target, draft), (lt, ld))]
+                     generator=torch.Generator().manual_seed(5), mode="eager") for t, d in ((target, draft), (lt, ld))]
     assert runs[0].tokens[0].tolist() == runs[1].tokens[0].tolist()
+
+
+def test_a_plain_call_runs_the_lean_forward_and_eager_is_named(tiny_pair):
+    """generate's default mode ("auto") runs a GPT-2 target and draft on the lean forward: Hugging
+    Face's modules are never called (a forward hook counts them; the control: mode="eager" calls
+    them), the tokens are the eager run's, and stats.mode says which ran.  A model the lean forward
+    cannot run decodes on its own forward under "auto" and is refused by "lean", naming why."""
+    from specdec.engine.modes import forward_for
+    from specdec.family.architectures import build_model, llama_config
+
+    target, draft = tiny_pair
+    calls = []
+    hooks = [m.transformer.register_forward_hook(lambda *a: calls.append(1)) for m in (target, draft)]
+    try:
+        ids = torch.tensor([3, 7, 1, 9, 4])
+        runs, n_auto = {}, None
+        for mode in ("auto", "eager"):
+            runs[mode] = generate(target, ids, drafter=draft, k=2, max_new_tokens=12, temperature=1.0,
+                                  generator=torch.Generator().manual_seed(2), **({} if mode == "auto" else {"mode": mode}))
+            n_auto = len(calls) if n_auto is None else n_auto
+    finally:
+        for h in hooks:
+            h.remove()
+    assert n_auto == 0 and len(calls) > 0, "the default ran Hugging Face's modules, or the hook counts nothing"
+    assert runs["auto"].stats.mode == "lean" and runs["eager"].stats.mode == "eager"
+    assert runs["auto"].tokens[0].tolist() == runs["eager"].tokens[0].tolist()
+    llama = build_model(llama_config("llama-1b", tiny=True))
+    assert forward_for(llama, "auto") is llama
+    with pytest.raises(ValueError, match="GPT2LMHeadModel"):
+        forward_for(llama, "lean")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        generate(target, ids, max_new_tokens=2, mode="fast")
 
 
 def test_lean_models_serve_what_eager_models_serve(tiny_pair):
@@ -146,6 +178,6 @@ def test_lean_embedded_pair_gives_hugging_faces_logits_and_tokens():
         c, d = draft(input_ids=ids).logits, lean(draft)(input_ids=ids).logits
     assert a.abs().max() > 1 and torch.allclose(a, b, atol=1e-3, rtol=1e-4) and torch.allclose(c, d, atol=1e-3, rtol=1e-4)
     batch = [prompts[0], prompts[1][8:]]
-    eager = generate(target, batch, drafter=draft, k=4, max_new_tokens=48, temperature=0)
+    eager = generate(target, batch, drafter=draft, k=4, max_new_tokens=48, temperature=0, mode="eager")
     ours = generate(lean(target), batch, drafter=lean(draft), k=4, max_new_tokens=48, temperature=0)
     assert [t.tolist() for t in ours.tokens] == [t.tolist() for t in eager.tokens]

@@ -105,7 +105,8 @@ def sample_continuations(models: dict, tokenizer, prompt: torch.Tensor, new_toke
     for name, model in models.items():
         device = next(model.parameters()).device
         g = torch.Generator().manual_seed(seed)
-        res = generate(model, prompt.to(device), max_new_tokens=new_tokens, temperature=temperature, generator=g)
+        res = generate(model, prompt.to(device), max_new_tokens=new_tokens, temperature=temperature, generator=g,
+                       mode="eager")
         rows.append({"model": name, "continuation": tokenizer.decode(res.tokens[0].tolist())})
     return rows
 

@@ -42,7 +42,7 @@ def _configs(target, draft, alphas, ks, new_tokens: int, temperature: float) -> 
     def run(k, alpha):
         kw = dict(drafter=draft, k=k, verifier=ControlledAcceptance(alpha)) if k else {}
         return lambda ids, seed: generate(target, ids, max_new_tokens=new_tokens, temperature=temperature,
-                                          generator=torch.Generator().manual_seed(seed), **kw).summary()
+                                          generator=torch.Generator().manual_seed(seed), mode="eager", **kw).summary()
     nan = float("nan")
     return [Config("baseline", run(0, nan), k=0, alpha_set=nan)] + [
         Config(f"alpha={a} k={k}", run(k, a), k=k, alpha_set=a) for a in alphas for k in ks]
@@ -77,7 +77,7 @@ def controlled_runs(targets, draft: str, alphas, ks, *, new_tokens: int, context
         ids = torch.randint(0, int(target.config.vocab_size), (max(batches), context), generator=generator)  # (B, T)
         base_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
         generate(target, ids[:1], drafter=rdraft, k=2, max_new_tokens=4, temperature=temperature,
-                 verifier=ControlledAcceptance(0.5), generator=generator)  # warm-up: one-off costs
+                 verifier=ControlledAcceptance(0.5), generator=generator, mode="eager")  # warm-up: one-off costs
         cells = [Cell({"target": name, "batch": B}, ids[:B]) for B in batches]
         rows = sweep(_configs(target, rdraft, alphas, ks, new_tokens, temperature), cells, repeats=repeats,
                      seed=lambda rnd, i: base_seed + rnd, shuffle=True, shuffle_seed=base_seed, min_share=min_share,

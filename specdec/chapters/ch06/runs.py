@@ -177,7 +177,7 @@ def _run(target, drafter, k, *, k_max: int, warmup_steps: int, k_start: int):
         schedule = AdaptiveK(x["c"], x["curve"], k_max, min(k_start, k_max), warmup_steps) if k < 0 else max(k, 1)
         res = generate(target, x["ids"], drafter=drafter if k else None, k=schedule,
                        max_new_tokens=x["max_new_tokens"], temperature=x["temperature"],
-                       generator=torch.Generator().manual_seed(seed))
+                       generator=torch.Generator().manual_seed(seed), mode="eager")
         alpha, steps = res.stats.alpha_mle(k if k > 0 else None) if k else (nan, 0)
         chosen = [s["k"] for s in res.stats.steps[warmup_steps:]] or [k_start]
         return {**res.summary(), "alpha_mle": alpha, "alpha_steps": steps, "step_profile": step_profile(res.stats),

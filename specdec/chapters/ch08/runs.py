@@ -66,7 +66,7 @@ def _run(target, draft, k: int, output_len: int, verifier, method: str = "token"
     def go(x, seed):
         res = generate(target, x["ids"], drafter=draft, k=k, max_new_tokens=x.get("max_new_tokens", output_len),
                        temperature=x["temperature"], generator=torch.Generator().manual_seed(seed),
-                       verifier=verifier, method=method)
+                       verifier=verifier, method=method, mode="eager")
         s = res.summary()
         return {**s, "engine_lossless": s["lossless"], **_position_counts(res.stats, k),
                 "continuation": res.tokens[0].tolist()}

@@ -107,7 +107,7 @@ def with_verifier(target, draft, verifier, prompts, n: int, max_new_tokens: int,
     for i, p in enumerate(prompts):
         res = generate(target, torch.tensor([list(p)] * n), drafter=draft, k=spec.k, max_new_tokens=max_new_tokens,
                        temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
-                       generator=torch.Generator().manual_seed(seed + i), verifier=verifier)
+                       generator=torch.Generator().manual_seed(seed + i), verifier=verifier, mode="eager")
         tokens.append([t.tolist() for t in res.tokens])
     return Continuations(tokens, {}, {**provenance, "seed": seed})
 

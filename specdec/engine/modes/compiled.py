@@ -58,7 +58,7 @@ class CompiledModel(KVCompat):
     """``model`` (an ``nn.Module`` causal LM) with its forward compiled on static shapes, taking the
     engine's ``cache=`` keyword whatever its transformers release calls it (`KVCompat`)."""
 
-    def __init__(self, model, *, static: bool = True):
+    def __init__(self, model, *, static: bool = True, backend: str = "inductor"):
         if not isinstance(model, torch.nn.Module):
             raise ValueError(f"compiled() needs a torch.nn.Module causal LM, got {type(model).__name__}")
         if isinstance(model, CompiledModel):
@@ -67,7 +67,7 @@ class CompiledModel(KVCompat):
             raise ValueError("compiled() takes the model itself, not a lean() wrapper")
         super().__init__(model.inner if isinstance(model, KVCompat) else model)
         self.static = bool(static)
-        self._fwd = torch.compile(self.inner.forward, dynamic=not self.static)
+        self._fwd = torch.compile(self.inner.forward, dynamic=not self.static, backend=backend)
 
     def new_cache(self, slots: int) -> SlotCache | None:
         """A preallocated cache of `slots` slots (it grows if a ragged batch needs more); None with
@@ -95,16 +95,18 @@ class CompiledModel(KVCompat):
         return out
 
 
-def compiled(model, *, static: bool = True) -> CompiledModel:
+def compiled(model, *, static: bool = True, backend: str = "inductor") -> CompiledModel:
     """`CompiledModel(model)` (``static=False``: dynamic shapes), after raising PyTorch's recompile
-    limits (module docstring)."""
+    limits (module docstring).  ``backend`` is torch.compile's: "inductor" (its kernels: C++ on a
+    CPU, Triton on a GPU) or e.g. "aot_eager" (the same traced graphs and guards run by eager
+    kernels, which checks the engine's side of a compiled forward without generating kernels)."""
     import torch._dynamo
 
     cfg = torch._dynamo.config
     cfg.recompile_limit = max(cfg.recompile_limit, RECOMPILE_LIMIT)
     cfg.accumulated_recompile_limit = max(cfg.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
     cfg.fail_on_recompile_limit_hit = True  # never a silent fall-back to eager inside a "compiled" run
-    return CompiledModel(model, static=static)
+    return CompiledModel(model, static=static, backend=backend)
 
 
 def graph_count() -> int:

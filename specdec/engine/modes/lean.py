@@ -47,7 +47,7 @@ import torch.nn.functional as F
 
 from specdec.engine.kv import KVCompat
 
-__all__ = ["LeanGPT2", "lean"]
+__all__ = ["LeanGPT2", "lean", "refusal"]
 
 _GELU = {"gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu": "none"}  # activation -> F.gelu(approximate=)
 _ARGS = {"input_ids", "attention_mask", "position_ids", "cache", "use_cache", "logits_to_keep"}
@@ -62,7 +62,7 @@ class _Output:
         self.logits = logits
 
 
-def _refusal(model) -> str | None:
+def refusal(model) -> str | None:
     """Why `model` cannot run lean, or None."""
     if not isinstance(model, torch.nn.Module):
         return "not a torch.nn.Module"
@@ -86,7 +86,7 @@ class LeanGPT2(KVCompat):
     def __init__(self, model):
         if isinstance(model, KVCompat):
             raise ValueError(f"lean() takes the model itself, got a {type(model).__name__} wrapper")
-        if (why := _refusal(model)) is not None:
+        if (why := refusal(model)) is not None:
             raise ValueError(f"lean() cannot run this model: {why}")
         super().__init__(model)
         self.kv_name = "cache"
