@@ -183,3 +183,17 @@ def test_bench_families_set_the_simultaneous_intervals():
     check("vs_hf", "compiled", 2, ("compiled", "hf_assisted", 2), ("compiled", "ours_spec", 2), 4)  # k = 1..4
     check("compile_gain", "compiled", 1, ("eager", "ours_spec", 1), ("compiled", "ours_spec", 1), 5)  # plain, k = 1..4
     check("vs_hf_compiled_ar", "eager", 2, ("compiled", "hf_ar", 0), ("eager", "ours_spec", 2), 10)  # 2 modes x 5
+
+
+def test_engine_values_refuse_a_baseline_cell_without_declared_names():
+    import pandas as pd
+
+    from specdec.chapters.ch06 import values as dv
+
+    row = {"comparison": "baseline", "mode": "eager", "temperature": 0.7, "batch": 1, "k": 0, "median": 1.0, "lo": 0.9,
+           "hi": 1.1, "verdict": "undecided", "target": ">= 1", "target_met_by_median": True,
+           "target_met_by_interval": False}
+    with pytest.raises(ValueError, match="BASELINE_KEYS"):
+        dv.engine_values(pd.DataFrame([row]))
+    v = dv.engine_values(pd.DataFrame([{**row, "temperature": 1.0}]))
+    assert v["base_t1_b1_words"] == "undecided" and v["bench_batch"] == 1 and v["overhead_n"] == 0

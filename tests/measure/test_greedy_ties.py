@@ -129,3 +129,18 @@ def test_the_gap_figure_draws_every_series():
     fig = greedy_gaps(pd.concat([gaps, gaps.assign(dtype="other", flip=False)]))
     series = visible_series(fig)
     assert len(series) == 5 and all(seen for _, _, seen in series)  # 2 curves, 2 lines, the flips
+
+
+def test_the_chapter_values_total_each_dtype_under_its_declared_names():
+    pos, _ = _summary(BigramLM(bump=2 * TIE))
+    pos = pos.assign(dtype="float32")  # the stand-in computes in float64, a dtype the chapter does not quote
+    summary = pd.DataFrame(gt.summary_rows(pos))
+    engine = pd.DataFrame({"dtype": ["float32"] * 3, "identical": [True, False, True]})
+    v = gt.dtype_values(summary, engine)
+    assert set(v) == set(gt.DTYPE_KEYS["float32"].values()) - {"pos_float32", "pos_near_float32", "pos_flip_float32"}
+    assert (v["positions_float32"], v["flips_float32"], v["near_ties_float32"]) == (72, 18, 18)  # 3 k of 24 each
+    assert v["d_float32"] == pytest.approx(2 * TIE) and (v["eng_sum_float32"], v["eng_size_float32"]) == (2, 3)
+    assert gt.position_values(pd.DataFrame(gt.gap_rows(pos))) == {"pos_float32": 24, "pos_near_float32": 6,
+                                                                 "pos_flip_float32": 6}
+    with pytest.raises(ValueError, match="DTYPE_KEYS"):
+        gt.dtype_values(summary.assign(dtype="float64"), engine)

@@ -94,3 +94,10 @@ def test_quality_calibration_counts_lossless_intervals_that_exclude_zero():
                       "distinct_2_diff": [0, 0, 0, -0.1], "distinct_2_diff_lo": [0, -0.1, -0.1, -0.2],
                       "distinct_2_diff_hi": [0, 0.1, 0.1, -0.05]})
     assert algorithms.quality_calibration(q) == {"lossless_false": "1 of 4"}  # block's NLL interval; typical not counted
+
+
+def test_measured_words_refuse_an_algorithm_of_an_undeclared_kind(tables):
+    t = algorithms.algorithm_table(*tables, 1.0)
+    t.loc[t["algorithm"] == "match", "algorithm"] = "mystery rule"
+    with pytest.raises(ValueError, match="WORDS_KEYS"):
+        algorithms.measured_words(t)

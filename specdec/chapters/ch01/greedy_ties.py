@@ -26,7 +26,8 @@ positions are teacher-forced on the plain output, so one flip does not change th
 near ties per dtype and k; `gap_rows` one row per position with its gap and its largest difference
 over k (the data of the gap figure); `engine_rows` the consequence at the engine's level: per
 draft and prompt, whether `generate` with that draft (greedy) returns the tokens of plain greedy
-`generate`.
+`generate`.  `dtype_values` and `position_values` total those tables per dtype under the glue
+names `DTYPE_KEYS` declares.
 
 Example (a model whose logits do not depend on the forward's shape):
     summary_rows(pandas.DataFrame(position_rows(model, prompts, 16, [1, 4])))
@@ -41,7 +42,20 @@ from specdec.core.stats import wilson_interval
 from specdec.engine.decode import generate
 from specdec.engine.kv import engine_model
 
-__all__ = ["plain_greedy", "verification_logits", "position_rows", "summary_rows", "gap_rows", "engine_rows"]
+__all__ = ["plain_greedy", "verification_logits", "position_rows", "summary_rows", "gap_rows", "engine_rows",
+           "DTYPE_KEYS", "dtype_values", "position_values"]
+
+# per dtype, the glue names of what `dtype_values` and `position_values` count (the chapter quotes them)
+DTYPE_KEYS = {
+    "float32": {"positions": "positions_float32", "flips": "flips_float32", "near_ties": "near_ties_float32",
+                "d": "d_float32", "gap": "gap_float32", "high": "high_float32", "eng_sum": "eng_sum_float32",
+                "eng_size": "eng_size_float32", "pos": "pos_float32", "pos_near": "pos_near_float32",
+                "pos_flip": "pos_flip_float32"},
+    "bfloat16": {"positions": "positions_bfloat16", "flips": "flips_bfloat16", "near_ties": "near_ties_bfloat16",
+                 "d": "d_bfloat16", "gap": "gap_bfloat16", "high": "high_bfloat16", "eng_sum": "eng_sum_bfloat16",
+                 "eng_size": "eng_size_bfloat16", "pos": "pos_bfloat16", "pos_near": "pos_near_bfloat16",
+                 "pos_flip": "pos_flip_bfloat16"},
+}
 
 
 def _forward(model, cache, feed: torch.Tensor, start: int) -> torch.Tensor:
@@ -153,12 +167,50 @@ def engine_rows(target, drafts: dict, prompts: torch.Tensor, n_new: int, k: int)
     tokens of greedy `generate` without a draft?  Both decode the prompts (N, T) as one batch, as the
     engine serves them.  identical, and the first position where they differ (-1 if none).
     drafts: name -> causal LM or drafter."""
-    plain = [t.tolist() for t in generate(target, prompts, max_new_tokens=n_new, temperature=0).tokens]
+    plain = [t.tolist() for t in generate(target, prompts, max_new_tokens=n_new, temperature=0, mode="eager").tokens]
     rows = []
     for name, draft in drafts.items():
-        spec = generate(target, prompts, drafter=draft, k=k, max_new_tokens=n_new, temperature=0).tokens
+        spec = generate(target, prompts, drafter=draft, k=k, max_new_tokens=n_new, temperature=0,
+                        mode="eager").tokens
         for b, (a, s) in enumerate(zip(plain, (t.tolist() for t in spec))):
             first = next((i for i, (x, y) in enumerate(zip(a, s)) if x != y), -1 if a == s else min(len(a), len(s)))
             rows.append(dict(dtype=_dtype_name(target), draft=name, prompt=b, k=int(k), tokens=len(a),
                              identical=a == s, first_difference=first))
     return rows
+
+
+def _dtype_keys(dtype: str) -> dict:
+    """DTYPE_KEYS of one dtype; a dtype it does not name is an error."""
+    if dtype not in DTYPE_KEYS:
+        raise ValueError(f"no glue names for dtype {dtype!r}: declare them in DTYPE_KEYS")
+    return DTYPE_KEYS[dtype]
+
+
+def dtype_values(summary, engine) -> dict:
+    """Per dtype, totals over k of `summary_rows` (a DataFrame): positions, flips and near ties
+    (sums), d (the largest difference), gap (the smallest top-2 gap), high (the largest upper bound
+    on the flip rate); and of `engine_rows` (a DataFrame): eng_sum runs identical to plain greedy
+    `generate` of eng_size.  Keyed by the dtype's names in DTYPE_KEYS.
+    Example: one float32 row with 0 flips in 16 positions -> {"flips_float32": 0, "positions_float32": 16, ...}"""
+    out = {}
+    for dt, g in summary.groupby("dtype", sort=False):
+        keys = _dtype_keys(dt)
+        out.update({keys["positions"]: int(g["positions"].sum()), keys["flips"]: int(g["flips"].sum()),
+                    keys["near_ties"]: int(g["near_ties"].sum()), keys["d"]: float(g["max_abs_diff"].max()),
+                    keys["gap"]: float(g["min_top2_gap"].min()), keys["high"]: float(g["flip_rate_high"].max())})
+    for dt, g in engine.groupby("dtype", sort=False):
+        keys = _dtype_keys(dt)
+        out.update({keys["eng_sum"]: int(g["identical"].sum()), keys["eng_size"]: int(len(g))})
+    return out
+
+
+def position_values(gaps) -> dict:
+    """Per dtype of `gap_rows` (a DataFrame; each position once, over every k): pos positions,
+    pos_near near ties (a top-2 gap below the largest difference of the dtype) and pos_flip
+    positions that flipped at some k.  Keyed by the dtype's names in DTYPE_KEYS."""
+    out = {}
+    for dt, g in gaps.groupby("dtype", sort=False):
+        keys = _dtype_keys(dt)
+        out.update({keys["pos"]: len(g), keys["pos_near"]: int((g["top2_gap"] < g["max_abs_diff"].max()).sum()),
+                    keys["pos_flip"]: int(g["flip"].sum())})
+    return out

@@ -246,15 +246,16 @@ def figure_values(pos, alpha, k: int) -> dict:
 
     Example: positions 1 at 0.5 and 0.6, k at 0.4 and 0.7 -> pos1_min 0.5, pos1_max 0.6, posk_min 0.4, posk_max 0.7
     """
-    def span(values, name):
+    def span(values) -> tuple[float, float]:
         values = np.asarray(values, float)
-        return {f"{name}_min": float(values.min()) if values.size else float("nan"),
-                f"{name}_max": float(values.max()) if values.size else float("nan")}
+        return (float(values.min()), float(values.max())) if values.size else (float("nan"), float("nan"))
 
     plain = alpha[(alpha["method"] == "token") & (alpha["top_p"] == 1.0)]
     t_lo, t_hi = plain["temperature"].min(), plain["temperature"].max()
-    return {**span(pos.loc[pos["position"] == 1, "conditional_rate"], "pos1"),
-            **span(pos.loc[pos["position"] == k, "conditional_rate"], "posk"),
-            **span(plain.loc[plain["temperature"] == t_lo, "alpha_mle"], "alpha_t_lo"),
-            **span(plain.loc[plain["temperature"] == t_hi, "alpha_mle"], "alpha_t_hi"),
-            "alpha_t_lo": float(t_lo), "alpha_t_hi": float(t_hi)}
+    pos1_min, pos1_max = span(pos.loc[pos["position"] == 1, "conditional_rate"])
+    posk_min, posk_max = span(pos.loc[pos["position"] == k, "conditional_rate"])
+    a_lo_min, a_lo_max = span(plain.loc[plain["temperature"] == t_lo, "alpha_mle"])
+    a_hi_min, a_hi_max = span(plain.loc[plain["temperature"] == t_hi, "alpha_mle"])
+    return {"pos1_min": pos1_min, "pos1_max": pos1_max, "posk_min": posk_min, "posk_max": posk_max,
+            "alpha_t_lo_min": a_lo_min, "alpha_t_lo_max": a_lo_max, "alpha_t_hi_min": a_hi_min,
+            "alpha_t_hi_max": a_hi_max, "alpha_t_lo": float(t_lo), "alpha_t_hi": float(t_hi)}

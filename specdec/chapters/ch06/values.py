@@ -177,20 +177,80 @@ def long_drafts(bench_summary, k_from: int) -> dict:
             "long_k_from": k_from, "long_k_to": int(max((r["k"] for r in rows), default=k_from)), "long_mode": mode}
 
 
-def _range(rows, name: str, prefix: str) -> dict:
-    """Median range, count and counts meeting the target by median and by interval of one comparison."""
-    g = [r for r in rows if r["comparison"] == name]
-    med = [r["median"] for r in g]
-    return {f"{prefix}_min": float(min(med, default=float("nan"))), f"{prefix}_max": float(max(med, default=float("nan"))),
-            f"{prefix}_n": len(g), f"{prefix}_met_median": sum(bool(r["target_met_by_median"]) for r in g),
-            f"{prefix}_met_interval": sum(bool(r["target_met_by_interval"]) for r in g),
-            f"{prefix}_target": str(g[0]["target"]) if g else "",
-            f"{prefix}_faster": sum(r["verdict"] == "faster" for r in g),
-            f"{prefix}_slower": sum(r["verdict"] == "slower" for r in g)}
+# The glue names of `engine_values`, declared literally (the chapter's Markdown quotes them).
+# A baseline ratio per (mode, temperature, batch cell: b1 at batch 1, bn at the bench's batch):
+# the names of its median, interval ends and words.
+BASELINE_KEYS = {
+    ("eager", 0.0, "b1"): ("base_t0_b1", "base_t0_b1_lo", "base_t0_b1_hi", "base_t0_b1_words"),
+    ("eager", 0.0, "bn"): ("base_t0_bn", "base_t0_bn_lo", "base_t0_bn_hi", "base_t0_bn_words"),
+    ("eager", 1.0, "b1"): ("base_t1_b1", "base_t1_b1_lo", "base_t1_b1_hi", "base_t1_b1_words"),
+    ("eager", 1.0, "bn"): ("base_t1_bn", "base_t1_bn_lo", "base_t1_bn_hi", "base_t1_bn_words"),
+    ("lean", 0.0, "b1"): ("lbase_t0_b1", "lbase_t0_b1_lo", "lbase_t0_b1_hi", "lbase_t0_b1_words"),
+    ("lean", 0.0, "bn"): ("lbase_t0_bn", "lbase_t0_bn_lo", "lbase_t0_bn_hi", "lbase_t0_bn_words"),
+    ("lean", 1.0, "b1"): ("lbase_t1_b1", "lbase_t1_b1_lo", "lbase_t1_b1_hi", "lbase_t1_b1_words"),
+    ("lean", 1.0, "bn"): ("lbase_t1_bn", "lbase_t1_bn_lo", "lbase_t1_bn_hi", "lbase_t1_bn_words"),
+    ("compiled", 0.0, "b1"): ("cbase_t0_b1", "cbase_t0_b1_lo", "cbase_t0_b1_hi", "cbase_t0_b1_words"),
+    ("compiled", 0.0, "bn"): ("cbase_t0_bn", "cbase_t0_bn_lo", "cbase_t0_bn_hi", "cbase_t0_bn_words"),
+    ("compiled", 1.0, "b1"): ("cbase_t1_b1", "cbase_t1_b1_lo", "cbase_t1_b1_hi", "cbase_t1_b1_words"),
+    ("compiled", 1.0, "bn"): ("cbase_t1_bn", "cbase_t1_bn_lo", "cbase_t1_bn_hi", "cbase_t1_bn_words"),
+}
+# A range over one comparison's rows of one mode (all of them, or only k = 0 "ar" / k > 0 "spec"):
+# the names of `_range`'s values, in the order of RANGE_FIELDS.
+RANGE_FIELDS = ("min", "max", "n", "met_median", "met_interval", "target", "faster", "slower")
+RANGE_KEYS = {
+    ("eager", "overhead", "all"): ("overhead_min", "overhead_max", "overhead_n", "overhead_met_median",
+                                   "overhead_met_interval", "overhead_target", "overhead_faster", "overhead_slower"),
+    ("eager", "efficiency", "all"): ("efficiency_min", "efficiency_max", "efficiency_n", "efficiency_met_median",
+                                     "efficiency_met_interval", "efficiency_target", "efficiency_faster",
+                                     "efficiency_slower"),
+    ("eager", "vs_hf", "all"): ("vs_hf_min", "vs_hf_max", "vs_hf_n", "vs_hf_met_median", "vs_hf_met_interval",
+                                "vs_hf_target", "vs_hf_faster", "vs_hf_slower"),
+    ("lean", "overhead", "all"): ("loverhead_min", "loverhead_max", "loverhead_n", "loverhead_met_median",
+                                  "loverhead_met_interval", "loverhead_target", "loverhead_faster",
+                                  "loverhead_slower"),
+    ("lean", "efficiency", "all"): ("lefficiency_min", "lefficiency_max", "lefficiency_n", "lefficiency_met_median",
+                                    "lefficiency_met_interval", "lefficiency_target", "lefficiency_faster",
+                                    "lefficiency_slower"),
+    ("lean", "vs_hf", "all"): ("lvs_hf_min", "lvs_hf_max", "lvs_hf_n", "lvs_hf_met_median", "lvs_hf_met_interval",
+                               "lvs_hf_target", "lvs_hf_faster", "lvs_hf_slower"),
+    ("lean", "lean_gain", "ar"): ("lgain_ar_min", "lgain_ar_max", "lgain_ar_n", "lgain_ar_met_median",
+                                  "lgain_ar_met_interval", "lgain_ar_target", "lgain_ar_faster", "lgain_ar_slower"),
+    ("lean", "lean_gain", "spec"): ("lgain_spec_min", "lgain_spec_max", "lgain_spec_n", "lgain_spec_met_median",
+                                    "lgain_spec_met_interval", "lgain_spec_target", "lgain_spec_faster",
+                                    "lgain_spec_slower"),
+    ("compiled", "vs_hf", "all"): ("cvs_hf_min", "cvs_hf_max", "cvs_hf_n", "cvs_hf_met_median", "cvs_hf_met_interval",
+                                   "cvs_hf_target", "cvs_hf_faster", "cvs_hf_slower"),
+    ("compiled", "compile_gain", "ar"): ("gain_ar_min", "gain_ar_max", "gain_ar_n", "gain_ar_met_median",
+                                         "gain_ar_met_interval", "gain_ar_target", "gain_ar_faster", "gain_ar_slower"),
+    ("compiled", "compile_gain", "spec"): ("gain_spec_min", "gain_spec_max", "gain_spec_n", "gain_spec_met_median",
+                                           "gain_spec_met_interval", "gain_spec_target", "gain_spec_faster",
+                                           "gain_spec_slower"),
+}
+GAINS = ("lean_gain", "compile_gain")  # ranges named only where the mode's table has the comparison
+# The best speculative speedup of each mode: the names of its median, interval ends, words and setting.
+SPEC_BEST_KEYS = {
+    "eager": ("spec_best_eager", "spec_best_eager_lo", "spec_best_eager_hi", "spec_best_eager_words",
+              "spec_best_eager_config"),
+    "lean": ("spec_best_lean", "spec_best_lean_lo", "spec_best_lean_hi", "spec_best_lean_words",
+             "spec_best_lean_config"),
+    "compiled": ("spec_best_compiled", "spec_best_compiled_lo", "spec_best_compiled_hi", "spec_best_compiled_words",
+                 "spec_best_compiled_config"),
+}
+
+
+def _range(rows, keys: tuple) -> dict:
+    """Median range, count, counts meeting the target by median and by interval, the target, and the
+    counts faster and slower of the rows, under ``keys`` (the names of RANGE_FIELDS, in order)."""
+    med = [r["median"] for r in rows]
+    return dict(zip(keys, (float(min(med, default=float("nan"))), float(max(med, default=float("nan"))), len(rows),
+                           sum(bool(r["target_met_by_median"]) for r in rows),
+                           sum(bool(r["target_met_by_interval"]) for r in rows), str(rows[0]["target"]) if rows else "",
+                           sum(r["verdict"] == "faster" for r in rows), sum(r["verdict"] == "slower" for r in rows))))
 
 
 def engine_values(comp, bench_summary=None) -> dict:
-    """The numbers chapter 06 quotes from `make bench`'s comparisons table (`specdec.cli.bench`).
+    """The numbers chapter 06 quotes from `make bench`'s comparisons table (`specdec.cli.bench`),
+    under the names BASELINE_KEYS, RANGE_KEYS and SPEC_BEST_KEYS declare.
     Eager mode (the chapter's): per temperature, at batch 1 (b1) and at the bench's batch (bn,
     ``bench_batch``), the baseline ratio with its interval and words; the range of overhead share,
     engine efficiency and ratio to HF assisted generation, and how many (T, k) meet their targets by
@@ -201,34 +261,32 @@ def engine_values(comp, bench_summary=None) -> dict:
     From the summary, the best median speculative speedup over plain decoding of the same mode, over
     the k every mode ran (``spec_best_eager`` / ``_lean`` / ``_compiled``).  Against HF's compiled
     plain `generate`, the fastest plain decoding measured (prefix fast): every configuration of ours
-    in every mode, and our greedy batch-1 baselines (``fast_base``, ``fast_lbase``, ``fast_cbase``)."""
+    in every mode, and our greedy batch-1 baselines (``fast_base``, ``fast_lbase``, ``fast_cbase``).
+    A baseline row of a cell BASELINE_KEYS does not name is an error."""
     out = {}
-    for mode, pre in (("eager", ""), ("lean", "l"), ("compiled", "c")):
-        rows = _mode(comp, mode)
-        if not rows and mode != "eager":  # a bench without this mode: no values (a glue of one fails)
-            continue
+    by_mode = {m: _mode(comp, m) for m in ("eager", "lean", "compiled")}
+    for mode, rows in by_mode.items():
         for r in (r for r in rows if r["comparison"] == "baseline"):
-            tag = f"{pre}base_t{int(r['temperature'])}_{'b1' if r['batch'] == 1 else 'bn'}"  # bn: the batch cell
+            cell = (mode, float(r["temperature"]), "b1" if r["batch"] == 1 else "bn")  # bn: the batch cell
+            if cell not in BASELINE_KEYS:
+                raise ValueError(f"no glue names for the baseline cell {cell}: declare them in BASELINE_KEYS")
             out["bench_batch"] = max(out.get("bench_batch", 1), int(r["batch"]))
-            out.update({tag: r["median"], f"{tag}_lo": r["lo"], f"{tag}_hi": r["hi"], f"{tag}_words": r["verdict"]})
-        names = ("vs_hf",) if mode == "compiled" else ("overhead", "efficiency", "vs_hf")
-        for name in names:
-            out.update(_range(rows, name, pre + name))
-        gain = [r for r in rows if r["comparison"] in ("compile_gain", "lean_gain")]
-        if gain:
-            g = "gain" if mode == "compiled" else "lgain"
-            out.update(_range([r for r in gain if r["k"] == 0], gain[0]["comparison"], f"{g}_ar"))
-            out.update(_range([r for r in gain if r["k"] > 0], gain[0]["comparison"], f"{g}_spec"))
+            out.update(zip(BASELINE_KEYS[cell], (r["median"], r["lo"], r["hi"], r["verdict"])))
+    for (mode, name, which), keys in RANGE_KEYS.items():
+        rows = [r for r in by_mode[mode] if r["comparison"] == name]
+        if (not by_mode[mode] and mode != "eager") or (name in GAINS and not rows):  # nothing to name (a glue fails)
+            continue
+        out.update(_range([r for r in rows if which == "all" or (r["k"] > 0) == (which == "spec")], keys))
     if any(r["comparison"] == "vs_hf_compiled_ar" for r in records(comp)):  # against the fastest plain decoding
         out.update(fastest_plain_values(comp))
     if bench_summary is not None and _mode(bench_summary, "compiled"):
-        modes = [m for m in ("eager", "lean", "compiled") if _mode(bench_summary, m)]
+        modes = [m for m in SPEC_BEST_KEYS if _mode(bench_summary, m)]
         ks = set.intersection(*({r["k"] for r in _mode(bench_summary, m) if r["impl"] == "ours_spec"} for m in modes))
         for mode in modes if ks else ():  # modes that share no k have no comparable best
             best = max((r for r in _mode(bench_summary, mode) if r["impl"] == "ours_spec" and r["k"] in ks),
                        key=lambda r: r["speedup_median"])
-            out.update({f"spec_best_{mode}": float(best["speedup_median"]), f"spec_best_{mode}_lo": float(best["speedup_lo"]),
-                        f"spec_best_{mode}_hi": float(best["speedup_hi"]), f"spec_best_{mode}_words": best["verdict"],
-                        f"spec_best_{mode}_config": f"k={best['k']}, {temperature_text(best['temperature'])}"})
+            out.update(zip(SPEC_BEST_KEYS[mode], (float(best["speedup_median"]), float(best["speedup_lo"]),
+                                                  float(best["speedup_hi"]), best["verdict"],
+                                                  f"k={best['k']}, {temperature_text(best['temperature'])}")))
         out["spec_ks_compiled"] = ", ".join(str(k) for k in sorted(ks))
     return out

@@ -67,11 +67,11 @@ def speed_headline(speed, temperature: float) -> dict:
     verdict), and how many of that temperature's comparisons are faster by their interval."""
     at = speed[speed["temperature"] == temperature]
     best, tok = at.sort_values("speedup_median").iloc[-1], at[at["algorithm"] == "token"].iloc[0]
-    out = {"best_alg": best["algorithm"], "n_faster": int((at["verdict"] == "faster").sum()), "n_speed": len(at)}
-    for tag, r in (("best", best), ("tok", tok)):
-        out.update({f"{tag}_speed": float(r["speedup_median"]), f"{tag}_lo": float(r["speedup_lo"]),
-                    f"{tag}_hi": float(r["speedup_hi"]), f"{tag}_verdict": r["verdict"]})
-    return out
+    return {"best_alg": best["algorithm"], "n_faster": int((at["verdict"] == "faster").sum()), "n_speed": len(at),
+            "best_speed": float(best["speedup_median"]), "best_lo": float(best["speedup_lo"]),
+            "best_hi": float(best["speedup_hi"]), "best_verdict": best["verdict"],
+            "tok_speed": float(tok["speedup_median"]), "tok_lo": float(tok["speedup_lo"]),
+            "tok_hi": float(tok["speedup_hi"]), "tok_verdict": tok["verdict"]}
 
 
 def frequency_words(freq) -> dict:
@@ -88,6 +88,11 @@ def frequency_words(freq) -> dict:
             "lossy_caught": f"{int(caught.sum())} of {len(caught)}", "max_detect": int(freq["detect_samples"].max())}
 
 
+# the glue name of each measured algorithm's words (`measured_words`), by its kind (`_slug`)
+WORDS_KEYS = {"token": "words_token", "block": "words_block", "match": "words_match", "typical": "words_typical",
+              "relaxed": "words_relaxed", "top_k": "words_top_k"}
+
+
 def _slug(name: str) -> str:
     """"typical ε=0.09 δ=0.3" -> "typical", "top-2 membership" -> "top_k", "token" -> "token"."""
     first = name.split()[0].split(",")[0]
@@ -95,14 +100,17 @@ def _slug(name: str) -> str:
 
 
 def measured_words(table) -> dict:
-    """Per measured algorithm of the joined table (`algorithm_table`), ``words_<first word>``: its
-    speedup with interval and verdict, then its change in the target's NLL and (when the table has
-    it) in the share of distinct 2-grams, with intervals, e.g.
+    """Per measured algorithm of the joined table (`algorithm_table`), under the name WORDS_KEYS gives
+    its kind (``words_<first word>``): its speedup with interval and verdict, then its change in the
+    target's NLL and (when the table has it) in the share of distinct 2-grams, with intervals, e.g.
     "S [lo, hi], faster; NLL +d [lo, hi], distinct 2-grams -d [lo, hi]" (three decimals each).
-    Two measured algorithms with the same first word raise (their words would collide)."""
+    A measured algorithm of a kind WORDS_KEYS does not name raises, and so do two of the same kind
+    (their words would collide)."""
     out = {}
     for _, r in table.dropna(subset=["speedup_median"]).iterrows():
-        key = f"words_{_slug(r['algorithm'])}"
+        key = WORDS_KEYS.get(_slug(r["algorithm"]))
+        if key is None:
+            raise ValueError(f"no words key for the measured algorithm {r['algorithm']!r}: declare it in WORDS_KEYS")
         if key in out:
             raise ValueError(f"two measured algorithms share the words key {key!r}")
         nll = "" if r[NLL].isna().any() else \

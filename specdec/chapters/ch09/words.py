@@ -125,8 +125,22 @@ def trend_text(speed: pd.DataFrame) -> str:
 
 
 def role(policy: str) -> str:
-    """The glue key of a policy: fixed, dynamic, load_aware (its name's kind)."""
+    """The kind of a policy, from its name: fixed, dynamic, load_aware, else other."""
     return next((k.replace("-", "_") for k in ("fixed", "dynamic", "load-aware") if k in policy), "other")
+
+
+# per policy kind (`role`), the glue names `headline` gives its words at the lightest and the
+# heaviest rate and its break-even
+ROLE_KEYS = {"fixed": ("light_fixed", "heavy_fixed", "be_fixed"),
+             "dynamic": ("light_dynamic", "heavy_dynamic", "be_dynamic"),
+             "load_aware": ("light_load_aware", "heavy_load_aware", "be_load_aware")}
+
+
+def _keys(policy: str) -> tuple[str, str, str]:
+    """ROLE_KEYS of a policy's kind; a kind it does not name is an error."""
+    if role(policy) not in ROLE_KEYS:
+        raise ValueError(f"no glue names for the policy {policy!r} (kind {role(policy)!r}): declare them in ROLE_KEYS")
+    return ROLE_KEYS[role(policy)]
 
 
 def _speed_text(r) -> str:
@@ -135,9 +149,9 @@ def _speed_text(r) -> str:
 
 
 def headline(speed: pd.DataFrame, be: pd.DataFrame, lat: pd.DataFrame, baseline: str) -> dict:
-    """Glue values, keyed by policy kind (`role`): each policy at the lightest and the heaviest rate,
-    the highest median at the lightest, the idealized prediction and time to first token worded by
-    their sign, the break-evens in words (`rate_text`)."""
+    """Glue values, keyed by policy kind (`role`, names from ROLE_KEYS): each policy at the lightest
+    and the heaviest rate, the highest median at the lightest, the idealized prediction and time to
+    first token worded by their sign, the break-evens in words (`rate_text`)."""
     lo_rate, hi_rate = speed["rate"].min(), speed["rate"].max()
     top = speed[speed["rate"] == lo_rate].sort_values("latency_speedup", ascending=False).iloc[0]
     base = lat[lat["policy"] == baseline].set_index("rate")
@@ -151,9 +165,9 @@ def headline(speed: pd.DataFrame, be: pd.DataFrame, lat: pd.DataFrame, baseline:
            "half_width_median": float(speed["half_width"].median()), "running_light": base.loc[lo_rate, "mean_running"],
            "running_heavy": base.loc[hi_rate, "mean_running"], "base_tps_heavy": base.loc[hi_rate, "serve_tokens_per_s"]}
     for r in speed[speed["rate"] == lo_rate].itertuples():
-        out[f"light_{role(r.policy)}"] = f"{_speed_text(r)}, mean k {k_light[r.policy]:.2f}"
+        out[_keys(r.policy)[0]] = f"{_speed_text(r)}, mean k {k_light[r.policy]:.2f}"
     for r in speed[speed["rate"] == hi_rate].itertuples():
-        out[f"heavy_{role(r.policy)}"] = _speed_text(r)
+        out[_keys(r.policy)[1]] = _speed_text(r)
     fixed = speed[(speed["rate"] == lo_rate) & speed["predicted_batch1"].notna()]
     if len(fixed):
         f = fixed.iloc[0]
@@ -174,7 +188,7 @@ def headline(speed: pd.DataFrame, be: pd.DataFrame, lat: pd.DataFrame, baseline:
     if len(la):
         out.update(la_draft_share=float(la["draft_share"].iloc[0]), la_k_heavy=float(la["k_mean"].iloc[0]))
     for r in be.itertuples():
-        out[f"be_{role(r.policy)}"] = break_even_text(r, rates)
+        out[_keys(r.policy)[2]] = break_even_text(r, rates)
     out["trend_words"] = trend_text(speed)
     return out
 

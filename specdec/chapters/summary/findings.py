@@ -117,6 +117,12 @@ def speed(root: Path = RESULTS_DIR, bench: Path = RESULTS_DIR / "bench") -> dict
             "gpu_exists": bool(status["real_gpu"]), "gpu_status": str(status["status"]), **fastest_plain(bench)}
 
 
+# per mode, the glue names of our greedy batch-1 baseline's median and interval ends (`fastest_plain_values`)
+FAST_BASE_KEYS = {"eager": ("fast_base", "fast_base_lo", "fast_base_hi"),
+                  "lean": ("fast_lbase", "fast_lbase_lo", "fast_lbase_hi"),
+                  "compiled": ("fast_cbase", "fast_cbase_lo", "fast_cbase_hi")}
+
+
 def fastest_plain_values(rows) -> dict:
     """From `make bench`'s comparison rows: every setting of ours (plain and speculative, in every
     execution mode) against Hugging Face's compiled plain `generate`, its fastest plain decoding measured
@@ -127,14 +133,14 @@ def fastest_plain_values(rows) -> dict:
     error."""
     fast = [{"mode": "eager", **r} for r in records(rows) if r["comparison"] == "vs_hf_compiled_ar"]
     out = {}
-    for key, mode in (("fast_base", "eager"), ("fast_lbase", "lean"), ("fast_cbase", "compiled")):
+    for mode, keys in FAST_BASE_KEYS.items():
         base = [r for r in fast if (r["mode"], r["k"], r["batch"], r["temperature"]) == (mode, 0, 1, 0.0)]
         if not base and mode != "eager":
             continue
         if not base:
             raise ValueError(f"the bench table has no check against Hugging Face's compiled generate (vs_hf_compiled_ar, "
                              f"{mode} greedy batch 1): re-run make bench")
-        out.update({key: float(base[0]["median"]), f"{key}_lo": float(base[0]["lo"]), f"{key}_hi": float(base[0]["hi"])})
+        out.update(zip(keys, (float(base[0]["median"]), float(base[0]["lo"]), float(base[0]["hi"]))))
     top = max(fast, key=lambda r: r["median"])
     return {"fast_n": len(fast), "fast_faster": sum(r["verdict"] == "faster" for r in fast),
             "fast_faster_sim": sum(r.get("verdict_sim") == "faster" for r in fast),
