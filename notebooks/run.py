@@ -14,6 +14,10 @@ the parameters, and -- when it renders instead of recomputing -- its own results
 notebook, library, parameter or committed table re-runs it; a deleted or half-written output
 re-runs it (outputs are written to a temp file, then renamed).
 
+Renders (RECOMPUTE=False, as `make book`) share one kernel (`SharedKernel`): its start and the
+library's imports are paid once, and each chapter starts from an emptied namespace.  A recompute
+runs in a kernel of its own.
+
 After a successful recompute the runner records the chapter's wall time, hardware and commit in
 `<results>/run.json` (the "reproduce this chapter" box and the reproduction page read it).
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import hashlib
 import json
 import os
@@ -110,21 +115,102 @@ def stored_key(executed: Path) -> str | None:
     return meta.get("specdec", {}).get("run_key")
 
 
-def execute(notebook: Path, out: Path, params: dict, key: str, cwd: Path = ROOT) -> None:
-    import nbformat
-    import papermill
-
-    tmp = out.with_name(f".partial.{out.name}")
+def _kernel_environment() -> None:
+    """What every chapter's kernel inherits: no progress bars in the book."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no weight-loading bars in the book
     os.environ.setdefault("TQDM_DISABLE", "1")
     # tqdm.auto warns at import in a kernel without ipywidgets, printing a local path (the category
     # cannot be named here: -W/PYTHONWARNINGS import no third-party module, so match the message)
     os.environ.setdefault("PYTHONWARNINGS", "ignore:IProgress not found")
-    papermill.execute_notebook(
-        str(notebook), str(tmp), parameters=params, kernel_name="python3", cwd=str(cwd),
-        progress_bar=False, log_output=False, request_save_on_cell_execute=False,
-    )
-    nb = nbformat.read(tmp, as_version=4)
+
+
+# Run first in a shared kernel before each chapter (and removed from its executed copy): what a
+# fresh kernel would show the chapter -- an empty namespace, no open figure, pandas' default
+# options, the repository as working directory.  Imported modules stay (that is the saving).
+_FRESH = """%reset -f
+def _fresh():
+    import os, warnings
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    os.chdir({cwd!r})
+    plt.close("all")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pd.reset_option("all")
+_fresh()
+del _fresh"""
+
+
+class SharedKernel:
+    """One Jupyter kernel that renders several chapters in turn (a context manager; the kernel is
+    shut down on exit, whatever happened): its start and the library's imports are paid once instead
+    of once per chapter.  Before each chapter `_FRESH` resets what a chapter can change.  For
+    renders from committed results only: a recompute gets a kernel of its own (its memory and
+    timings are the chapter's).  Every cell has ``cell_timeout`` seconds; a kernel that died is
+    started again for the next chapter."""
+
+    def __init__(self, cwd: Path = ROOT, cell_timeout: int = 600):
+        self.cwd, self.cell_timeout, self.km = cwd, cell_timeout, None
+
+    def __enter__(self) -> "SharedKernel":
+        from jupyter_client.manager import AsyncKernelManager
+        from jupyter_core.utils import run_sync
+
+        _kernel_environment()
+        self.km = AsyncKernelManager(kernel_name="python3")
+        run_sync(self.km.start_kernel)(cwd=str(self.cwd))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from jupyter_core.utils import run_sync
+
+        if self.km is not None:
+            try:
+                run_sync(self.km.shutdown_kernel)(now=True)
+            finally:
+                self.km = None
+
+    def run(self, nb) -> None:
+        """Execute ``nb`` (a parameterized notebook node) in place; raises nbclient's
+        CellExecutionError (with the failing cell's traceback) on an error."""
+        import nbformat
+        from jupyter_core.utils import run_sync
+        from nbclient import NotebookClient
+
+        if not run_sync(self.km.is_alive)():
+            run_sync(self.km.restart_kernel)(now=True)
+        nb.cells.insert(0, nbformat.v4.new_code_cell(_FRESH.format(cwd=str(self.cwd))))
+        client = NotebookClient(nb, km=self.km, timeout=self.cell_timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(self.cwd)}})
+        try:
+            client.execute()
+        finally:
+            del nb.cells[0]
+            if client.kc is not None:
+                client.kc.stop_channels()
+
+
+def execute(notebook: Path, out: Path, params: dict, key: str, cwd: Path = ROOT,
+            kernel: SharedKernel | None = None) -> None:
+    """Execute ``notebook`` with ``params`` into ``out`` (atomically), stamped with ``key``: by
+    papermill in a kernel of its own, or in ``kernel`` (a `SharedKernel`, for renders)."""
+    import nbformat
+    import papermill
+
+    tmp = out.with_name(f".partial.{out.name}")
+    _kernel_environment()
+    if kernel is None:
+        papermill.execute_notebook(
+            str(notebook), str(tmp), parameters=params, kernel_name="python3", cwd=str(cwd),
+            progress_bar=False, log_output=False, request_save_on_cell_execute=False,
+        )
+        nb = nbformat.read(tmp, as_version=4)
+    else:
+        from papermill.iorw import load_notebook_node
+        from papermill.parameterize import parameterize_notebook
+
+        nb = parameterize_notebook(load_notebook_node(str(notebook)), params, kernel_name="python3")
+        kernel.run(nb)
     nb.metadata["specdec"] = {"run_key": key, "parameters": params}
     nbformat.write(nb, tmp)
     os.replace(tmp, out)
@@ -150,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("assignments", nargs="*", metavar="NAME=VALUE")
     args = ap.parse_args(argv)
 
-    given = parse_assignments(args.assignments)
+    given, smoke_root = parse_assignments(args.assignments), None
     if given.get("SMOKE") and given.get("RECOMPUTE") and "RESULTS_DIR" not in given:
         smoke_root = BUILD_DIR / "smoke-results"  # SMOKE sizes never overwrite the committed results
         print(f"SMOKE: results go to {smoke_root}, not data/results", flush=True)
@@ -159,6 +245,25 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"no notebooks/NN_*.ipynb match {args.only!r}")
     out_dir = resolve(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        # renders share one kernel, started only when a chapter needs it; a recompute gets its own
+        kernel = None if given.get("RECOMPUTE") else _Lazy(stack)
+        return _run_all(notebooks, out_dir, given, args.force, kernel, smoke_root)
+
+
+class _Lazy:
+    """A `SharedKernel` entered on ``stack`` the first time a chapter asks for it."""
+
+    def __init__(self, stack: contextlib.ExitStack):
+        self.stack, self.kernel = stack, None
+
+    def get(self) -> SharedKernel:
+        if self.kernel is None:
+            self.kernel = self.stack.enter_context(SharedKernel())
+        return self.kernel
+
+
+def _run_all(notebooks, out_dir: Path, given: dict, force: bool, kernel: "_Lazy | None", smoke_root) -> int:
     for i, nb in enumerate(notebooks, 1):
         params = {k: v for k, v in given.items() if k in declared_parameters(nb)}
         if given.get("SMOKE") and given.get("RECOMPUTE") and "RESULTS_DIR" not in given:
@@ -168,13 +273,13 @@ def main(argv: list[str] | None = None) -> int:
         out = out_dir / nb.name
         key = run_key(nb, params)
         tag = f"[{i}/{len(notebooks)}] {nb.name}"
-        if not args.force and stored_key(out) == key:
+        if not force and stored_key(out) == key:
             print(f"{tag}: up to date, skipped", flush=True)
             continue
         print(f"{tag}: running with {params or 'its defaults'} ...", flush=True)
         t0 = time.perf_counter()
         try:
-            execute(nb, out, params, key)
+            execute(nb, out, params, key, kernel=kernel.get() if kernel is not None else None)
         except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
             print(f"{tag}: FAILED after {time.perf_counter() - t0:.0f} s\n{exc}", file=sys.stderr, flush=True)
             return 1

@@ -20,13 +20,14 @@ import run  # noqa: E402  (notebooks/run.py)
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
-def execute_all(out: Path, params_for) -> dict:
-    """Execute every notebook into ``out`` with ``params_for(nb)``; {stem: error} of the failures."""
+def execute_all(out: Path, params_for, kernel=None) -> dict:
+    """Execute every notebook into ``out`` with ``params_for(nb)`` (in ``kernel``, a
+    `run.SharedKernel`, when given); {stem: error} of the failures."""
     failures = {}
     for nb in NOTEBOOKS:
         params = params_for(nb)
         try:
-            run.execute(nb, out / nb.name, params, run.run_key(nb, params))
+            run.execute(nb, out / nb.name, params, run.run_key(nb, params), kernel=kernel)
             run.record_run(nb, params, 1.0)
         except Exception as exc:  # papermill's error carries the failing cell's traceback
             failures[nb.stem] = str(exc)
@@ -35,10 +36,11 @@ def execute_all(out: Path, params_for) -> dict:
 
 @pytest.fixture(scope="session")
 def rendered(tmp_path_factory):
-    """Render every notebook from the committed results, as `make book` does (run.json untouched:
-    record_run writes only after a recompute)."""
+    """Render every notebook from the committed results in one shared kernel, as `make book` does
+    (run.json untouched: record_run writes only after a recompute)."""
     out = tmp_path_factory.mktemp("rendered")
-    return out, execute_all(out, lambda nb: {"RECOMPUTE": False})
+    with run.SharedKernel() as kernel:
+        return out, execute_all(out, lambda nb: {"RECOMPUTE": False}, kernel)
 
 
 @pytest.fixture(scope="session")

@@ -172,6 +172,34 @@ def test_a_chapter_run_from_the_notebooks_folder_writes_and_reads_under_the_repo
     shutil.rmtree(ROOT / rel)
 
 
+def test_a_shared_kernel_shows_each_chapter_a_fresh_kernels_state(tmp_path, monkeypatch):
+    """Renders share one kernel (`run.SharedKernel`): a chapter that leaves a name, a pandas option
+    and another working directory behind shows none of them to the next.  The control: without the
+    reset cell the second notebook sees the first's state and fails."""
+    import nbformat
+
+    first = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import os, pandas as pd\nLEFT = 1\npd.set_option('display.max_colwidth', 7)\nos.chdir('/')")])
+    second = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import os, pandas as pd\nassert 'LEFT' not in globals(), 'a name left behind'\n"
+        f"assert pd.get_option('display.max_colwidth') == 50 and os.getcwd() == {str(ROOT)!r}")])
+    for nb in (first, second):
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    paths = [tmp_path / "a.ipynb", tmp_path / "b.ipynb"]
+    for nb, path in zip((first, second), paths):
+        nbformat.write(nb, path)
+
+    def render_both():
+        with run.SharedKernel() as kernel:
+            for path in paths:
+                run.execute(path, tmp_path / f"out-{path.name}", {}, "test", kernel=kernel)
+
+    render_both()
+    monkeypatch.setattr(run, "_FRESH", "pass")
+    with pytest.raises(Exception, match="a name left behind"):
+        render_both()
+
+
 def _stderr(executed: Path) -> list[str]:
     cells = json.loads(executed.read_text())["cells"]
     return [o["text"][:300] for c in cells if c["cell_type"] == "code" for o in c["outputs"]
