@@ -129,12 +129,21 @@ def test_every_figure_is_numbered_with_a_finding_and_its_data(nb):
     assert figure_problems(json.loads(nb.read_text())["cells"]) == []
 
 
+@pytest.fixture(scope="session")
+def smoke_kernel():
+    """One kernel per test worker for the SMOKE recomputes (`run.SharedKernel`: each chapter starts
+    from an emptied namespace; the kernel's start and the library's imports are paid once per worker,
+    not once per chapter).  `make reproduce` recomputes each chapter in a kernel of its own."""
+    with run.SharedKernel() as kernel:
+        yield kernel
+
+
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_recomputes_in_smoke_mode(nb, tmp_path):
-    """Each chapter recomputed in SMOKE mode on its own; the summary chapters read the committed
-    results of the others, as `make book` does."""
+def test_notebook_recomputes_in_smoke_mode(nb, tmp_path, smoke_kernel):
+    """Each chapter recomputed in SMOKE mode; the summary chapters read the committed results of the
+    others, as `make book` does."""
     params = {"SMOKE": True, "RECOMPUTE": True, "RESULTS_DIR": str(tmp_path / "results" / nb.stem)}
-    run.execute(nb, tmp_path / nb.name, params, run.run_key(nb, params))  # papermill raises with the failing cell
+    run.execute(nb, tmp_path / nb.name, params, run.run_key(nb, params), kernel=smoke_kernel)  # raises with the failing cell
     run.record_run(nb, params, 1.0)
     assert (tmp_path / "results" / nb.stem / "chapter.json").exists()
     assert not _stderr(tmp_path / nb.name), "warnings in the executed chapter (the book hides stderr; fix them instead)"
