@@ -144,10 +144,12 @@ del _fresh"""
 class SharedKernel:
     """One Jupyter kernel that renders several chapters in turn (a context manager; the kernel is
     shut down on exit, whatever happened): its start and the library's imports are paid once instead
-    of once per chapter.  Before each chapter `_FRESH` resets what a chapter can change.  For
-    renders from committed results only: a recompute gets a kernel of its own (its memory and
-    timings are the chapter's).  Every cell has ``cell_timeout`` seconds; a kernel that died is
-    started again for the next chapter."""
+    of once per chapter.  Before each chapter `_FRESH` resets what a chapter can change; what it
+    cannot (a process-wide peak memory, a warning shown once per process) a shared kernel carries
+    over, so `make reproduce`'s recomputes each get a kernel of their own (the tests' SMOKE recomputes,
+    whose numbers mean nothing, share one per worker).  Every cell has ``cell_timeout`` seconds
+    (then it is interrupted); after any failure the kernel is restarted, so the next chapter starts
+    in a fresh one."""
 
     def __init__(self, cwd: Path = ROOT, cell_timeout: int = 600):
         self.cwd, self.cell_timeout, self.km = cwd, cell_timeout, None
@@ -181,9 +183,12 @@ class SharedKernel:
             run_sync(self.km.restart_kernel)(now=True)
         nb.cells.insert(0, nbformat.v4.new_code_cell(_FRESH.format(cwd=str(self.cwd))))
         client = NotebookClient(nb, km=self.km, timeout=self.cell_timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(self.cwd)}})
+                                interrupt_on_timeout=True, resources={"metadata": {"path": str(self.cwd)}})
         try:
             client.execute()
+        except BaseException:
+            run_sync(self.km.restart_kernel)(now=True)  # a stuck or broken state never reaches the next chapter
+            raise
         finally:
             del nb.cells[0]
             if client.kc is not None:
@@ -199,6 +204,8 @@ def execute(notebook: Path, out: Path, params: dict, key: str, cwd: Path = ROOT,
 
     tmp = out.with_name(f".partial.{out.name}")
     _kernel_environment()
+    if kernel is not None and Path(cwd) != kernel.cwd:
+        raise ValueError(f"a shared kernel runs in {kernel.cwd}, not in the cwd {cwd} asked for")
     if kernel is None:
         papermill.execute_notebook(
             str(notebook), str(tmp), parameters=params, kernel_name="python3", cwd=str(cwd),

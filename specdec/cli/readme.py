@@ -34,7 +34,8 @@ _CODE = re.compile(r"`[^`\n]*`")
 TRUSTED = {
     "exactness": ("specdec.core.sampling", "specdec.core.verify", "specdec.core.exact", "specdec.core.stats"),
     "the engine": ("specdec.engine.decode", "specdec.engine.step", "specdec.engine.drafters", "specdec.engine.inputs",
-                   "specdec.engine.kv", "specdec.engine.cache", "specdec.engine.stats"),
+                   "specdec.engine.kv", "specdec.engine.cache", "specdec.engine.stats", "specdec.engine.modes",
+                   "specdec.engine.modes.lean"),
     "a measured speedup": ("specdec.measure.harness", "specdec.measure.protocol", "specdec.measure.cost_curve",
                            "specdec.core.cost"),
 }
@@ -66,7 +67,9 @@ def render(template: str, values: dict) -> str:
 
 
 def _lines(module: str) -> int:
-    return len((ROOT / (module.replace(".", "/") + ".py")).read_text().splitlines())
+    """Lines of a module's file (a package: its __init__.py)."""
+    path = ROOT / module.replace(".", "/")
+    return len((path / "__init__.py" if path.is_dir() else path.with_suffix(".py")).read_text().splitlines())
 
 
 def code_values() -> dict:

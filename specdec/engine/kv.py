@@ -40,7 +40,10 @@ def kv_keyword(model) -> str:
 
 
 class KVCompat(torch.nn.Module):
-    """A causal LM whose forward accepts the engine's ``cache=`` keyword whatever its release calls it."""
+    """A causal LM whose forward accepts the engine's ``cache=`` keyword whatever its release calls it.
+    ``mode``: the forward it runs (`specdec.engine.modes`); a subclass with another forward says so."""
+
+    mode = "eager"
 
     def __init__(self, model):
         super().__init__()

@@ -19,13 +19,13 @@ def test_dynamic_shapes_decode_what_the_eager_engine_decodes_on_its_growing_cach
     from specdec.engine.kv import new_cache
 
     target, draft = tiny_pair
-    ct = compiled(target, static=False, backend="aot_eager")  # the draft eager: a compiled drafter is the static test's
+    ct, cd = compiled(target, static=False, backend="aot_eager"), compiled(draft, static=False, backend="aot_eager")
     assert isinstance(new_cache(ct, 8), DynamicCache) and not ct.static
     prompts = [torch.tensor([3, 7, 1, 9, 4]), torch.tensor([5, 2, 8])]
     # k = 2 speculative decoding runs the target on every shape plain decoding does (prefill, one
     # token) and more (k + 1 tokens), so it alone covers the growing cache's shapes
     eager = generate(target, prompts, drafter=draft, k=2, max_new_tokens=5, temperature=0, mode="eager")
-    comp = generate(ct, prompts, drafter=draft, k=2, max_new_tokens=5, temperature=0, mode="eager")
+    comp = generate(ct, prompts, drafter=cd, k=2, max_new_tokens=5, temperature=0)
     assert [t.tolist() for t in comp.tokens] == [t.tolist() for t in eager.tokens]
 
 
@@ -45,11 +45,13 @@ def test_serving_refuses_a_static_compiled_model_up_front(tiny_pair):
 def test_compiled_engine_decodes_what_the_eager_engine_decodes(tiny_pair):
     """Greedy, ragged batch of two, plain and speculative (k = 2): token for token the eager run's.
     The compiled forward's logits agree with the eager ones to fp32 rounding, the wrapper passes the
-    engine's keyword through, and a repeated call of the same shapes compiles nothing new."""
+    engine's keyword through, and a repeated call of the same shapes compiles nothing new.  Traced
+    by dynamo on static shapes and run by aot_eager (the same graphs, guards and cache mutations
+    as inductor's, without a C++ build per graph); inductor's own kernels: the next test."""
     from conftest import assert_decodes_like_eager
 
     target, draft = tiny_pair
-    ct, cd = assert_decodes_like_eager(compiled, tiny_pair, 10)
+    ct, cd = assert_decodes_like_eager(lambda m: compiled(m, backend="aot_eager"), tiny_pair, 10)
     prompts = [torch.tensor([3, 7, 1, 9, 4]), torch.tensor([5, 2, 8])]
     comp = generate(ct, prompts, drafter=cd, k=2, max_new_tokens=10, temperature=0)
     before = graph_count()
@@ -65,6 +67,18 @@ def test_compiled_engine_decodes_what_the_eager_engine_decodes(tiny_pair):
                position_ids=torch.tensor([[4, 5]]), use_cache=True).logits
     assert calls == [2], "the prompt runs eager, the next step through the compiled forward"
     assert torch.allclose(a, b, atol=1e-4, rtol=1e-4) and not torch.equal(a, torch.zeros_like(a))
+
+
+def test_inductors_kernels_decode_what_the_eager_engine_decodes(tiny_pair):
+    """The default backend (inductor: C++ kernels on a CPU) on the target, plain greedy decoding at
+    batch 1: the eager tokens, and graphs were really compiled (what `make bench` times)."""
+    target, _ = tiny_pair
+    ids = torch.tensor([3, 7, 1, 9, 4])
+    eager = generate(target, ids, max_new_tokens=4, temperature=0, mode="eager")
+    before = graph_count()
+    comp = generate(compiled(target), ids, max_new_tokens=4, temperature=0)
+    assert graph_count() > before and comp.stats.mode == "compiled"
+    assert comp.tokens[0].tolist() == eager.tokens[0].tolist()
 
 
 def test_compiled_raises_the_recompile_limit_and_refuses_bad_models():

@@ -2,7 +2,8 @@
 token-identical to the autoregressive baseline for 20 held-out prompts x 64 tokens, every drafter,
 k = 1..8, both verification methods (by default token k in {1, 3, 8}, block k = 4: TOKEN_KS, BLOCK_KS;
 every k with SPECDEC_FULL_EVIDENCE=1), batched (all 20 prompts in one ragged batch per setting) and unbatched (a subset:
-2 prompts x k in {1, 4, 8}); rollback vs recompute on the real target.
+2 prompts x k in {1, 4, 8}); rollback vs recompute on the real target.  The target runs on
+generate's default forward (the lean one), the drafters on their own (a `ModelDrafter` as given).
 
 A mismatch counts as a failure unless the test proves it comes from an exact tie of the target's
 top two logits at the first differing token.  Skipped, naming the file, when weights are missing.

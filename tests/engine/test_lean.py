@@ -83,35 +83,45 @@ def test_lean_engine_decodes_what_the_eager_engine_decodes(tiny_pair):
 
 def test_a_plain_call_runs_the_lean_forward_and_eager_is_named(tiny_pair):
     """generate's default mode ("auto") runs a GPT-2 target and draft on the lean forward: Hugging
-    Face's modules are never called (a forward hook counts them; the control: mode="eager" calls
-    them), the tokens are the eager run's, and stats.mode says which ran.  A model the lean forward
-    cannot run decodes on its own forward under "auto" and is refused by "lean", naming why."""
+    Face's modules are never called (a counting wrapper of the transformer's forward says so; the
+    control: mode="eager" calls it), the tokens are the eager run's, and stats.mode says which ran.
+    What the lean forward would skip keeps the model's own forward: a forward hook, training mode.
+    A model the lean forward cannot run decodes on its own forward under "auto" and is refused by
+    "lean", naming why."""
     from specdec.engine.modes import forward_for
     from specdec.family.architectures import build_model, llama_config
 
     target, draft = tiny_pair
-    calls = []
-    hooks = [m.transformer.register_forward_hook(lambda *a: calls.append(1)) for m in (target, draft)]
+    ids, calls, inner = torch.tensor([3, 7, 1, 9, 4]), [], target.transformer.forward
+    target.transformer.forward = lambda *a, **kw: (calls.append(1), inner(*a, **kw))[1]
     try:
-        ids = torch.tensor([3, 7, 1, 9, 4])
-        runs, n_auto = {}, None
+        runs, seen = {}, {}
         for mode in ("auto", "eager"):
             runs[mode] = generate(target, ids, drafter=draft, k=2, max_new_tokens=12, temperature=1.0,
                                   generator=torch.Generator().manual_seed(2), **({} if mode == "auto" else {"mode": mode}))
-            n_auto = len(calls) if n_auto is None else n_auto
+            seen[mode] = len(calls) - sum(seen.values())
     finally:
-        for h in hooks:
-            h.remove()
-    assert n_auto == 0 and len(calls) > 0, "the default ran Hugging Face's modules, or the hook counts nothing"
+        del target.transformer.forward
+    assert seen["auto"] == 0 and seen["eager"] > 0, seen
     assert runs["auto"].stats.mode == "lean" and runs["eager"].stats.mode == "eager"
     assert runs["auto"].tokens[0].tolist() == runs["eager"].tokens[0].tolist()
+    hooked = []
+    handle = target.register_forward_hook(lambda *a: hooked.append(1))
+    try:
+        assert generate(target, ids, max_new_tokens=3, temperature=0).stats.mode == "eager" and hooked
+    finally:
+        handle.remove()
+    target.train()
+    try:
+        assert forward_for(target, "auto") is target
+    finally:
+        target.eval()
     llama = build_model(llama_config("llama-1b", tiny=True))
     assert forward_for(llama, "auto") is llama
     with pytest.raises(ValueError, match="GPT2LMHeadModel"):
         forward_for(llama, "lean")
     with pytest.raises(ValueError, match="mode must be one of"):
         generate(target, ids, max_new_tokens=2, mode="fast")
-
 
 def test_lean_models_serve_what_eager_models_serve(tiny_pair):
     """Continuous batching (rows join: caches are padded and stacked) with a lean target and draft:

@@ -6,7 +6,9 @@ expectation and misses the expectation of the wrong rule.
 
 Size: 3 prompts, n per prompt from `design_n` for worst-case power 0.8 (level 0.01 split over the
 two orders, 16 bins) at binned TV 0.15 for the engine's own runs and at 0.1 for the wrong variants:
-a smoke size (chapter 10 is the audit).  Each wrong variant's own power at that n
+a smoke size (chapter 10 is the audit).  At the positive controls' smaller n their power against
+the residual-omitted variant falls short of 0.95: ruling that bug out is the wrong-variant tests'
+job, at their n.  Each wrong variant's own power at that n
 (`alternative_power`, its exact binned law) is asserted >= 0.95 before it is required to fail, so
 a failure to catch it would be the test's fault, not luck.  Seeds fixed."""
 

@@ -2,7 +2,9 @@
 decoding on two prompts (then plain again, on the LLM it still holds; a configuration that raised is
 not built twice), plus configurations the installed vLLM must refuse as rows. Greedy
 speculative output must equal vLLM's own plain greedy output, which must equal our engine's, and
-the spec-decode counters must come back. Skipped only when `.venv-vllm` is missing (`make vllm-env`)."""
+the spec-decode counters must come back (chapter 10's SMOKE run audits vLLM's draft-model default only:
+vLLM's plain decoding and refusals are checked here). Skipped only when `.venv-vllm` is missing
+(`make vllm-env`)."""
 
 import pytest
 

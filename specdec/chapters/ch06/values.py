@@ -245,7 +245,8 @@ def _range(rows, keys: tuple) -> dict:
     return dict(zip(keys, (float(min(med, default=float("nan"))), float(max(med, default=float("nan"))), len(rows),
                            sum(bool(r["target_met_by_median"]) for r in rows),
                            sum(bool(r["target_met_by_interval"]) for r in rows), str(rows[0]["target"]) if rows else "",
-                           sum(r["verdict"] == "faster" for r in rows), sum(r["verdict"] == "slower" for r in rows))))
+                           sum(r["verdict"] == "faster" for r in rows), sum(r["verdict"] == "slower" for r in rows)),
+                    strict=True))
 
 
 def engine_values(comp, bench_summary=None) -> dict:
@@ -271,7 +272,7 @@ def engine_values(comp, bench_summary=None) -> dict:
             if cell not in BASELINE_KEYS:
                 raise ValueError(f"no glue names for the baseline cell {cell}: declare them in BASELINE_KEYS")
             out["bench_batch"] = max(out.get("bench_batch", 1), int(r["batch"]))
-            out.update(zip(BASELINE_KEYS[cell], (r["median"], r["lo"], r["hi"], r["verdict"])))
+            out.update(zip(BASELINE_KEYS[cell], (r["median"], r["lo"], r["hi"], r["verdict"]), strict=True))
     for (mode, name, which), keys in RANGE_KEYS.items():
         rows = [r for r in by_mode[mode] if r["comparison"] == name]
         if (not by_mode[mode] and mode != "eager") or (name in GAINS and not rows):  # nothing to name (a glue fails)
@@ -287,6 +288,7 @@ def engine_values(comp, bench_summary=None) -> dict:
                        key=lambda r: r["speedup_median"])
             out.update(zip(SPEC_BEST_KEYS[mode], (float(best["speedup_median"]), float(best["speedup_lo"]),
                                                   float(best["speedup_hi"]), best["verdict"],
-                                                  f"k={best['k']}, {temperature_text(best['temperature'])}")))
+                                                  f"k={best['k']}, {temperature_text(best['temperature'])}"),
+                           strict=True))
         out["spec_ks_compiled"] = ", ".join(str(k) for k in sorted(ks))
     return out

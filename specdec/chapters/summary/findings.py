@@ -140,7 +140,7 @@ def fastest_plain_values(rows) -> dict:
         if not base:
             raise ValueError(f"the bench table has no check against Hugging Face's compiled generate (vs_hf_compiled_ar, "
                              f"{mode} greedy batch 1): re-run make bench")
-        out.update(zip(keys, (float(base[0]["median"]), float(base[0]["lo"]), float(base[0]["hi"]))))
+        out.update(zip(keys, (float(base[0]["median"]), float(base[0]["lo"]), float(base[0]["hi"])), strict=True))
     top = max(fast, key=lambda r: r["median"])
     return {"fast_n": len(fast), "fast_faster": sum(r["verdict"] == "faster" for r in fast),
             "fast_faster_sim": sum(r.get("verdict_sim") == "faster" for r in fast),

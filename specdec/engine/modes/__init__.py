@@ -4,8 +4,8 @@ correctness, each tested to give the eager engine's tokens.
 `forward_for(model, mode)` is how `specdec.engine.decode.generate` picks the forward it runs:
 
     "auto"   (generate's default) the lean forward where it runs the model (a GPT-2 causal LM given
-             as itself), else the model as given -- so a plain call gets the engine's fastest exact
-             forward without asking for it
+             as itself, in eval mode, without forward hooks), else the model as given -- so a plain
+             call gets the engine's fastest exact forward without asking for it
     "lean"   the lean forward, or a ValueError naming why it cannot run the model
     "eager"  the model as given (Hugging Face's own forward): what a measurement names when it
              times the modules as written
@@ -40,15 +40,21 @@ def forward_for(model, mode: str):
             raise ValueError(f"mode='lean' takes the model itself, got a {type(model).__name__} wrapper")
         return model
     if mode == "auto":
-        return model if refusal(model) is not None else lean(model)
+        return model if refusal(model) is not None or _bypassed(model) is not None else lean(model)
     return lean(model)
 
 
 def mode_of(model) -> str:
-    """The mode a forward `forward_for` returned runs: "lean", "compiled" (any other wrapper of a
-    mode, by its class name) or "eager"."""
-    if isinstance(model, LeanGPT2):
-        return "lean"
-    if isinstance(model, KVCompat) and type(model).__name__ != "KVCompat":
-        return type(model).__name__.lower().removesuffix("model")
-    return "eager"
+    """The forward ``model`` runs: its ``mode`` ("lean", "compiled", "eager") when it is an engine
+    wrapper (`specdec.engine.kv.KVCompat`), else "eager" (the model's own)."""
+    return model.mode if isinstance(model, KVCompat) else "eager"
+
+
+def _bypassed(model) -> str | None:
+    """What the lean forward would silently skip in ``model``, or None: forward hooks on any of its
+    modules (the lean forward calls no module) or training mode (it applies no dropout)."""
+    if model.training:
+        return "the model is in training mode (the lean forward applies no dropout)"
+    if any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()):
+        return "a module has forward hooks (the lean forward calls no module)"
+    return None

@@ -58,6 +58,8 @@ class CompiledModel(KVCompat):
     """``model`` (an ``nn.Module`` causal LM) with its forward compiled on static shapes, taking the
     engine's ``cache=`` keyword whatever its transformers release calls it (`KVCompat`)."""
 
+    mode = "compiled"
+
     def __init__(self, model, *, static: bool = True, backend: str = "inductor"):
         if not isinstance(model, torch.nn.Module):
             raise ValueError(f"compiled() needs a torch.nn.Module causal LM, got {type(model).__name__}")

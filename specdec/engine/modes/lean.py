@@ -83,6 +83,8 @@ def refusal(model) -> str | None:
 class LeanGPT2(KVCompat):
     """``model`` (a GPT-2 causal LM) with the flat forward of the module docstring; takes ``cache=``."""
 
+    mode = "lean"
+
     def __init__(self, model):
         if isinstance(model, KVCompat):
             raise ValueError(f"lean() takes the model itself, got a {type(model).__name__} wrapper")
