@@ -46,3 +46,112 @@ def test_timing_tables_are_reported_never_asserted():
     new = _frame("timing", {"tokens_per_s": [50.0, 400.0], "wall_s": [1.0, 2.0], "k": [1, 2]})
     r = compare_frames(new, old)
     assert r["status"] == "timing" and "median 1.00" in r["detail"] and "0.50-2.00" in r["detail"]
+
+
+SPEED = dict(intervals=[["speedup", "speedup_lo", "speedup_hi"], ["steady", "steady_lo", "steady_hi"]])
+
+
+def _speed(rows, runs=10):
+    """A chapter-06-like summary: a baseline row (the point [1, 1], no measurement) and speculative
+    rows (config, speedup [lo, hi], verdict, steady [lo, hi] with no verdict of its own, a rate);
+    the sample count ``runs`` stands among the leading columns, where it must not be taken for a label."""
+    cols = ["config", "speedup", "speedup_lo", "speedup_hi", "verdict"]
+    data = {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+    data = {"temperature": [0.0] * len(rows), **data, "runs": [runs] * len(rows)}
+    data["steady"], data["steady_lo"], data["steady_hi"] = data["speedup"], data["speedup_lo"], data["speedup_hi"]
+    data["tokens_per_s"] = [100.0] * len(rows)
+    cols = ["temperature", "runs", "config", "speedup", "speedup_lo", "speedup_hi", "verdict", "steady", "steady_lo",
+            "steady_hi", "tokens_per_s"]
+    return _frame("timing", {c: data[c] for c in cols}, **SPEED)
+
+
+OLD = [("baseline", 1.0, 1.0, 1.0, "undecided"), ("k=1", 1.2, 1.1, 1.3, "faster"),
+       ("k=2", 0.9, 0.8, 0.95, "slower"), ("k=3", 1.05, 0.98, 1.12, "undecided")]
+
+
+def _counts(r):
+    from specdec.chapters.reproduction.timing import COUNTS
+
+    return [r[c] for c in COUNTS]
+
+
+def test_timing_intervals_count_overlaps_and_agreeing_verdicts_on_matched_rows():
+    from specdec.chapters.reproduction.status import chapter_status
+
+    new = [("k=3", 1.1, 1.02, 1.18, "faster"),   # overlaps, but the verdict differs
+           ("k=2", 0.7, 0.6, 0.75, "slower"),    # misses the committed interval, same verdict
+           ("k=1", 1.25, 1.15, 1.35, "faster"), ("baseline", 1.0, 1.0, 1.0, "undecided")]  # another order
+    r = compare_frames(_speed(new, runs=12), _speed(OLD))  # other sample counts: runs is no label
+    # per interval 2 of 3 overlap (baseline not compared), twice; the verdict words the first interval only
+    assert r["status"] == "timing" and _counts(r) == [4, 6, 2, 3, 0]
+    assert "speedup [speedup_lo, speedup_hi]: 2 of 3 intervals overlap, 2 of 3 verdicts (verdict) agree" in r["detail"]
+    assert "matched on temperature, config" in r["detail"] and "median 1.00" in r["detail"]
+    row = {"table": "summary", "kind": "timing", **r}
+    assert chapter_status([row], True) == "timing: 4 of 6 intervals overlap, 2 of 3 verdicts agree"
+    exact = {"table": "laws", "kind": "exact", "status": "reproduced", "detail": ""}
+    assert chapter_status([exact, row], True) == "reproduced; timing: 4 of 6 intervals overlap, 2 of 3 verdicts agree"
+    assert chapter_status([{**exact, "status": "differs"}, row], True) == "differs: laws"
+
+
+def test_timing_intervals_of_an_identical_rerun_all_agree():
+    old = _speed(OLD)
+    new = _speed([r if r[0] != "k=3" else (*r[:4], "no difference detected at this precision") for r in OLD])
+    r = compare_frames(new, old)  # the older wording of "undecided" says the same
+    assert r["status"] == "timing" and _counts(r) == [6, 6, 3, 3, 0] and "row sets differ" not in r["detail"]
+
+
+def test_timing_intervals_compare_the_matched_rows_when_the_row_sets_differ():
+    from specdec.chapters.reproduction.status import chapter_status
+
+    renamed = _speed([OLD[0], OLD[1], OLD[2], ("k=4", *OLD[3][1:])])
+    r = compare_frames(renamed, _speed(OLD))
+    assert r["status"] == "timing" and _counts(r) == [4, 4, 2, 2, 2]
+    assert "row sets differ: 1 committed rows not recomputed, 1 recomputed rows not committed" in r["detail"]
+    assert chapter_status([{"table": "summary", "kind": "timing", **r}], True) == (
+        "timing: 4 of 4 intervals overlap, 2 of 2 verdicts agree (row sets differ: summary)")
+    shorter = compare_frames(_speed(OLD[:2]), _speed(OLD))  # fewer rows: still reported, not "differs"
+    assert shorter["status"] == "timing" and _counts(shorter) == [2, 2, 1, 1, 2]
+    twice = [OLD[1], OLD[1], OLD[2]]  # no labels name the rows: in order when the counts are equal, else none
+    none = compare_frames(_speed(twice), _speed(OLD))
+    assert _counts(none) == [0, 0, 0, 0, 7] and "none matched" in none["detail"]
+    in_order = compare_frames(_speed(twice + [OLD[3]]), _speed(OLD))  # k=1 against the baseline first
+    assert _counts(in_order) == [6, 8, 3, 4, 0] and "matched in order" in in_order["detail"]
+
+
+def test_timing_tables_without_intervals_report_ratios_only():
+    old = _frame("timing", {"config": ["a", "b"], "speedup": [1.0, 2.0], "speedup_lo": [0.9, 1.9],
+                            "speedup_hi": [1.1, 2.1], "verdict": ["faster", "slower"], "wall_s": [1.0, 2.0]})
+    new = old.copy()
+    new["speedup_lo"], new["verdict"], new["wall_s"] = [3.0, 3.0], ["slower", "faster"], [2.0, 2.0]
+    new.attrs["meta"] = dict(old.attrs["meta"])
+    r = compare_frames(new, old)
+    assert r["status"] == "timing" and "overlap" not in r["detail"] and "median 1.50" in r["detail"]
+    assert all(r.get(k, 0) == 0 for k in ("intervals_compared", "verdicts_compared", "rows_unmatched"))
+    assert compare_frames(new.iloc[:1], old)["status"] == "differs"  # rows are compared in order: equal counts
+
+
+def test_compare_chapter_reads_the_intervals_from_the_sidecar(tmp_path):
+    from specdec.chapters.reproduction.status import chapter_status, compare_chapter
+    from specdec.io.results import write_table
+
+    for d, rows in (("new", OLD[:3] + [("k=3", 1.3, 1.2, 1.4, "faster")]), ("old", OLD)):
+        df = _speed(rows)
+        write_table(df, tmp_path / d / "summary.csv", {}, kind="timing", **SPEED)
+        write_table([{"k": 1, "v": 0.5}], tmp_path / d / "laws.csv", {}, kind="exact")
+    rows = compare_chapter(tmp_path / "new", tmp_path / "old")
+    assert [list(r) for r in rows][0] == list(rows[1])  # one set of columns, as write_table needs
+    by = {r["table"]: r for r in rows}
+    assert _counts(by["laws"]) == [0] * 5 and _counts(by["summary"]) == [4, 6, 2, 3, 0]
+    assert chapter_status(rows, True) == "reproduced; timing: 4 of 6 intervals overlap, 2 of 3 verdicts agree"
+
+
+def test_the_page_lists_the_measured_chapters_by_their_counts():
+    from specdec.chapters.reproduction.status import measured, measured_words
+
+    summary = pd.DataFrame({"chapter": ["03_cost_model", "06_measured_decoding"], "status": ["reproduced", "timing"],
+                            "intervals_overlap": [0, 20], "intervals_compared": [0, 24], "verdicts_agree": [0, 18],
+                            "verdicts_compared": [0, 24]})
+    assert measured(summary)["chapter"].tolist() == ["06_measured_decoding"]
+    assert measured_words(summary) == "06_measured_decoding: 20 of 24 intervals overlap, 18 of 24 verdicts agree"
+    recorded = summary[["chapter", "status"]]  # a comparison recorded without the counts
+    assert measured(recorded).empty and "no interval counts" in measured_words(recorded)

@@ -15,11 +15,19 @@ How a table is compared depends on the kind its sidecar declares (`specdec.io.re
            and declared ``counts`` (a column of sample counts, split into separate samples by the
            ``groups`` columns) must pass a G-test of homogeneity against the committed counts at
            level 1e-3 per sample.  A sampled table with none of these is reported, not compared.
-  timing   never asserted: the median ratio recomputed / committed of its rate and time columns is
-           reported with its range, so a reader sees how far the machine moved.
-A chapter is "differs" when a table differs or a committed table was not recomputed ("missing"),
-"reproduced" when at least one table was compared and all compared tables agree, "timing only"
-when it has nothing but timings, and "not compared" when none of its tables could be compared.
+  timing   never asserted (`specdec.chapters.reproduction.timing`): where the table declares
+           intervals, its rows are matched on their labels (a differing row set is said, and the
+           matched rows compared) and it is counted how many intervals of the re-run overlap the
+           committed ones (the rule of sampled tables) and how many of their verdicts say the same;
+           always, the median ratio recomputed / committed of its rate and time columns is reported
+           with its range, so a reader sees how far the machine moved.
+Every table row carries those counts (`timing.COUNTS`, 0 for other kinds) and a chapter's row their
+sums.  A chapter is "differs: <tables>" when a table differs or a committed table was not
+recomputed ("missing"); otherwise "reproduced" when at least one table was compared and all
+compared tables agree, followed by "timing: 20 of 24 intervals overlap, 18 of 24 verdicts agree"
+(and the tables whose row sets differ) when its timing tables compared an interval -- that alone when
+nothing else was compared; else "timing only" when it has nothing but timings, and "not compared"
+when none of its tables could be compared.
 
 Example: compare_frames(new, old) -> {"status": "reproduced", "detail": "12 rows, 5 columns equal"}
 """
@@ -35,10 +43,12 @@ from pathlib import Path
 
 import numpy as np
 
+from specdec.chapters.reproduction.timing import COUNTS, compare_timing, counts_text
 from specdec.io.paths import BUILD_DIR, ROOT
 from specdec.io.results import read_table
 
-__all__ = ["extract_reference", "compare_frames", "compare_chapter", "chapter_status", "compare_all"]
+__all__ = ["extract_reference", "compare_frames", "compare_chapter", "chapter_status", "compare_all", "measured",
+           "measured_words"]
 
 RTOL, ATOL, Z, LEVEL = 1e-9, 1e-12, 4.0, 1e-3
 
@@ -128,54 +138,48 @@ def _homogeneity(new, old, col: str, groups: list) -> float:
     return float(min(pvals)) if pvals else 1.0
 
 
-def _timing(new, old) -> dict:
-    cols = [c for c in new.columns if _numeric(new, c) and (c.endswith("_s") or "per_s" in c or c.startswith("t_"))]
-    ratios = []
-    for c in cols:
-        a, b = new[c].to_numpy(float), old[c].to_numpy(float)
-        ok = np.isfinite(a) & np.isfinite(b) & (b > 0) & (a > 0)
-        ratios += list(a[ok] / b[ok])
-    if not ratios:
-        return {"status": "timing", "detail": "no comparable timing column"}
-    q = np.percentile(ratios, [0, 50, 100])
-    return {"status": "timing", "detail": f"recomputed / committed: median {q[1]:.2f} (range {q[0]:.2f}-{q[2]:.2f}) "
-                                          f"over {len(ratios)} values; not asserted"}
-
-
 def compare_frames(new, old) -> dict:
     """Compare a recomputed table with the committed one by its kind (module docstring)."""
     meta = new.attrs["meta"]
     if list(new.columns) != list(old.columns):
         return {"status": "differs", "detail": f"columns {list(new.columns)} vs committed {list(old.columns)}"}
+    kind = meta.get("kind", "exact")
+    if kind == "timing" and meta.get("intervals"):  # matched on its labels: a differing row set is reported
+        return compare_timing(new, old, meta)
     if len(new) != len(old):
         return {"status": "differs", "detail": f"{len(new)} rows vs {len(old)} committed"}
-    kind = meta.get("kind", "exact")
     if kind == "timing":
-        return _timing(new, old)
+        return compare_timing(new, old, meta)
     if kind == "sampled":
         return _sampled(new, old, meta)
     return _exact(new, old)
 
 
 def compare_chapter(new_dir: Path, ref_dir: Path | None) -> list[dict]:
-    """One row per table of a chapter's results folder, and one per committed table not recomputed."""
+    """One row per table of a chapter's results folder, and one per committed table not recomputed;
+    every row has the same columns: chapter, table, kind, status, detail and `timing.COUNTS`."""
     rows = []
+
+    def add(table, kind, result):
+        rows.append({"chapter": Path(new_dir).name, "table": table, "kind": kind, "status": result["status"],
+                     "detail": result["detail"], **{c: int(result.get(c, 0)) for c in COUNTS}})
+
     for csv in sorted(Path(new_dir).glob("*.csv")):
         new = read_table(csv)
-        row = {"chapter": Path(new_dir).name, "table": csv.stem, "kind": new.attrs["meta"].get("kind", "exact")}
+        kind = new.attrs["meta"].get("kind", "exact")
         ref = None if ref_dir is None else Path(ref_dir) / csv.name
         if ref is None or not ref.exists():
-            rows.append({**row, "status": "new", "detail": "no committed table to compare with"})
+            add(csv.stem, kind, {"status": "new", "detail": "no committed table to compare with"})
             continue
         try:
-            rows.append({**row, **compare_frames(new, read_table(ref))})
+            add(csv.stem, kind, compare_frames(new, read_table(ref)))
         except (ValueError, KeyError) as exc:  # e.g. a committed table in an older format
-            rows.append({**row, "status": "differs", "detail": f"cannot compare: {exc}"})
+            add(csv.stem, kind, {"status": "differs", "detail": f"cannot compare: {exc}"})
     if ref_dir is not None and Path(ref_dir).is_dir():
         done = {r["table"] for r in rows}
-        rows += [{"chapter": Path(new_dir).name, "table": csv.stem, "kind": "", "status": "missing",
-                  "detail": "committed, but the recomputation did not write it"}
-                 for csv in sorted(Path(ref_dir).glob("*.csv")) if csv.stem not in done]
+        for csv in sorted(Path(ref_dir).glob("*.csv")):
+            if csv.stem not in done:
+                add(csv.stem, "", {"status": "missing", "detail": "committed, but the recomputation did not write it"})
     return rows
 
 
@@ -186,8 +190,13 @@ def chapter_status(rows: list[dict], have_reference: bool) -> str:
     bad = [r["table"] for r in rows if r["status"] in ("differs", "missing")]
     if bad:
         return "differs: " + ", ".join(bad)
-    if any(r["status"] == "reproduced" for r in rows):
-        return "reproduced"
+    timing = counts_text({c: sum(r.get(c, 0) for r in rows) for c in COUNTS})
+    if timing:
+        moved = [r["table"] for r in rows if r.get("rows_unmatched", 0)]
+        timing = "timing: " + timing + (f" (row sets differ: {', '.join(moved)})" if moved else "")
+    parts = (["reproduced"] if any(r["status"] == "reproduced" for r in rows) else []) + ([timing] if timing else [])
+    if parts:
+        return "; ".join(parts)
     return "timing only" if rows and all(r["kind"] == "timing" for r in rows) else "not compared"
 
 
@@ -217,5 +226,22 @@ def compare_all(results_root: Path, chapters: list[str], revision: str = "HEAD")
                                                                          "reproduced" for r in rows),
                             "sampled_reproduced": sum(r["kind"] == "sampled" and r["status"] == "reproduced"
                                                       for r in rows),
-                            "timing": sum(r["kind"] == "timing" for r in rows)})
+                            "timing": sum(r["kind"] == "timing" for r in rows),
+                            **{c: sum(r[c] for r in rows) for c in COUNTS[:4]}})
     return tables, summary
+
+
+def measured(summary):
+    """The rows of `compare_all`'s per-chapter summary (a DataFrame) whose timing tables compared an
+    interval: chapter and the four counts.  A summary recorded without the count columns has none."""
+    s = summary.reindex(columns=["chapter", *COUNTS[:4]], fill_value=0)
+    return s[s["intervals_compared"] > 0]
+
+
+def measured_words(summary) -> str:
+    """`measured` in words, for the page's prose; a summary without the count columns says so.
+    Example: "06_measured_decoding: 20 of 24 intervals overlap, 18 of 24 verdicts agree" """
+    if "intervals_compared" not in summary.columns:
+        return "this recorded comparison holds no interval counts (`make reproduce` records them)"
+    return "; ".join(f"{r['chapter']}: {counts_text(r)}" for r in measured(summary).to_dict("records")) or (
+        "no timing table of this comparison states an interval")
