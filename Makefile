@@ -54,7 +54,7 @@ NB_PARAMS := DEVICE=$(DEVICE) DTYPE=$(DTYPE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRA
 HTML := $(BUILD)/book/_build/html/index.html
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help env reproduce notebooks book readme test bench serve-bench gpu gpu-wheels data models lab clean
+.PHONY: help env reproduce replicate notebooks book readme test bench serve-bench gpu gpu-wheels data models lab clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -78,6 +78,19 @@ reproduce: $(ENV_STAMP) $(VLLM_STAMP) ## recompute every chapter (resuming; chap
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks RECOMPUTE=True $(NB_PARAMS)
 	$(MAKE) --no-print-directory readme book
 	@echo "Reproduction status: data/results/99_reproduction/ (the book's last page)"
+
+# make replicate: where chapter 06's runs in fresh processes go, and which of a run's files stay
+# (the small tables the pooled analysis and the summary page read; figures and raw curves do not)
+RERUNS_06 ?= data/reruns/06_measured_decoding
+REPLICATE_KEEP := runs summary prediction draft_rule drafter_pilot draft_summary dynamic_vs_fixed hf_runs \
+	real_size_speedup_vs_alpha
+replicate: $(ENV_STAMP) ## chapter 06 again in a fresh process (pooled by the chapter's replication section): run it on other occasions
+	@d=$(RERUNS_06)/run_$$(date -u +%Y%m%dT%H%M%SZ); \
+	$(PY) notebooks/run.py --out $(BUILD)/replicate --only 06 --force RECOMPUTE=True RESULTS_DIR=$$d $(NB_PARAMS) \
+	  || { rm -rf $$d; exit 1; }; \
+	keep="run.json chapter.json $(foreach t,$(REPLICATE_KEEP),$(t).csv $(t).json)"; \
+	for f in $$d/*; do case " $$keep " in *" $$(basename $$f) "*) ;; *) rm -f $$f;; esac; done; \
+	echo "chapter 06 re-run kept in $$d: commit it, then render chapter 06 (make book)"
 
 notebooks: $(ENV_STAMP) $(VLLM_STAMP) ## recompute the chapters only (papermill, re-runs what changed), no book
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks RECOMPUTE=True $(NB_PARAMS)

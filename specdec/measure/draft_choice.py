@@ -6,9 +6,10 @@ extended cost model's best speed ratio over k = 0..k_max,
 
     S_d = max_k E[L](beta_d, k) / (T(k+1)/T(1) + k c_d)        (`specdec.core.cost.optimal_k`),
 
-and the draft with the largest S_d is the chapter's draft (ties: the cheaper draft).  Only model
-drafts are candidates: the prediction needs a forward's cost curve, which a history drafter
-(n-gram, prompt lookup) does not have; they are measured beside the candidates, not chosen.
+and the draft with the largest S_d is the chapter's draft (ties: the cheaper draft).  Every drafter
+is a candidate once it has a beta and a cost: a history drafter (n-gram, prompt lookup), which runs
+no forward, is priced by its propose time per drafted token in the loop
+(`specdec.chapters.ch06.pilot`), and a drafter without a teacher-forced beta by its pilot's alpha.
 
 Example:
     rows = draft_rule({"draft-small": 0.48, "draft-distilled": 0.59}, {"draft-small": 0.13,
@@ -21,7 +22,7 @@ from __future__ import annotations
 from specdec.core.cost import optimal_k, speedup
 from specdec.io.results import records
 
-__all__ = ["draft_rule", "chosen", "decide"]
+__all__ = ["draft_rule", "chosen", "decide", "best_of"]
 
 
 def draft_rule(betas: dict, costs: dict, curve: dict, *, k_max: int) -> list[dict]:
@@ -58,3 +59,13 @@ def decide(rows, forced: str = "") -> tuple[str, dict]:
     draft = forced if forced in names else rule
     words = "(the rule's choice)" if draft == rule else f"(forced by DRAFT; the rule chose {rule})"
     return draft, {"rule_draft": rule, "draft_name": draft, "forced": words}
+
+
+def best_of(rows, names) -> str:
+    """The drafter among ``names`` the rule ranks first (largest predicted S; ties to the smaller c):
+    e.g. the model draft a comparison that takes only models (Hugging Face's assisted generation)
+    uses when the rule chose a history drafter."""
+    cand = [r for r in records(rows) if r["draft"] in set(names)]
+    if not cand:
+        raise ValueError(f"none of {sorted(names)} is among the rule's drafters")
+    return max(cand, key=lambda r: (float(r["predicted"]), -float(r["c"])))["draft"]

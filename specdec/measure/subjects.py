@@ -43,9 +43,10 @@ class Subjects:
     notes: list = field(default_factory=list)
     sha256: dict = field(default_factory=dict)  # file -> sha256 of every weight file used
 
-    def prompts(self, n: int, prompt_len: int, seed: int = 0) -> torch.Tensor:
-        """(n, prompt_len) prompts from the held-out test plays (deterministic in seed)."""
-        return heldout_prompts(self.tokenizer, n=n, prompt_len=prompt_len, split="test", seed=seed)
+    def prompts(self, n: int, prompt_len: int, seed: int = 0, split: str = "test") -> torch.Tensor:
+        """(n, prompt_len) prompts from the held-out plays of ``split`` (the test plays unless a pilot
+        asks for the validation ones, which no measurement uses); deterministic in seed."""
+        return heldout_prompts(self.tokenizer, n=n, prompt_len=prompt_len, split=split, seed=seed)
 
 
 def _ngram(notes: list, sha: dict, checked: bool):

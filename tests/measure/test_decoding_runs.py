@@ -27,7 +27,7 @@ def measured(tiny_pair):
     ctxs = sorted({dr.mid_context(PROMPT, L) for L in LENS})
     curve = dr.cost_curves(target, {"draft": draft}, BATCHES, [1, 2, 3], ctxs, repeats=2,
                            generator=torch.Generator().manual_seed(0), interleaved=True)
-    cells = dr.decoding_cells(prompts, [1.0, 0.0], LENS, BATCHES, [1], groups=2, prompt_len=PROMPT, curve=curve,
+    cells = dr.decoding_cells(prompts[:2], [1.0, 0.0], LENS, BATCHES, [1], prompt_len=PROMPT, curve=curve,
                               draft="draft")
     runs = dr.decoding_runs(target, draft, cells, KS, draft_name="draft", warmup_steps=2, k_start=2, repeats=2,
                             warmup=1, seed=5, min_share=0.0)
@@ -50,10 +50,14 @@ def test_cost_curves_per_batch_and_context(measured):
 
 def test_cells_and_rows(measured):
     cells, runs = measured["cells"], measured["runs"]
-    # sampled: 1 length x 2 batches x 2 groups; greedy: batch 1 only x 2 groups
+    # the same 2 prompts at every batch size: 2 groups of 1, 1 group of 2; greedy at batch 1 only
     assert [(c.labels["temperature"], c.labels["batch"], c.labels["group"]) for c in cells] == [
-        (1.0, 1, 0), (1.0, 1, 1), (1.0, 2, 0), (1.0, 2, 1), (0.0, 1, 0), (0.0, 1, 1)]
-    assert torch.equal(cells[3].inputs["ids"], measured["prompts"][2:4])  # group 1 of batch 2: prompts 2, 3
+        (1.0, 1, 0), (1.0, 1, 1), (1.0, 2, 0), (0.0, 1, 0), (0.0, 1, 1)]
+    assert torch.equal(cells[1].inputs["ids"], measured["prompts"][1:2])  # group 1 of batch 1: prompt 1
+    assert torch.equal(cells[2].inputs["ids"], measured["prompts"][0:2])  # the one group of batch 2: prompts 0, 1
+    with pytest.raises(ValueError, match="do not split into groups of batch 2"):
+        dr.decoding_cells(measured["prompts"][:3], [1.0], LENS, BATCHES, [1], prompt_len=PROMPT,
+                          curve=measured["curve"], draft="draft")
     configs = ["baseline", "k=1", "k=2", "dynamic"]
     assert len(runs) == len(cells) * len(configs) * 2
     assert all(tuple(r) == dr.RUN_COLUMNS for r in runs)
@@ -98,9 +102,14 @@ def test_draft_and_hf_runs(tiny_pair, measured):
     assert [r["chosen"] for r in s if r["draft"] == "draft"] == [True]
     hf = dr.hf_runs(target, draft, measured["prompts"], k=2, output_len=6, groups=2, temperature=1.0, repeats=1,
                     seed=0, min_share=0.0)
-    assert sorted(r["config"] for r in hf) == ["HF assisted k=2", "HF assisted k=2", "HF generate", "HF generate"]
+    assert sorted(r["config"] for r in hf) == sorted(2 * ["HF assisted k=2", "HF generate", "ours plain (lean)",
+                                                          "ours plain (eager)"])
     h = ds.hf_summary(hf)
     assert h["hf_pairs"] == 2 and h["hf_ratio_lo"] <= h["hf_ratio"] <= h["hf_ratio_hi"]
+    assert h["lean_hf_pairs"] == h["lean_eager_pairs"] == 2 and h["lean_eager_ratio"] > 0
+    # each comparison pairs named configurations: one missing is an error, not a silent other pairing
+    with pytest.raises(ValueError, match="ours plain"):
+        ds.hf_summary([r for r in hf if r["config"] != "ours plain (eager)"])
 
 
 def test_summaries_predictions_and_figures_of_a_real_run(measured):
@@ -108,10 +117,10 @@ def test_summaries_predictions_and_figures_of_a_real_run(measured):
     summary = ds.summary_table(runs)
     assert len(summary) == 3 * 4  # (T, L, B) cells x configurations
     for r in summary:
-        assert r["runs"] == 4  # 2 groups x 2 repeats
+        assert r["runs"] == (4 if r["batch"] == 1 else 2)  # groups x 2 repeats
         if r["config"] == "baseline":
             assert r["speedup"] == 1.0 and r["steady_speedup"] == 1.0
-        else:  # 4 pairs: no interval for a median reaches 95% (1 - 2/16), so no verdict is given
+        else:  # 4 (or 2) pairs: no interval for a median reaches 95% (1 - 2/16), so no verdict is given
             assert r["speedup_lo"] <= r["speedup"] <= r["speedup_hi"] and r["pairs_sim"] == 9  # 1 - 2/2^9 >= 1 - .05/9
             assert r["verdict"] == r["verdict_sim"] == "too few pairs for this level"
             assert math.isnan(r["speedup_lo_sim"]) and math.isnan(r["speedup_hi_sim"])
@@ -287,7 +296,8 @@ def test_long_drafts_counts_what_the_bench_measured_beyond_the_cut():
 
 def test_pairs_needed_follows_the_spread(measured):
     v = dv.pairs_needed(measured["runs"])
-    assert v["pairs_had"] == 4 and 2 <= v["pairs_needed_median"] <= v["pairs_needed_max"]
+    assert v["pairs_had"] == 2 and 2 <= v["pairs_needed_median"]  # the fewest: batch 2, 1 group x 2 rounds
+    assert 2 <= v["pairs_needed_median"] <= v["pairs_needed_max"]
 
 
 def test_presentation_helpers_hand_worked():
@@ -333,3 +343,44 @@ def test_tokens_per_step_is_per_row_at_every_batch():
     run = dict(tokens=8 * 40 + 8, first_step_tokens=8, steps=21, batch=8)
     assert ds.per_row_tokens_per_step(run) == 2.0
     assert ds.per_row_tokens_per_step({**run, "batch": 1}) == 16.0
+
+
+def test_the_pilot_prices_history_drafters_in_the_loop_and_writes_them_as_curve_rows(tiny_pair, measured):
+    from specdec.chapters.ch06 import pilot
+
+    target, _ = tiny_pair
+    lookup = PromptLookupDrafter(64)
+    rows = pilot.pilot_runs(target, {"prompt-lookup": lookup}, {1: measured["prompts"][:1], 2: measured["prompts"][:2]},
+                            k=2, tokens=6, repeats=2, seed=0)
+    assert [(r["drafter"], r["batch"], r["repeat"]) for r in rows] == [
+        ("prompt-lookup", B, rep) for rep in range(2) for B in (1, 2)]
+    for r in rows:  # at most k = 2 per row per step (fewer where the token budget ends)
+        assert 0 < r["drafted"] <= 2 * 6 * r["batch"] and r["s_per_drafted"] == pytest.approx(r["t_draft_s"] / r["drafted"])
+    prices = pilot.pilot_prices(rows)
+    curve = measured["curve"]
+    extra = pilot.curve_rows(rows, curve)
+    targets = [r for r in curve if r["model"] == "target"]
+    for B in BATCHES:
+        mine = [r for r in extra if r["model"] == "prompt-lookup" and r["batch"] == B]
+        assert {r["n"] for r in mine} == {1, 2} and all(r["median_s"] == prices[("prompt-lookup", B)][0] for r in mine)
+    assert [r["median_s"] for r in extra if r["model"] == "target after prompt-lookup"] == [r["median_s"] for r in targets]
+    T = pr.lookup(pd.concat([pd.DataFrame(curve), pd.DataFrame(extra)]))
+    assert T("prompt-lookup after target", 1, 2, 9) == prices[("prompt-lookup", 2)][0]
+    t, c = dr.curve_at(pd.concat([pd.DataFrame(curve), pd.DataFrame(extra)]), 1, targets[0]["context"], "prompt-lookup")
+    assert c == pytest.approx(prices[("prompt-lookup", 1)][0] / t[1])
+    with pytest.raises(ValueError, match="has no batch 2"):
+        pilot.curve_rows([r for r in rows if r["batch"] == 1], curve)
+    with pytest.raises(ValueError, match="k >= 1"):
+        pilot.pilot_runs(target, {"prompt-lookup": lookup}, {1: measured["prompts"][:1]}, k=0, tokens=6, repeats=1, seed=0)
+
+
+def test_the_rule_can_choose_a_history_drafter_and_names_the_best_model_beside_it():
+    from specdec.measure.draft_choice import best_of
+
+    curve = {1: 1.0, 2: 1.1, 3: 1.2}
+    rows = draft_rule({"model": 0.6, "ngram": 0.5}, {"model": 0.3, "ngram": 0.01}, curve, k_max=2)
+    assert chosen(rows) == "ngram" and best_of(rows, ["model"]) == "model"
+    control = draft_rule({"model": 0.6, "ngram": 0.5}, {"model": 0.01, "ngram": 0.01}, curve, k_max=2)
+    assert chosen(control) == "model"  # at equal cost the better acceptance wins
+    with pytest.raises(ValueError, match="none of"):
+        best_of(rows, ["absent"])

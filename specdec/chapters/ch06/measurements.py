@@ -15,6 +15,10 @@ from functools import cached_property
 import pandas as pd
 import torch
 
+from specdec.io.paths import CHAPTERS, RESULTS_DIR
+from specdec.io.results import read_table
+
+from specdec.chapters.ch06 import pilot as pilot_lib
 from specdec.chapters.ch06 import runs as runs_lib
 from specdec.chapters.ch06 import summary as summ_lib
 from specdec.chapters.ch06 import values as vals
@@ -35,9 +39,9 @@ class Measurements:
         self.n_ref = min(P.K_REF + 1, self.k_max + 1)  # the verification length the prose quotes
         self.contexts = sorted({runs_lib.mid_context(P.PROMPT_LEN, L) for L in P.OUTPUT_LENS + [P.DRAFT_LEN]}
                                | set(P.CURVE_CONTEXTS))
-        self.n_prompts = max(P.GROUPS * max(P.BATCHES), P.DRAFT_GROUPS, P.HF_GROUPS)
+        self.n_prompts = max(P.PROMPTS, P.DRAFT_GROUPS, P.HF_GROUPS)
         self.pair = runs_lib.EmbeddedPair(P.DEVICE, P.SEED, P.PROMPT_LEN, self.n_prompts, allow_stand_in=P.SMOKE,
-                                          target_wanted=P.TARGET, dtype=P.DTYPE)
+                                          target_wanted=P.TARGET, dtype=P.DTYPE, mode=P.MODE)
         self.gen = torch.Generator().manual_seed(P.SEED)
 
     def curves(self, drafts: dict, *, when: str, interleaved: bool = False) -> list[dict]:
@@ -46,31 +50,59 @@ class Measurements:
                                     repeats=self.P.CURVE_REPEATS, generator=self.gen, when=when,
                                     interleaved=interleaved)
 
-    def rule(self, curve, beta) -> list[dict]:
-        """The draft rule (`draft_choice.draft_rule`) over the model drafts: beta at temperature 1 from
-        chapter 04's table, c and T(n) at batch 1 and the longest output's mean context."""
-        drafts = list(self.pair.model_drafts)
+    def pilot(self) -> list[dict]:
+        """The history drafters' price per drafted token in the loop, at every batch size
+        (`specdec.chapters.ch06.pilot`), on validation prompts at k = K_REF."""
+        P = self.P
+        return pilot_lib.pilot_runs(self.pair.target, self.pair.history_drafts,
+                                    {B: self.pair.pilot_prompts(B) for B in P.BATCHES}, k=P.K_REF,
+                                    tokens=pilot_lib.TOKENS, repeats=pilot_lib.REPEATS, seed=P.SEED, mode=P.MODE)
+
+    def priced(self, curve, pilot) -> pd.DataFrame:
+        """``curve`` with the pilot's rows for the history drafters (`pilot.curve_rows`)."""
+        return pd.concat([curve, pd.DataFrame(pilot_lib.curve_rows(pilot, curve))], ignore_index=True)
+
+    def rule(self, curve, pilot) -> list[dict]:
+        """The draft rule (`draft_choice.draft_rule`) over every drafter: beta at temperature 1 from
+        chapter 04's table (teacher-forced), or the pilot's alpha for a drafter chapter 04 has none
+        for; c from the cost curve (a model draft's forward) or the pilot (a history drafter's
+        propose), and T(n), at batch 1 and the longest output's mean context."""
+        beta = read_table(RESULTS_DIR / CHAPTERS["family"] / "beta.csv")
+        drafts = list(self.pair.drafts)
+        prices = pilot_lib.pilot_prices(pilot)
         betas = {r["draft"]: r["beta"] for r in beta.to_dict("records")
                  if r["temperature"] == 1.0 and r["draft"] in drafts}
-        costs = {d: vals.curve_values(curve, 1, self.ctx_long, 1, d)["c_b1"] for d in drafts}
-        t = runs_lib.curve_at(curve, 1, self.ctx_long, drafts[0])[0]
-        return draft_choice.draft_rule(betas, costs, t, k_max=self.k_max)
+        beta_from = {d: "chapter 04" if d in betas else "pilot" for d in drafts}
+        betas.update({d: prices[(d, 1)][1] for d in drafts if d not in betas})
+        priced = self.priced(curve, pilot)
+        costs = {d: vals.curve_values(priced, 1, self.ctx_long, 1, d)["c_b1"] for d in drafts}
+        t = runs_lib.curve_at(priced, 1, self.ctx_long, drafts[0])[0]
+        rows = draft_choice.draft_rule(betas, costs, t, k_max=self.k_max)
+        return [{**r, "beta_from": beta_from[r["draft"]],
+                 "c_from": "pilot" if r["draft"] in self.pair.history_drafts else "cost curve"} for r in rows]
+
+    def loop_curve(self, draft: str, *, when: str) -> list[dict]:
+        """The target's curve with ``draft``'s forwards as the loop runs them (interleaved); for a
+        history drafter, the target's own (no other model's forward runs between)."""
+        drafts = {draft: self.pair.drafts[draft]} if draft in self.pair.model_drafts else {}
+        return self.curves(drafts, when=when, interleaved=True)
 
     def draft_runs(self) -> list[dict]:
         P = self.P
         return runs_lib.draft_runs(self.pair.target, self.pair.drafts, self.pair.prompts, k=P.K_REF,
                                    output_len=P.DRAFT_LEN, groups=P.DRAFT_GROUPS, temperature=1.0,
                                    repeats=P.DRAFT_REPEATS, seed=P.SEED, min_share=P.MIN_SHARE,
-                                   max_reruns=P.MAX_RERUNS)
+                                   max_reruns=P.MAX_RERUNS, mode=P.MODE)
 
     def runs(self, draft: str, curve) -> list[dict]:
         """The main sweep (`decoding_runs.decoding_runs`) with ``draft``; the cells' T and c from ``curve``."""
         P = self.P
-        cells = runs_lib.decoding_cells(self.pair.prompts, P.TEMPERATURES, P.OUTPUT_LENS, P.BATCHES, P.GREEDY_BATCHES,
-                                        groups=P.GROUPS, prompt_len=P.PROMPT_LEN, curve=curve, draft=draft)
+        cells = runs_lib.decoding_cells(self.pair.prompts[:P.PROMPTS], P.TEMPERATURES, P.OUTPUT_LENS, P.BATCHES,
+                                        P.GREEDY_BATCHES, prompt_len=P.PROMPT_LEN, curve=curve, draft=draft)
         return runs_lib.decoding_runs(self.pair.target, self.pair.drafts[draft], cells, P.KS, draft_name=draft,
                                       warmup_steps=P.PILOT_STEPS, k_start=P.PILOT_K, repeats=P.REPEATS,
-                                      warmup=P.WARMUP, seed=P.SEED, min_share=P.MIN_SHARE, max_reruns=P.MAX_RERUNS)
+                                      warmup=P.WARMUP, seed=P.SEED, min_share=P.MIN_SHARE, max_reruns=P.MAX_RERUNS,
+                                      mode=P.MODE)
 
     def predictions(self, runs, draft: str, *curves) -> list[dict]:
         """`decoding_summary.prediction_summary` of every speculative run, from every curve point of
@@ -82,8 +114,10 @@ class Measurements:
         return summ_lib.prediction_summary(rows, tolerance=self.P.TOLERANCE)
 
     def hf_runs(self, draft: str) -> list[dict]:
+        """HF's generate and assisted generation with the model draft ``draft``, and our plain
+        decoding in both modes (`runs.hf_runs`)."""
         P = self.P
-        return runs_lib.hf_runs(self.pair.target, self.pair.drafts[draft], self.pair.prompts, k=P.K_REF,
+        return runs_lib.hf_runs(self.pair.hf_target, self.pair.hf_drafts[draft], self.pair.prompts, k=P.K_REF,
                                 output_len=P.HF_LEN, groups=P.HF_GROUPS, temperature=1.0, repeats=P.HF_REPEATS,
                                 seed=P.SEED, min_share=P.MIN_SHARE, max_reruns=P.MAX_RERUNS)
 
@@ -96,7 +130,7 @@ class Measurements:
             n_values=P.REAL_CURVE_N, curve_repeats=P.REAL_CURVE_REPEATS, repeats=P.REAL_REPEATS, temperature=1.0,
             batches=P.REAL_BATCHES, curve_only=P.REAL_CURVE_ONLY, generator=torch.Generator().manual_seed(P.SEED + 1),
             target_sizes=P.REAL_TARGET_SIZES, draft_sizes=P.REAL_DRAFT_SIZES, min_share=P.MIN_SHARE,
-            max_reruns=P.MAX_RERUNS)
+            max_reruns=P.MAX_RERUNS, mode=P.MODE)
 
     @property
     def k_regime(self) -> int:

@@ -28,6 +28,7 @@ import torch
 
 from specdec.core.cost import draft_cost, speedup
 from specdec.engine.decode import generate
+from specdec.engine.modes import forward_for
 from specdec.family.architectures import build_model, param_count, real_size_config
 from specdec.measure.controlled import ControlledAcceptance
 from specdec.measure.cost_curve import cost_curve
@@ -38,11 +39,11 @@ from specdec.io.results import records
 __all__ = ["controlled_runs", "speedup_vs_alpha", "size_label", "headline"]
 
 
-def _configs(target, draft, alphas, ks, new_tokens: int, temperature: float) -> list[Config]:
+def _configs(target, draft, alphas, ks, new_tokens: int, temperature: float, mode: str) -> list[Config]:
     def run(k, alpha):
         kw = dict(drafter=draft, k=k, verifier=ControlledAcceptance(alpha)) if k else {}
         return lambda ids, seed: generate(target, ids, max_new_tokens=new_tokens, temperature=temperature,
-                                          generator=torch.Generator().manual_seed(seed), mode="eager", **kw).summary()
+                                          generator=torch.Generator().manual_seed(seed), mode=mode, **kw).summary()
     nan = float("nan")
     return [Config("baseline", run(0, nan), k=0, alpha_set=nan)] + [
         Config(f"alpha={a} k={k}", run(k, a), k=k, alpha_set=a) for a in alphas for k in ks]
@@ -51,18 +52,19 @@ def _configs(target, draft, alphas, ks, new_tokens: int, temperature: float) -> 
 def controlled_runs(targets, draft: str, alphas, ks, *, new_tokens: int, context: int, n_values, curve_repeats: int,
                     repeats: int, temperature: float, generator: torch.Generator, batches=(1,), curve_only=(),
                     target_sizes: dict | None = None, draft_sizes: dict | None = None, min_share: float = 0.0,
-                    max_reruns: int = 0) -> dict:
+                    max_reruns: int = 0, mode: str = "lean") -> dict:
     """{"cost_curve": rows, "controlled": rows, "draft_params": int} (module docstring).
 
     targets: the shapes decoded at every (batch, alpha, k), one cell per batch size (random context
     rows), the configurations shuffled per round (seeded), contended runs re-run (``min_share``,
     ``max_reruns``: `specdec.measure.harness.sweep`); curve_only: shapes whose cost curve is
     measured (batch 1) but which are not decoded.  target_sizes / draft_sizes override the
-    configs' shapes (tiny models for SMOKE runs and tests)."""
-    rdraft = build_model(real_size_config(draft, **(draft_sizes or {})), generator=generator)
+    configs' shapes (tiny models for SMOKE runs and tests).  ``mode``: the forward of every curve
+    and run (`specdec.engine.modes.forward_for`)."""
+    rdraft = forward_for(build_model(real_size_config(draft, **(draft_sizes or {})), generator=generator), mode)
     curve_rows, controlled = [], []
     for name in list(targets) + [t for t in curve_only if t not in targets]:
-        target = build_model(real_size_config(name, **(target_sizes or {})), generator=generator)
+        target = forward_for(build_model(real_size_config(name, **(target_sizes or {})), generator=generator), mode)
         params = param_count(target)
         curves = {}
         for B in (batches if name in targets else [1]):
@@ -77,9 +79,9 @@ def controlled_runs(targets, draft: str, alphas, ks, *, new_tokens: int, context
         ids = torch.randint(0, int(target.config.vocab_size), (max(batches), context), generator=generator)  # (B, T)
         base_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
         generate(target, ids[:1], drafter=rdraft, k=2, max_new_tokens=4, temperature=temperature,
-                 verifier=ControlledAcceptance(0.5), generator=generator, mode="eager")  # warm-up: one-off costs
+                 verifier=ControlledAcceptance(0.5), generator=generator, mode=mode)  # warm-up: one-off costs
         cells = [Cell({"target": name, "batch": B}, ids[:B]) for B in batches]
-        rows = sweep(_configs(target, rdraft, alphas, ks, new_tokens, temperature), cells, repeats=repeats,
+        rows = sweep(_configs(target, rdraft, alphas, ks, new_tokens, temperature, mode), cells, repeats=repeats,
                      seed=lambda rnd, i: base_seed + rnd, shuffle=True, shuffle_seed=base_seed, min_share=min_share,
                      max_reruns=max_reruns)
         base = {(r["batch"], r["repeat"]): r["tokens_per_s"] for r in rows if r["k"] == 0}

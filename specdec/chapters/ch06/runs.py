@@ -34,6 +34,7 @@ import torch
 
 from specdec.core.cost import draft_cost
 from specdec.engine.decode import generate
+from specdec.engine.modes import forward_for
 from specdec.engine.history import PromptLookupDrafter
 from specdec.engine.schedule import AdaptiveK
 from specdec.family.tokens import prompt_checksum
@@ -41,6 +42,7 @@ from specdec.measure.cost_curve import cost_curve, one_token_forward
 from specdec.measure.harness import Cell, Config, protocol_sweep
 from specdec.measure.prediction import step_profile
 from specdec.measure.subjects import load_subjects
+from specdec.chapters.ch06.summary import HF_PLAIN, OURS_PLAIN
 from specdec.io.results import records
 
 __all__ = ["RUN_COLUMNS", "EmbeddedPair", "cost_curves", "curve_at", "decoding_cells", "decoding_configs",
@@ -71,7 +73,10 @@ def run_context(run: dict, prompt_len: int) -> float:
 class EmbeddedPair:
     """The embedded target, its drafts and the held-out prompts, loaded on first use (a chapter
     that renders from its committed tables never loads a model).  ``drafts``: every draft of the
-    family plus prompt lookup (a drafter without a model)."""
+    family plus prompt lookup (a drafter without a model).  ``mode``: the forward every timed run
+    and cost curve uses (`specdec.engine.modes.forward_for`: "lean" or "eager"); ``target`` and the
+    model drafts are those forwards, ``hf_target`` and ``hf_drafts`` the models as loaded (Hugging
+    Face's own generate runs those)."""
 
     device: str = "cpu"
     seed: int = 0
@@ -80,23 +85,45 @@ class EmbeddedPair:
     allow_stand_in: bool = False  # tiny random-weight stand-ins when the weights are absent (SMOKE)
     target_wanted: str = "embedded"
     dtype: str = "float32"  # the weights' dtype (`specdec.family.loader.resolve_dtype`)
+    mode: str = "lean"
 
     @cached_property
     def subjects(self):
         return load_subjects(self.device, self.dtype, allow_stand_in=self.allow_stand_in, seed=self.seed)
 
     @property
-    def target(self):
+    def hf_target(self):
         return self.subjects.target
+
+    @property
+    def hf_drafts(self) -> dict:
+        return self.subjects.drafts
+
+    @cached_property
+    def target(self):
+        if self.mode not in ("lean", "eager"):
+            raise ValueError(f"mode must be 'lean' or 'eager', got {self.mode!r}")
+        return forward_for(self.subjects.target, self.mode)
 
     @cached_property
     def drafts(self) -> dict:
-        return {**self.subjects.drafts, PROMPT_LOOKUP: PromptLookupDrafter(self.subjects.vocab_size)}
+        self.target  # noqa: B018  (checks the mode)
+        return {**{n: forward_for(d, self.mode) for n, d in self.subjects.drafts.items()},
+                PROMPT_LOOKUP: PromptLookupDrafter(self.subjects.vocab_size)}
 
     @cached_property
     def model_drafts(self) -> dict:
         """The drafts that are models (have a forward to measure a cost curve of)."""
-        return {n: d for n, d in self.subjects.drafts.items() if isinstance(d, torch.nn.Module)}
+        return {n: d for n, d in self.drafts.items() if isinstance(d, torch.nn.Module)}
+
+    @cached_property
+    def history_drafts(self) -> dict:
+        """The drafts without a forward of their own (n-gram table, prompt lookup)."""
+        return {n: d for n, d in self.drafts.items() if n not in self.model_drafts}
+
+    def pilot_prompts(self, batch: int) -> torch.Tensor:
+        """(batch, prompt_len) prompts from the held-out validation plays: the pilot's, never measured."""
+        return self.subjects.prompts(batch, self.prompt_len, seed=self.seed, split="validation")
 
     @cached_property
     def prompts(self) -> torch.Tensor:
@@ -108,7 +135,8 @@ class EmbeddedPair:
         if self.target_wanted != "embedded":
             notes.append(f"this chapter measures the embedded family; TARGET = {self.target_wanted!r} is measured "
                          "by the GPU run (chapter 07)")
-        return {"models": self.subjects.kind, "drafts": list(self.drafts), "model_drafts": list(self.model_drafts),
+        return {"models": self.subjects.kind, "mode": self.mode, "drafts": list(self.drafts),
+                "model_drafts": list(self.model_drafts),
                 "prompt_sha256": prompt_checksum(self.prompts), "notes": notes,
                 "models_sha256": dict(self.subjects.sha256)}
 
@@ -151,15 +179,19 @@ def curve_at(curve, batch: int, context: int, draft: str) -> tuple[dict, float]:
     return t, draft_cost(sum(d1) / len(d1), t[1])
 
 
-def decoding_cells(prompts, temperatures, output_lens, batches, greedy_batches, *, groups: int, prompt_len: int,
+def decoding_cells(prompts, temperatures, output_lens, batches, greedy_batches, *, prompt_len: int,
                    curve, draft: str) -> list[Cell]:
-    """The cells of the main sweep (module docstring, 2); each carries its T and c for the rule."""
+    """The cells of the main sweep (module docstring, 2): at batch B, the prompts in n // B groups
+    (every batch size decodes the same n prompts; n a multiple of every B); each cell carries its
+    T and c for the rule."""
     cells = []
+    n = int(prompts.shape[0])
     for T in temperatures:
         for L in output_lens:
             for B in (batches if T > 0 else [b for b in batches if b in greedy_batches]):
-                if (groups * B) > prompts.shape[0]:
-                    raise ValueError(f"{groups} groups of batch {B} need {groups * B} prompts, have {prompts.shape[0]}")
+                if n % B:
+                    raise ValueError(f"{n} prompts do not split into groups of batch {B}")
+                groups = n // B
                 t, c = curve_at(curve, B, mid_context(prompt_len, L), draft)
                 for g in range(groups):
                     cells.append(Cell({"temperature": float(T), "output_len": L, "batch": B, "group": g},
@@ -168,7 +200,7 @@ def decoding_cells(prompts, temperatures, output_lens, batches, greedy_batches, 
     return cells
 
 
-def _run(target, drafter, k, *, k_max: int, warmup_steps: int, k_start: int):
+def _run(target, drafter, k, *, k_max: int, warmup_steps: int, k_start: int, mode: str):
     """A configuration's run: generate on the cell's inputs, its summary with alpha, k chosen and the
     step profile the prediction needs (`specdec.measure.prediction.step_profile`)."""
     nan = float("nan")
@@ -177,7 +209,7 @@ def _run(target, drafter, k, *, k_max: int, warmup_steps: int, k_start: int):
         schedule = AdaptiveK(x["c"], x["curve"], k_max, min(k_start, k_max), warmup_steps) if k < 0 else max(k, 1)
         res = generate(target, x["ids"], drafter=drafter if k else None, k=schedule,
                        max_new_tokens=x["max_new_tokens"], temperature=x["temperature"],
-                       generator=torch.Generator().manual_seed(seed), mode="eager")
+                       generator=torch.Generator().manual_seed(seed), mode=mode)
         alpha, steps = res.stats.alpha_mle(k if k > 0 else None) if k else (nan, 0)
         chosen = [s["k"] for s in res.stats.steps[warmup_steps:]] or [k_start]
         return {**res.summary(), "alpha_mle": alpha, "alpha_steps": steps, "step_profile": step_profile(res.stats),
@@ -185,9 +217,10 @@ def _run(target, drafter, k, *, k_max: int, warmup_steps: int, k_start: int):
     return go
 
 
-def decoding_configs(target, draft, ks, *, warmup_steps: int, k_start: int, dynamic: bool = True) -> list[Config]:
+def decoding_configs(target, draft, ks, *, warmup_steps: int, k_start: int, dynamic: bool = True,
+                     mode: str = "lean") -> list[Config]:
     """baseline (k = 0), k=K for each of ks, and (dynamic) the rule (k = -1) up to max(ks)."""
-    kw = dict(k_max=max(ks), warmup_steps=warmup_steps, k_start=k_start)
+    kw = dict(k_max=max(ks), warmup_steps=warmup_steps, k_start=k_start, mode=mode)
     return ([Config("baseline", _run(target, draft, 0, **kw), k=0)]
             + [Config(f"k={k}", _run(target, draft, k, **kw), k=k) for k in ks]
             + ([Config("dynamic", _run(target, draft, -1, **kw), k=-1)] if dynamic else []))
@@ -206,11 +239,11 @@ def _rows(rows, draft_of) -> list[dict]:
 
 def decoding_runs(target, draft, cells: list[Cell], ks, *, draft_name: str = "", warmup_steps: int, k_start: int,
                   repeats: int, warmup: int, seed: int, min_share: float = 0.9, max_reruns: int = 2,
-                  warmup_tokens: int = 8, log=None) -> list[dict]:
+                  warmup_tokens: int = 8, log=None, mode: str = "lean") -> list[dict]:
     """Every configuration of `decoding_configs` on every cell, interleaved and shuffled (module
     docstring), after ``warmup`` untimed rounds on short cells (one per distinct temperature and
     batch, ``warmup_tokens`` tokens); one row of RUN_COLUMNS per timed run, in the order they ran."""
-    configs = decoding_configs(target, draft, ks, warmup_steps=warmup_steps, k_start=k_start)
+    configs = decoding_configs(target, draft, ks, warmup_steps=warmup_steps, k_start=k_start, mode=mode)
     short = {(c.labels["temperature"], c.labels["batch"]): c for c in cells if c.labels["group"] == 0}
     warm = [Cell(c.labels, {**c.inputs, "max_new_tokens": warmup_tokens}) for c in short.values()] if warmup else []
     rows = protocol_sweep(configs, cells, repeats=repeats, seed=seed, min_share=min_share, max_reruns=max_reruns,
@@ -219,12 +252,13 @@ def decoding_runs(target, draft, cells: list[Cell], ks, *, draft_name: str = "",
 
 
 def draft_runs(target, drafts: dict, prompts, *, k: int, output_len: int, groups: int, temperature: float,
-               repeats: int, seed: int, min_share: float = 0.9, max_reruns: int = 2, log=None) -> list[dict]:
+               repeats: int, seed: int, min_share: float = 0.9, max_reruns: int = 2, log=None,
+               mode: str = "lean") -> list[dict]:
     """The draft comparison: at batch 1, per prompt (``groups`` of them) and repeat, the baseline and
     each draft at draft length k, interleaved and shuffled; rows as `decoding_runs` (config = draft)."""
     cells = _prompt_cells(prompts, groups, output_len, temperature, temperature=float(temperature), c=0.0,
                           curve={1: 1.0})
-    kw = dict(k_max=k, warmup_steps=0, k_start=k)
+    kw = dict(k_max=k, warmup_steps=0, k_start=k, mode=mode)
     configs = [Config("baseline", _run(target, None, 0, **kw), k=0)] + [
         Config(name, _run(target, d, k, **kw), k=k) for name, d in drafts.items()]
     warm = [Cell(cells[0].labels, {**cells[0].inputs, "max_new_tokens": 8})]
@@ -235,15 +269,22 @@ def draft_runs(target, drafts: dict, prompts, *, k: int, output_len: int, groups
 
 def hf_runs(target, draft, prompts, *, k: int, output_len: int, groups: int, temperature: float, repeats: int,
             seed: int, min_share: float = 0.9, max_reruns: int = 2) -> list[dict]:
-    """Hugging Face's plain `generate` and its assisted generation with k pinned (batch 1: all HF
-    assisted generation takes), per prompt and repeat, interleaved and shuffled; end-to-end timing."""
+    """Hugging Face's plain `generate`, its assisted generation with k pinned (batch 1: all HF
+    assisted generation takes) and our plain decoding in the lean and the eager mode (the baselines
+    of the chapter's speedups, held against HF's), per prompt and repeat, interleaved and shuffled;
+    end-to-end timing.  ``target``, ``draft``: the models as loaded."""
     from specdec.peers.hf import hf_assisted
 
     def run(kk):
         return lambda x, s: hf_assisted(target, draft, x["ids"], k=kk, max_new_tokens=x["max_new_tokens"],
                                         temperature=temperature, seed=s)[1]
+
+    def ours(mode):
+        return lambda x, s: generate(target, x["ids"], max_new_tokens=x["max_new_tokens"], temperature=temperature,
+                                     generator=torch.Generator().manual_seed(s), mode=mode).summary()
     cells = _prompt_cells(prompts, groups, output_len, temperature)
-    configs = [Config("HF generate", run(0), k=0), Config(f"HF assisted k={k}", run(k), k=k)]
+    configs = [Config(HF_PLAIN, run(0), k=0), Config(f"HF assisted k={k}", run(k), k=k)] + [
+        Config(name, ours(mode), k=0) for mode, name in OURS_PLAIN.items()]
     rows = protocol_sweep(configs, cells, repeats=repeats, seed=seed, min_share=min_share, max_reruns=max_reruns,
                           warm=cells[:1])
     return _rows(rows, lambda r: "")

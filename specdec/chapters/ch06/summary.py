@@ -27,7 +27,7 @@ import numpy as np
 from specdec.measure.protocol import LEVEL, comparison, paired_interval, paired_speedups, spec_bench, summarize
 from specdec.io.results import records
 
-__all__ = ["CELL", "PAIR", "SUMMARY_INTERVALS", "PREDICTION_INTERVALS", "paired", "summary_table",
+__all__ = ["CELL", "PAIR", "DYN_INTERVALS", "HF_PLAIN", "OURS_PLAIN", "SUMMARY_INTERVALS", "PREDICTION_INTERVALS", "paired", "summary_table",
            "prediction_summary", "draft_summary", "dynamic_vs_fixed", "hf_summary", "time_breakdown", "groups", "per_row_tokens_per_step"]
 
 CELL = ("temperature", "output_len", "batch")
@@ -36,6 +36,13 @@ SUMMARY_INTERVALS = [["speedup", "speedup_lo", "speedup_hi"], ["speedup", "speed
 PREDICTION_INTERVALS = [["measured", "measured_lo", "measured_hi"], ["predicted", "predicted_lo", "predicted_hi"],
                         ["ratio", "ratio_lo", "ratio_hi"]]
 PAIR = CELL + ("group", "repeat")
+DYN_INTERVALS = [["dynamic_over_best", "lo", "hi"]]  # [estimate, low, high] of the dynamic_vs_fixed table
+HF_PLAIN = "HF generate"
+OURS_PLAIN = {"lean": "ours plain (lean)", "eager": "ours plain (eager)"}  # the HF runs' configurations of ours
+HF_KEYS = {"assisted": ("hf_ratio", "hf_ratio_lo", "hf_ratio_hi", "hf_words", "hf_pairs"),  # hf_summary's glue names
+           "lean_hf": ("lean_hf_ratio", "lean_hf_ratio_lo", "lean_hf_ratio_hi", "lean_hf_words", "lean_hf_pairs"),
+           "lean_eager": ("lean_eager_ratio", "lean_eager_ratio_lo", "lean_eager_ratio_hi", "lean_eager_words",
+                          "lean_eager_pairs")}
 BREAKDOWN_PARTS = (("t_draft_forward", "draft forwards"), ("t_draft_other", "draft bookkeeping"),
                    ("t_target", "target forward"), ("t_accept", "process + verify"), ("t_rollback", "rollback"),
                    ("t_other", "other"))
@@ -197,18 +204,29 @@ def dynamic_vs_fixed(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]
 
 
 def hf_summary(hf_rows, *, level: float = LEVEL, seed: int = 0) -> dict:
-    """Hugging Face's assisted generation against its own plain generate, paired: median ratio,
-    interval, words, and both end-to-end rates."""
+    """The Hugging Face comparison, paired on (prompt, repeat): HF's assisted generation over its own
+    plain `generate` (hf_*), our lean plain decoding over HF's `generate` (lean_hf_*) and over our
+    eager plain decoding (lean_eager_*), each with median, interval and words; end-to-end rates."""
     rr = records(hf_rows)
-    plain = next(r["config"] for r in rr if r["k"] == 0)
-    rows = paired_speedups(rr, baseline=plain, keys=("group", "repeat"), impl="config")
-    asst = [r for r in rows if r["k"] > 0]
-    c = comparison([r["base_s_per_token"] for r in asst], [r["wall_s"] / r["tokens"] for r in asst], level=level,
-                   seed=seed)
-    rate = lambda sel: float(np.median([r["tokens"] / r["wall_s"] for r in sel]))  # noqa: E731
-    return {"hf_ratio": c["median"], "hf_ratio_lo": c["lo"], "hf_ratio_hi": c["hi"], "hf_words": c["verdict"],
-            "hf_plain_tps": rate([r for r in rr if r["k"] == 0]), "hf_assisted_tps": rate(asst),
-            "hf_pairs": len(asst)}
+    names = {r["config"] for r in rr}
+    assisted = [n for n in names if n.startswith("HF assisted")]
+    if HF_PLAIN not in names or len(assisted) != 1 or not set(OURS_PLAIN.values()) <= names:
+        raise ValueError(f"the HF runs need {HF_PLAIN!r}, one 'HF assisted k=..' and {sorted(OURS_PLAIN.values())}; "
+                         f"got {sorted(names)}")
+
+    def compare(base: str, other: str, names: tuple) -> dict:
+        rows = paired_speedups([r for r in rr if r["config"] in (base, other)], baseline=base,
+                               keys=("group", "repeat"), impl="config")
+        sel = [r for r in rows if r["config"] == other]
+        c = comparison([r["base_s_per_token"] for r in sel], [r["wall_s"] / r["tokens"] for r in sel], level=level,
+                       seed=seed)
+        return dict(zip(names, (c["median"], c["lo"], c["hi"], c["verdict"], len(sel)), strict=True))
+    rate = lambda name: float(np.median([r["tokens"] / r["wall_s"] for r in rr if r["config"] == name]))  # noqa: E731
+    return {**compare(HF_PLAIN, assisted[0], HF_KEYS["assisted"]),
+            **compare(HF_PLAIN, OURS_PLAIN["lean"], HF_KEYS["lean_hf"]),
+            **compare(OURS_PLAIN["eager"], OURS_PLAIN["lean"], HF_KEYS["lean_eager"]),
+            "hf_plain_tps": rate(HF_PLAIN), "hf_assisted_tps": rate(assisted[0]),
+            "lean_plain_tps": rate(OURS_PLAIN["lean"]), "eager_plain_tps": rate(OURS_PLAIN["eager"])}
 
 
 def time_breakdown(runs, temperature: float, output_len: int, batch: int) -> list[dict]:

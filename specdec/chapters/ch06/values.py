@@ -22,8 +22,8 @@ __all__ = ["SHOWN", "headline", "curve_values", "interleave_values", "curve_drif
 
 SHOWN = ["setting", "speedup", "speedup_lo", "speedup_hi", "verdict", "tokens_per_step", "alpha_mle"]  # 7 columns
 # the columns chapter 06's smaller tables show, with their headers (`specdec.report.formatting.show`)
-RULE_COLUMNS = {"draft": None, "beta": None, "c": None, "k_best": None, "predicted": "predicted speedup (a priori)",
-                "chosen": None}
+RULE_COLUMNS = {"draft": None, "beta": None, "beta_from": "beta from", "c": None, "k_best": None,
+                "predicted": "predicted speedup (a priori)", "chosen": None}
 DRAFT_COLUMNS = {"draft": None, "speedup": None, "speedup_lo": "low", "speedup_hi": "high", "verdict": None,
                  "tokens_per_step": None, "rule_predicted": "predicted a priori"}
 BENCH_COLUMNS = {"comparison": None, "mode": None, "temperature": None, "batch": None, "k": None, "median": None,
@@ -292,3 +292,4 @@ def engine_values(comp, bench_summary=None) -> dict:
                            strict=True))
         out["spec_ks_compiled"] = ", ".join(str(k) for k in sorted(ks))
     return out
+

@@ -169,11 +169,12 @@ def guide_rows(root: Path = RESULTS_DIR) -> list[dict]:
     greedy = float(spec.loc[spec["temperature"] == 0, "speedup"].median())
     pairs = "; ".join(f"{r['pair']}: T(2)/T(1) {r['t2_ratio']:.2f}, c in the loop {r['c']:.3f}, break-even alpha "
                       f"{r['break_even']:.2f}" for r in records(regimes))
-    ac = "; ".join(f"{r['draft']}: alpha while decoding {r['alpha_mle']:.2f} over c from isolated forwards {r['c']:.3f}"
+    ac = "; ".join(f"{r['draft']}: alpha while decoding {r['alpha_mle']:.2f} over c {r['c']:.3f}"
                    for r in records(drafts))
     return [
         {"question": "Is the draft accepted often enough for its cost?",
-         "rule": "In the idealized model some k pays exactly when alpha > c (at k = 1 the break-even alpha is c).",
+         "rule": "In the idealized model some k pays exactly when alpha > c (at k = 1 the break-even alpha is c; "
+                 "c from a model draft's isolated forwards, or a history drafter's propose time in the loop).",
          "this report": ac},
         {"question": "Does verifying k+1 tokens cost about one token?",
          "rule": "The further T(k+1)/T(1) is above 1, the higher the break-even alpha and the shorter the best k.",
@@ -312,7 +313,7 @@ def scope(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> dict:
             "threads": int(p6["THREADS"]), "prompt_len": int(p6["PROMPT_LEN"]),
             "output_lens": ", ".join(str(x) for x in p6["OUTPUT_LENS"]), "batches": ", ".join(str(x) for x in p6["BATCHES"]),
             "temperatures": ", ".join("greedy" if t == 0 else f"{t:g}" for t in p6["TEMPERATURES"]),
-            "prompt_groups": int(p6["GROUPS"]), "rounds": int(p6["REPEATS"]), "acc_prompts": int(p5["N_PROMPTS"]),
+            "sweep_prompts": int(p6["PROMPTS"]), "rounds": int(p6["REPEATS"]), "acc_prompts": int(p5["N_PROMPTS"]),
             "n_intervals": n_intervals, "multiplicity": multiplicity_words(root),
             **rerun_values(s, reruns / CHAPTERS["dec"]), "real_new": int(p6["REAL_NEW"]), "draft_len": int(p6["DRAFT_LEN"]),
             "acc_k": int(p5["K"]), "tolerance": float(p6["TOLERANCE"]), "cpu": hw.get("cpu", "unnamed CPU"),

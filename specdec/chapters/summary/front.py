@@ -6,12 +6,14 @@ read from the chapters' committed tables under ``root`` (nothing here measures).
     well it replicated, and what is not measured;
   * `reference`: chapter 06's pre-registered reference configuration (k = K_REF, temperature 1,
     batch 1, the longest output), the headline, rather than the best of many (the winner's curse);
+  * `replicated`: chapter 06's primary comparisons pooled over its runs in fresh processes
+    (`specdec.chapters.ch06.replication`), the reference configuration's pooled interval among them;
   * `null_results`: each undecided comparison family with the range of effects its interval allows,
     and the pairs a design would need to detect a stated effect;
   * `regime_words`: T(2)/T(1) per model shape, to say what separates this CPU from an accelerator;
   * `published_short`: one published row per method family and this report's reference row.
 
-Example: reference(root)["ref_speedup"] -> the median speedup of k=2, batch 1, 256 tokens, T = 1.
+Example: reference(root)["ref_speedup"] -> the median speedup of k=2, batch 1, 128 tokens, T = 1.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 
 from specdec.io.paths import CHAPTERS, RERUNS_DIR, RESULTS_DIR
 from specdec.io.results import read_table, records
+from specdec.chapters.ch06 import replication
 from specdec.report.robustness import rerun_agreements
 
 __all__ = ["verdicts", "reference", "null_results", "pairs_to_detect", "regime_words", "published_short",
@@ -102,6 +105,26 @@ def reference(root: Path = RESULTS_DIR) -> dict:
     return {"ref_k": k, "ref_len": L, "ref_speedup": float(r["speedup"]), "ref_lo": float(r["speedup_lo"]),
             "ref_hi": float(r["speedup_hi"]), "ref_verdict": str(r["verdict"]), "ref_alpha": float(r["alpha_mle"]),
             "ref_tokens_per_step": float(r["tokens_per_step"]), "ref_runs": int(r["runs"])}
+
+
+def replicated(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> dict:
+    """Chapter 06's primary comparisons pooled over the committed run and its compatible re-runs:
+    how many runs, how many primary comparisons were faster / slower at the simultaneous level, and
+    the reference configuration's pooled median and simultaneous interval (rep_ref_*; NaN and
+    "not a primary comparison" when PRIMARY does not hold it)."""
+    p = _params(root, "dec")
+    runs, _ = replication.pooled_runs(Path(root) / CHAPTERS["dec"], Path(reruns) / CHAPTERS["dec"])
+    table = replication.pooled_table(runs, p["PRIMARY"], seed=int(p["SEED"]))
+    prim = [r for r in table if r["role"] == "primary"]
+    ref = replication.setting([p["K_REF"], 1.0, max(p["OUTPUT_LENS"]), 1])
+    hit = [r for r in prim if (r["temperature"], r["output_len"], r["batch"], r["config"]) == ref]
+    r = hit[0] if hit else {"speedup": math.nan, "lo_sim": math.nan, "hi_sim": math.nan,
+                            "verdict_sim": "not a primary comparison"}
+    return {"rep_pooled_runs": int(prim[0]["runs"]), "rep_n_primary": len(prim),
+            "rep_primary_faster": sum(x["verdict_sim"] == "faster" for x in prim),
+            "rep_primary_slower": sum(x["verdict_sim"] == "slower" for x in prim),
+            "rep_level": float(prim[0]["level_sim"]), "rep_ref": float(r["speedup"]), "rep_ref_lo": float(r["lo_sim"]),
+            "rep_ref_hi": float(r["hi_sim"]), "rep_ref_words": str(r["verdict_sim"])}
 
 
 def pairs_to_detect(n: int, lo: float, hi: float, effect: float) -> int:

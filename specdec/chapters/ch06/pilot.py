@@ -1,0 +1,100 @@
+"""The price of a drafter without a forward, measured the way the loop pays it, so the draft rule
+can weigh every drafter before any timed run.
+
+A model draft's cost is a point of the cost curve (T_d(1), T_d(2) of its forward).  A history
+drafter (n-gram table, prompt lookup) runs no forward of its own: what it costs is its propose call
+(which the engine books as its forward time, `forward_seconds`, so the engine's overhead excludes it
+for both kinds), and that depends on the batch and the context it searches.  The pilot measures it inside the decoding loop:
+at each batch size B, ``repeats`` runs of ``tokens`` new tokens at draft length k on B pilot prompts
+(held-out validation text, never the measured test prompts), and the drafter's price per drafted
+token is the run's propose time over the tokens it drafted (rows x k summed over steps).  Its
+acceptance on the same runs (the maximum-likelihood constant alpha) stands in for a teacher-forced
+beta where chapter 04 has none.
+
+`curve_rows` writes the pilot as cost-curve rows (model = the drafter, n = 1 and 2 at the price per
+drafted token, at every batch and context of a curve; "target after <drafter>" = the target's own
+rows, since no other model's weights pass through the caches), so the rule, the dynamic-k rule and
+the cost model price a history drafter with the same code as a model draft.
+
+Example:
+    rows = pilot_runs(target, {"ngram": ngram}, {1: prompts[:1]}, k=2, tokens=32, repeats=2, seed=0)
+    curve = pd.concat([curve, pd.DataFrame(curve_rows(rows, curve))])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from specdec.engine.decode import generate
+from specdec.io.results import records
+
+__all__ = ["TOKENS", "REPEATS", "pilot_runs", "pilot_prices", "curve_rows", "pilot_values"]
+
+TOKENS, REPEATS = 32, 3  # a chapter's pilot: tokens per run and runs per (drafter, batch size)
+
+
+def pilot_runs(target, drafters: dict, prompts_by_batch: dict, *, k: int, tokens: int, repeats: int, seed: int,
+               mode: str = "lean") -> list[dict]:
+    """One row per (drafter, batch, repeat): tokens drafted, propose seconds, seconds per drafted
+    token, alpha; drafters interleaved within each repeat.  ``prompts_by_batch``: {B: (B, T) ids}."""
+    if k < 1 or tokens < 2 or repeats < 1:
+        raise ValueError(f"the pilot needs k >= 1, tokens >= 2 and repeats >= 1; got {k}, {tokens}, {repeats}")
+    out = []
+    for rep in range(repeats):
+        for B, ids in prompts_by_batch.items():
+            for name, d in drafters.items():
+                res = generate(target, ids, drafter=d, k=k, max_new_tokens=tokens, temperature=1.0, mode=mode,
+                               generator=torch.Generator().manual_seed(seed + rep))
+                drafted = sum(r["k"] for r in res.stats.accept_rows() if r["k"] > 0)
+                t_draft = res.summary()["t_draft"]
+                if drafted == 0:
+                    raise ValueError(f"the pilot of {name!r} at batch {B} drafted nothing in {tokens} tokens: "
+                                     "its price per drafted token is undefined")
+                out.append({"drafter": name, "batch": int(B), "repeat": rep, "tokens": int(tokens), "drafted": int(drafted),
+                            "t_draft_s": float(t_draft), "s_per_drafted": float(t_draft) / drafted,
+                            "alpha_mle": float(res.stats.alpha_mle(None)[0])})
+    return out
+
+
+def pilot_prices(rows) -> dict:
+    """{(drafter, batch): (median seconds per drafted token, median alpha)} of `pilot_runs` rows."""
+    by: dict = {}
+    for r in records(rows):
+        by.setdefault((r["drafter"], int(r["batch"])), []).append(r)
+    return {key: (float(np.median([r["s_per_drafted"] for r in g])), float(np.nanmedian([r["alpha_mle"] for r in g])))
+            for key, g in by.items()}
+
+
+def curve_rows(rows, curve) -> list[dict]:
+    """Cost-curve rows for every drafter of the pilot (module docstring) at every (batch, context,
+    when) of ``curve``'s target rows; a batch the pilot did not measure is an error."""
+    prices = pilot_prices(rows)
+    target = [r for r in records(curve) if r["model"] == "target"]
+    out = []
+    for name in sorted({d for d, _ in prices}):
+        points = {(int(r["batch"]), int(r["context"]), r.get("when", "")) for r in target}
+        for B, ctx, when in sorted(points):
+            if (name, B) not in prices:
+                raise ValueError(f"the pilot of {name!r} has no batch {B}, which the cost curve measures")
+            s = prices[(name, B)][0]
+            for n in (1, 2):
+                row = {"model": name, "n": n, "batch": B, "context": ctx, "repeats": 0, "median_s": s,
+                       "q1_s": s, "q3_s": s, "min_s": s, "max_s": s, "ratio": 1.0, "when": when}
+                out += [row, {**row, "model": f"{name} after target"}]
+        out += [{**r, "model": f"target after {name}"} for r in target]
+    return out
+
+
+def pilot_values(pilot, rule) -> dict:
+    """The pilot's price per drafted token at batch 1 in words ("ngram 0.041 ms, ..."), each history
+    drafter's c from the rule, the rule's choice with its predicted speedup and k, and the pilot's size."""
+    rows = [r for r in records(pilot) if int(r["batch"]) == 1]
+    names = sorted({r["drafter"] for r in rows})
+    per = {n: 1e3 * float(np.median([r["s_per_drafted"] for r in rows if r["drafter"] == n])) for n in names}
+    c = {r["draft"]: float(r["c"]) for r in records(rule)}
+    best = next(r for r in records(rule) if bool(r["chosen"]))
+    return {"pilot_words": ", ".join(f"{n} {per[n]:.3f} ms" for n in names) or "nothing (no history drafter)",
+            "pilot_c_words": ", ".join(f"{n} {c[n]:.3f}" for n in names if n in c) or "none",
+            "rule_predicted": float(best["predicted"]), "rule_k": int(best["k_best"]),
+            "pilot_tokens": int(rows[0]["tokens"]) if rows else 0, "pilot_repeats": len({r["repeat"] for r in rows})}

@@ -1,0 +1,148 @@
+"""Chapter 06 pooled over its runs in fresh processes: the primary comparisons stated before the
+runs, decided by the pooled analysis (`specdec.measure.replication`), and every other configuration
+pooled the same way as exploratory.
+
+The runs pooled: the committed run (``data/results/06_measured_decoding/runs.csv``) and every
+re-run folder under ``data/reruns/06_measured_decoding/`` (written by `make replicate`) whose runs
+table was made with the same sweep: equal SWEEP_PARAMETERS, the same model weights (sha256) and
+the same draft.  Every other folder is listed with the reason it was left out, never pooled.  Every
+run decodes the same prompts with the same seeds (common random numbers), so what the runs differ
+in is their timing: the machine's state and the process, which is what a replication of a timing
+measures.
+
+Primary comparisons: PRIMARY, at most five settings [draft length k (or "dynamic"), temperature,
+output length, batch], stated in the chapter's parameters before any result.  Each gets the pooled median with its
+two-stage bootstrap interval at 95% and at the simultaneous level 1 - 0.05 / m over the m primary
+comparisons (Bonferroni); its words follow the simultaneous interval.  Everything else is
+exploratory: pooled at 95% on its own, and says so.
+
+Example:
+    runs = pooled_runs(committed_dir, reruns_dir)        # (included {name: rows}, excluded [(name, why)])
+    rows = pooled_table(runs[0], primary=[[2, 1.0, 128, 1]])
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from specdec.chapters.ch06.summary import CELL, paired
+from specdec.report.formatting import config_text
+from specdec.measure.protocol import LEVEL, verdict
+from specdec.measure.replication import between_run, hierarchical_interval
+from specdec.io.paths import CHAPTERS, RERUNS_DIR
+from specdec.io.results import read_table, records
+
+__all__ = ["SWEEP_PARAMETERS", "MAX_PRIMARY", "POOLED_COLUMNS", "analysis", "pooled_runs", "setting", "pooled_table", "primary_values",
+           "pooled_shown"]
+
+SWEEP_PARAMETERS = ("MODE", "DTYPE", "THREADS", "SEED", "PROMPT_LEN", "TEMPERATURES", "OUTPUT_LENS", "BATCHES",
+                    "GREEDY_BATCHES", "KS", "PROMPTS", "REPEATS", "WARMUP", "PILOT_STEPS", "PILOT_K")
+MAX_PRIMARY = 5
+SETTING = CELL + ("config",)
+POOLED_COLUMNS = {"setting": None, "role": None, "runs": None, "speedup": "pooled median", "lo": "low (95%)",
+                  "hi": "high (95%)", "words": "words (primary: simultaneous)"}
+
+
+def _signature(meta: dict) -> tuple:
+    prov = meta.get("provenance", {})
+    params = prov.get("parameters", {})
+    return tuple(repr(params.get(k)) for k in SWEEP_PARAMETERS) + (repr(sorted(prov.get("models_sha256", {}).items())),)
+
+
+def pooled_runs(committed: Path, reruns: Path) -> tuple[dict, list]:
+    """({run name: runs rows}, [(folder, why left out)]): the committed run as "committed" and each
+    re-run folder (name order) with the same sweep, models and draft (module docstring)."""
+    base = read_table(Path(committed) / "runs.csv")
+    sig, draft = _signature(base.attrs["meta"]), set(base["draft"]) - {""}
+    runs, left = {"committed": base.to_dict("records")}, []
+    for d in sorted(p for p in Path(reruns).glob("*") if p.is_dir()) if Path(reruns).is_dir() else []:
+        if not (d / "runs.csv").exists():
+            left.append((d.name, "no runs table (an earlier layout)"))
+            continue
+        t = read_table(d / "runs.csv")
+        if _signature(t.attrs["meta"]) != sig:
+            left.append((d.name, "another sweep, model or mode"))
+        elif set(t["draft"]) - {""} != draft:
+            left.append((d.name, f"another draft ({', '.join(sorted(set(t['draft']) - {''}))})"))
+        else:
+            runs[d.name] = t.to_dict("records")
+    return runs, left
+
+
+def analysis(committed: Path, primary, *, reruns: Path = RERUNS_DIR / CHAPTERS["dec"], seed: int = 0):
+    """(`pooled_table` of the committed run and its compatible re-runs, `primary_values` for the prose)."""
+    runs, left = pooled_runs(committed, reruns)
+    table = pooled_table(runs, primary, seed=seed)
+    return table, primary_values(table, left)
+
+
+def _units(runs: dict) -> dict:
+    """{setting: [units]} of every speculative configuration: one ratio per (run, prompt group, round)."""
+    out: dict = {}
+    for name, rows in runs.items():
+        for r in paired(rows):
+            if r["config"] != "baseline":
+                out.setdefault(tuple(r[k] for k in SETTING), []).append(
+                    {"run": name, "prompt": r["group"], "ratio": r["speedup"]})
+    return out
+
+
+def setting(primary) -> tuple:
+    """(temperature, output length, batch, configuration name) of a PRIMARY row [k or "dynamic",
+    temperature, output length, batch].  Example: [2, 1.0, 128, 1] -> (1.0, 128, 1, "k=2")."""
+    k, t, L, B = primary
+    config = "dynamic" if k == "dynamic" else f"k={int(k)}"
+    return float(t), int(L), int(B), config
+
+
+def pooled_table(runs: dict, primary, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
+    """One row per speculative setting, primary ones first (in PRIMARY's order): pooled median, 95%
+    interval, the simultaneous interval and words (primary), the runs, prompts and pairs, the
+    between-run sd of the log speedup and its share, each run's median, and the role."""
+    if not 1 <= len(primary) <= MAX_PRIMARY or len({repr(p) for p in primary}) != len(primary):
+        raise ValueError(f"state 1 to {MAX_PRIMARY} distinct primary comparisons, got {primary}")
+    units = _units(runs)
+    primary = [setting(p) for p in primary]
+    missing = [config_text(dict(zip(SETTING, p))) for p in primary if p not in units]
+    if missing:
+        raise ValueError(f"primary comparisons {missing} are not among the runs' settings")
+    level_sim = 1 - (1 - level) / len(primary)
+    out = []
+    for key in primary + sorted(k for k in units if k not in primary):
+        u = units[key]
+        h = hierarchical_interval(u, level=level, seed=seed)
+        row = {**dict(zip(SETTING, key)), "role": "primary" if key in primary else "exploratory",
+               "runs": h["runs"], "prompts": h["prompts"], "pairs": h["pairs"], "speedup": h["median"],
+               "lo": h["lo"], "hi": h["hi"], "verdict": verdict(h["lo"], h["hi"]),
+               "lo_sim": float("nan"), "hi_sim": float("nan"), "verdict_sim": "", "level_sim": float("nan"),
+               **{f"between_{k}": v for k, v in between_run(u).items()},
+               "run_medians": " ".join(f"{m:.3f}" for m in h["run_medians"])}
+        if key in primary:
+            s = hierarchical_interval(u, level=level_sim, seed=seed)
+            row.update(lo_sim=s["lo"], hi_sim=s["hi"], verdict_sim=verdict(s["lo"], s["hi"]), level_sim=level_sim)
+        out.append(row)
+    return out
+
+
+def primary_values(table, left: list) -> dict:
+    """The prose's numbers: how many runs were pooled and left out (with why), the primary
+    comparisons' words, and the largest between-run sd among them."""
+    rows = [r for r in table if r["role"] == "primary"]
+    said = lambda w: sum(r["verdict_sim"] == w for r in rows)  # noqa: E731
+    return {"pooled_runs": int(rows[0]["runs"]), "left_out_n": len(left),
+            "left_out": "; ".join(f"{n}: {why}" for n, why in left) or "none",
+            "n_primary": len(rows), "primary_level": float(rows[0]["level_sim"]),
+            "primary_faster": said("faster"), "primary_slower": said("slower"), "primary_undecided": said("undecided"),
+            "between_sd_max": max(r["between_sd_run"] for r in rows),
+            "explore_faster": sum(r["verdict"] == "faster" for r in table if r["role"] == "exploratory"),
+            "explore_n": sum(r["role"] == "exploratory" for r in table)}
+
+
+def pooled_shown(table):
+    """The pooled table as the page shows it (`POOLED_COLUMNS`): the setting in words, and the words
+    a row is read by (a primary comparison's simultaneous ones, an exploratory row's 95% ones)."""
+    t = pd.DataFrame(records(table))
+    return t.assign(setting=[config_text(r) for r in records(t)],
+                    words=t["verdict_sim"].where(t["role"] == "primary", t["verdict"]))[list(POOLED_COLUMNS)]

@@ -1,0 +1,90 @@
+"""The pooled analysis over runs in fresh processes (specdec.measure.replication) and chapter 06's use
+of it (specdec.chapters.ch06.replication): a planted run-level shift is carried into the interval and
+recovered by the between-run component, the controls without one are not, and the runs pooled are
+exactly those with the same sweep."""
+
+import numpy as np
+import pytest
+
+from specdec.chapters.ch06 import replication as rep
+from specdec.io.results import provenance, write_table
+from specdec.measure.replication import between_run, hierarchical_interval
+
+
+def _units(run_shifts, prompts=8, rounds=3, noise=0.01, seed=0, prompt_sd=0.05):
+    """Ratios exp(prompt effect + run shift + noise) on a crossed design: every run, the same prompts."""
+    rng = np.random.default_rng(seed)
+    effect = rng.normal(0, prompt_sd, prompts)
+    return [{"run": f"r{i}", "prompt": p, "ratio": float(np.exp(0.1 + effect[p] + s + rng.normal(0, noise)))}
+            for i, s in enumerate(run_shifts) for p in range(prompts) for _ in range(rounds)]
+
+
+def test_a_run_level_shift_widens_the_pooled_interval_and_is_recovered():
+    shifted = _units([-0.05, 0.0, 0.05])
+    steady = _units([0.0, 0.0, 0.0])
+    hs, h0 = hierarchical_interval(shifted, level=0.95, seed=0), hierarchical_interval(steady, level=0.95, seed=0)
+    assert hs["runs"] == 3 and hs["prompts"] == 8 and hs["pairs"] == 72
+    assert (hs["hi"] - hs["lo"]) > 2 * (h0["hi"] - h0["lo"])  # the shift is in the interval
+    assert hs["lo"] <= hs["median"] <= hs["hi"] and len(hs["run_medians"]) == 3
+    assert hs["run_medians"][0] < hs["run_medians"][1] < hs["run_medians"][2]
+    b, b0 = between_run(shifted), between_run(steady)
+    assert b["sd_run"] == pytest.approx(0.05, rel=0.2) and b["share"] > 0.3
+    assert b0["sd_run"] < 0.01 and b0["share"] < 0.1  # the control: no shift planted, none found
+
+
+def test_the_simultaneous_level_gives_a_wider_interval_and_bad_units_are_refused():
+    u = _units([-0.02, 0.0, 0.02])
+    a, b = hierarchical_interval(u, level=0.95, seed=1), hierarchical_interval(u, level=0.9875, seed=1)
+    assert b["lo"] <= a["lo"] and b["hi"] >= a["hi"] and (b["hi"] - b["lo"]) > (a["hi"] - a["lo"])
+    with pytest.raises(ValueError, match="finite and positive"):
+        hierarchical_interval(u + [{"run": "r0", "prompt": 0, "ratio": float("nan")}], level=0.95, seed=0)
+    with pytest.raises(ValueError, match="no units"):
+        hierarchical_interval([], level=0.95, seed=0)
+    with pytest.raises(ValueError, match="level"):
+        hierarchical_interval(u, level=1.0, seed=0)
+    assert np.isnan(between_run(_units([0.0]))["sd_run"])  # one run: no between-run component
+
+
+def _runs(shift: float, draft: str = "d") -> list[dict]:
+    """A chapter-06 runs table: 2 prompts x 2 rounds, baseline and k=2 at one cell (k=2 1.2x, shifted)."""
+    rows = []
+    for g in range(2):
+        for r in range(2):
+            for config, rate in (("baseline", 100.0), ("k=2", 120.0 * np.exp(shift))):
+                rows.append({"temperature": 1.0, "output_len": 128, "batch": 1, "group": g, "repeat": r,
+                             "config": config, "k": 0 if config == "baseline" else 2, "draft": "" if config ==
+                             "baseline" else draft, "tokens": 128, "wall_s": 128 / rate, "tokens_per_s": rate})
+    return rows
+
+
+def _write(folder, rows, params):
+    write_table(rows, folder / "runs.csv", {**provenance(), "parameters": params, "models_sha256": {"m": "1"}},
+                kind="timing")
+
+
+def test_chapter_06_pools_only_runs_of_the_same_sweep(tmp_path):
+    params = {k: 1 for k in rep.SWEEP_PARAMETERS}
+    committed, reruns = tmp_path / "committed", tmp_path / "reruns"
+    for d in (committed, reruns / "run_a", reruns / "run_b", reruns / "run_c", reruns / "old"):
+        d.mkdir(parents=True)
+    _write(committed, _runs(0.0), params)
+    _write(reruns / "run_a", _runs(0.02), params)
+    _write(reruns / "run_b", _runs(0.0), {**params, "KS": [1, 2, 3]})   # another sweep
+    _write(reruns / "run_c", _runs(0.0, draft="other"), params)         # another draft
+    runs, left = rep.pooled_runs(committed, reruns)
+    assert sorted(runs) == ["committed", "run_a"]
+    assert dict(left) == {"old": "no runs table (an earlier layout)", "run_b": "another sweep, model or mode",
+                          "run_c": "another draft (other)"}
+    table = rep.pooled_table(runs, [[2, 1.0, 128, 1]])
+    (row,) = table
+    assert row["role"] == "primary" and row["runs"] == 2 and row["pairs"] == 8 and row["speedup"] > 1.19
+    assert row["lo_sim"] <= row["lo"] and row["verdict_sim"] == "faster" and row["level_sim"] == pytest.approx(0.95)
+    v = rep.primary_values(table, left)
+    assert (v["pooled_runs"], v["left_out_n"], v["primary_faster"], v["n_primary"]) == (2, 3, 1, 1)
+    shown = rep.pooled_shown(table)
+    assert list(shown.columns) == list(rep.POOLED_COLUMNS) and shown["words"].tolist() == ["faster"]
+    with pytest.raises(ValueError, match="not among the runs"):
+        rep.pooled_table(runs, [[4, 1.0, 128, 1]])
+    with pytest.raises(ValueError, match="distinct primary"):
+        rep.pooled_table(runs, [[2, 1.0, 128, 1], [2, 1.0, 128, 1]])
+    assert rep.setting(["dynamic", 0, 32, 8]) == (0.0, 32, 8, "dynamic")
