@@ -81,6 +81,9 @@ def test_chapter_06_pools_only_runs_of_the_same_sweep(tmp_path):
     assert row["lo_sim"] <= row["lo"] and row["verdict_sim"] == "faster" and row["level_sim"] == pytest.approx(0.95)
     v = rep.primary_values(table, left)
     assert (v["pooled_runs"], v["left_out_n"], v["primary_faster"], v["n_primary"]) == (2, 3, 1, 1)
+    assert v["between_words"].endswith("of a run's mean log speedup")
+    one = rep.primary_values([{**row, "runs": 1, "between_sd_run": float("nan")}], left)
+    assert one["between_words"].startswith("not estimable from one run")
     shown = rep.pooled_shown(table)
     assert list(shown.columns) == list(rep.POOLED_COLUMNS) and shown["words"].tolist() == ["faster"]
     with pytest.raises(ValueError, match="not among the runs"):

@@ -128,16 +128,23 @@ def pooled_table(runs: dict, primary, *, level: float = LEVEL, seed: int = 0) ->
 
 def primary_values(table, left: list) -> dict:
     """The prose's numbers: how many runs were pooled and left out (with why), the primary
-    comparisons' words, and the largest between-run sd among them."""
+    comparisons' words, and the largest between-run sd among them (in words)."""
     rows = [r for r in table if r["role"] == "primary"]
     said = lambda w: sum(r["verdict_sim"] == w for r in rows)  # noqa: E731
     return {"pooled_runs": int(rows[0]["runs"]), "left_out_n": len(left),
             "left_out": "; ".join(f"{n}: {why}" for n, why in left) or "none",
             "n_primary": len(rows), "primary_level": float(rows[0]["level_sim"]),
             "primary_faster": said("faster"), "primary_slower": said("slower"), "primary_undecided": said("undecided"),
-            "between_sd_max": max(r["between_sd_run"] for r in rows),
+            "between_words": _between_words(max(r["between_sd_run"] for r in rows)),
             "explore_faster": sum(r["verdict"] == "faster" for r in table if r["role"] == "exploratory"),
             "explore_n": sum(r["role"] == "exploratory" for r in table)}
+
+
+def _between_words(sd: float) -> str:
+    """The largest between-run sd in words: a run component needs two runs or more to be estimated."""
+    if sd != sd:
+        return "not estimable from one run (make replicate adds runs)"
+    return f"{sd:.1%} of a run's mean log speedup"
 
 
 def pooled_shown(table):
