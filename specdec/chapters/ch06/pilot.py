@@ -87,7 +87,7 @@ def curve_rows(rows, curve) -> list[dict]:
 
 
 def pilot_values(pilot, rule) -> dict:
-    """The pilot's price per drafted token at batch 1 in words ("ngram 0.041 ms, ..."), each history
+    """The pilot's price per drafted token at batch 1 in words ("<drafter> <milliseconds> ms, ..."), each history
     drafter's c from the rule, the rule's choice with its predicted speedup and k, and the pilot's size."""
     rows = [r for r in records(pilot) if int(r["batch"]) == 1]
     names = sorted({r["drafter"] for r in rows})
