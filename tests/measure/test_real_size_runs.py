@@ -43,6 +43,12 @@ def test_rows_pairs_and_predictions(out):
         assert r["predicted_ext"] == pytest.approx(speedup(r["alpha_set"], r["k"], r["c"],
                                                            verify_cost=r["verify_cost"]))
         assert r["predicted_toy"] == pytest.approx(speedup(r["alpha_set"], r["k"], r["c"]))
+        assert r["predicted_steps"] == pytest.approx(r["tokens_per_step"] / r["baseline_tokens_per_step"]
+                                                     / (r["verify_cost"] + r["k"] * r["c"]))
+        assert r["baseline_tokens_per_step"] == r["batch"]  # plain decoding: one token per row per step
+        if r["alpha_set"] == 1.0:  # every draft accepted: k + 1 tokens per row per step, as E[L] says
+            assert r["tokens_per_step"] == r["batch"] * (r["k"] + 1)
+            assert r["predicted_steps"] == pytest.approx(r["predicted_ext"])
     for B in (1, 2):  # one baseline per (batch, round)
         same = {r["baseline_tokens_per_s"] for r in ctrl if r["batch"] == B and r["repeat"] == 0}
         assert len(same) == 1
@@ -66,6 +72,7 @@ def test_figure_table_headline_and_figure(out):
     assert "gpt2-medium" in h["real_shapes"] and h["real_points"] == 8
     assert h["real_faster"] + h["real_slower"] <= 8 and h["real_best_lo"] <= h["real_best"] <= h["real_best_hi"]
     assert math.isfinite(h["real_ratio_med"]) and math.isfinite(h["real_toy_med"]) and 0 <= h["real_within"] <= 8
+    assert math.isfinite(h["real_steps_med"]) and 0 <= h["real_steps_within"] <= 8
     assert h["real_half_width"] >= 0
     fig = plotting.real_size_speedup_vs_alpha(pd.DataFrame(table))
     assert all(seen for _, _, seen in visible_series(fig))

@@ -10,6 +10,7 @@ Example (a chapter's parameters P, e.g. `specdec.report.chapter.Chapter(globals(
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 
 import pandas as pd
@@ -43,6 +44,13 @@ class Measurements:
         self.pair = runs_lib.EmbeddedPair(P.DEVICE, P.SEED, P.PROMPT_LEN, self.n_prompts, allow_stand_in=P.SMOKE,
                                           target_wanted=P.TARGET, dtype=P.DTYPE, mode=P.MODE)
         self.gen = torch.Generator().manual_seed(P.SEED)
+
+    def setup(self) -> dict:
+        """The pair's description (`runs.EmbeddedPair.describe`) and the load average at the start."""
+        return {**self.pair.describe(), "load_1m_start": os.getloadavg()[0]}
+
+    def load_end(self) -> dict:
+        return {"load_1m_end": os.getloadavg()[0]}
 
     def curves(self, drafts: dict, *, when: str, interleaved: bool = False) -> list[dict]:
         """`decoding_runs.cost_curves` of the target and ``drafts`` at every batch size and context."""

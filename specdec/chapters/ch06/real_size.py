@@ -9,7 +9,10 @@ outputs are samples of nothing).  Per target, one at a time (memory):
   2. a short warm-up run, then rounds in which the baseline and every (alpha, k) run on every batch
      size's cell, shuffled per round with a seeded RNG, contended runs re-run (`harness.sweep`);
   3. per (batch, alpha, k, round): speedup = tokens/s / the baseline's tokens/s of the same round and
-     batch, beside S_ext = E[L](alpha, k) / (T(k+1)/T(1) + k c) and the idealized E[L] / (1 + k c);
+     batch, beside S_ext = E[L](alpha, k) / (T(k+1)/T(1) + k c), the idealized E[L] / (1 + k c), and
+     S_steps = (tokens per step of the run / of the baseline) / (T(k+1)/T(1) + k c): the extended
+     model with the steps as the loop took them (a batch waits for its slowest row; the token budget
+     cuts the last steps short), which E[L] per row does not see;
      `speedup_vs_alpha` gives each point's median with its paired bootstrap interval and verdict.
 Shapes named in ``curve_only`` get step 1 at batch 1 and nothing else (the synthesis figure's curves).
 Every random draw (weights, contexts, the runs' seeds) comes from the one generator passed in.
@@ -85,6 +88,7 @@ def controlled_runs(targets, draft: str, alphas, ks, *, new_tokens: int, context
                      seed=lambda rnd, i: base_seed + rnd, shuffle=True, shuffle_seed=base_seed, min_share=min_share,
                      max_reruns=max_reruns)
         base = {(r["batch"], r["repeat"]): r["tokens_per_s"] for r in rows if r["k"] == 0}
+        base_steps = {(r["batch"], r["repeat"]): _per_step(r) for r in rows if r["k"] == 0}
         for r in rows:
             if r["k"] == 0:
                 continue
@@ -96,9 +100,18 @@ def controlled_runs(targets, draft: str, alphas, ks, *, new_tokens: int, context
                                "speedup": r["tokens_per_s"] / base[(B, r["repeat"])],
                                "predicted_ext": speedup(a, k, c, verify_cost=curve[k + 1] / curve[1]),
                                "predicted_toy": speedup(a, k, c), "c": c, "verify_cost": curve[k + 1] / curve[1],
+                               "tokens_per_step": _per_step(r), "baseline_tokens_per_step": base_steps[(B, r["repeat"])],
+                               "predicted_steps": _per_step(r) / base_steps[(B, r["repeat"])] / (curve[k + 1] / curve[1]
+                                                                                                 + k * c),
                                "cpu_share": r["cpu_share"], "reruns": r["reruns"]})
         del target
     return {"cost_curve": curve_rows, "controlled": controlled, "draft_params": param_count(rdraft)}
+
+
+def _per_step(run: dict) -> float:
+    """Tokens a run emitted per step after its first (all rows together): what the steps really
+    advanced, the batch's slowest row and the token budget's cut included."""
+    return (run["tokens"] - run["first_step_tokens"]) / max(int(run["steps"]) - 1, 1)
 
 
 def speedup_vs_alpha(controlled, level: float = 0.95) -> list[dict]:
@@ -118,7 +131,8 @@ def speedup_vs_alpha(controlled, level: float = 0.95) -> list[dict]:
         out.append(dict(target=name, batch=B, k=k, alpha_set=a, runs=len(ra), speedup_median=c["median"],
                         speedup_lo=c["lo"], speedup_hi=c["hi"], verdict=c["verdict"], speedup_lo_sim=c["lo_sim"],
                         speedup_hi_sim=c["hi_sim"], verdict_sim=c["verdict_sim"], pairs_sim=c["pairs_sim"],
-                        predicted_ext=ra[0]["predicted_ext"], predicted_toy=ra[0]["predicted_toy"]))
+                        predicted_ext=ra[0]["predicted_ext"], predicted_toy=ra[0]["predicted_toy"],
+                        predicted_steps=float(np.median([r["predicted_steps"] for r in ra]))))
     return out
 
 
@@ -130,8 +144,8 @@ def size_label(params: int) -> str:
 def headline(cost_curve, controlled, draft_params: int, n: int, tolerance: float = 0.10) -> dict:
     """The numbers the prose quotes, for the last decoded target: T(n)/T(1) and c at batch 1, the
     surface's points and how many were faster / slower, the best median with its interval, and the
-    median measured / predicted speedup (extended, and idealized) over the points with the share
-    within ``tolerance``; and every shape's size."""
+    median measured / predicted speedup (extended with E[L], extended with the run's steps, and
+    idealized) over the points with the share within ``tolerance``; and every shape's size."""
     curve, ctrl = records(cost_curve), records(controlled)
     sizes = {r["target"]: r["params"] for r in curve}
     name = [r["target"] for r in ctrl][-1]
@@ -139,6 +153,7 @@ def headline(cost_curve, controlled, draft_params: int, n: int, tolerance: float
     table = [r for r in speedup_vs_alpha([r for r in ctrl if r["target"] == name])]
     best = max(table, key=lambda r: r["speedup_median"])
     ext = [r["speedup_median"] / r["predicted_ext"] for r in table]
+    steps = [r["speedup_median"] / r["predicted_steps"] for r in table]
     return {"real_name": name, "real_ratio": float(next(r["ratio"] for r in last if r["n"] == n)),
             "real_c": float(last[0]["c"]), "real_points": len(table),
             "real_faster": sum(r["verdict"] == "faster" for r in table),
@@ -150,6 +165,7 @@ def headline(cost_curve, controlled, draft_params: int, n: int, tolerance: float
             "real_best_at": f"alpha {best['alpha_set']:g}, k = {best['k']}, batch {best['batch']}",
             "real_ratio_med": float(np.median(ext)),
             "real_within": sum(abs(x - 1) <= tolerance for x in ext),
+            "real_steps_med": float(np.median(steps)), "real_steps_within": sum(abs(x - 1) <= tolerance for x in steps),
             "real_half_width": float(np.median([(r["speedup_hi"] - r["speedup_lo"]) / 2 / r["speedup_median"]
                                                 for r in table])),
             "real_toy_med": float(np.median([r["speedup_median"] / r["predicted_toy"] for r in table])),
