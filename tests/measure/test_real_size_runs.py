@@ -73,6 +73,11 @@ def test_figure_table_headline_and_figure(out):
     assert h["real_faster"] + h["real_slower"] <= 8 and h["real_best_lo"] <= h["real_best"] <= h["real_best_hi"]
     assert math.isfinite(h["real_ratio_med"]) and math.isfinite(h["real_toy_med"]) and 0 <= h["real_within"] <= 8
     assert math.isfinite(h["real_steps_med"]) and 0 <= h["real_steps_within"] <= 8
+    assert h["real_bmax"] == 2  # the largest batch; k = 1 the shorter half of the draft lengths, 2 the longer
+    assert h["real_ext_long"] == pytest.approx(float(pd.Series([r["speedup_median"] / r["predicted_ext"]
+                                                                for r in table if r["batch"] == 2 and r["k"] == 2]).median()))
+    assert h["real_steps_short"] == pytest.approx(float(pd.Series([r["speedup_median"] / r["predicted_steps"] for r in table
+                                                                   if r["batch"] == 2 and r["k"] == 1]).median()))
     assert h["real_half_width"] >= 0
     fig = plotting.real_size_speedup_vs_alpha(pd.DataFrame(table))
     assert all(seen for _, _, seen in visible_series(fig))

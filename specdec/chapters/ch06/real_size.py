@@ -136,6 +136,18 @@ def speedup_vs_alpha(controlled, level: float = 0.95) -> list[dict]:
     return out
 
 
+def _by_length(table: list[dict]) -> dict:
+    """At the largest batch: median measured / predicted (E[L], steps) over the shorter and the
+    longer half of the draft lengths (k at most the median k, and above it)."""
+    bmax = max(r["batch"] for r in table)
+    rows = [r for r in table if r["batch"] == bmax]
+    mid = float(np.median([r["k"] for r in rows]))
+    med = lambda col, long: float(np.median([r["speedup_median"] / r[col] for r in rows  # noqa: E731
+                                             if (r["k"] > mid) == long]))
+    return {"real_bmax": int(bmax), "real_ext_short": med("predicted_ext", False), "real_ext_long": med("predicted_ext", True),
+            "real_steps_short": med("predicted_steps", False), "real_steps_long": med("predicted_steps", True)}
+
+
 def size_label(params: int) -> str:
     """A parameter count as prose: 124439808 -> "124M", 3290000 -> "3.3M"."""
     return f"{params / 1e6:.0f}M" if params >= 1e7 else f"{params / 1e6:.1f}M"
@@ -166,6 +178,7 @@ def headline(cost_curve, controlled, draft_params: int, n: int, tolerance: float
             "real_ratio_med": float(np.median(ext)),
             "real_within": sum(abs(x - 1) <= tolerance for x in ext),
             "real_steps_med": float(np.median(steps)), "real_steps_within": sum(abs(x - 1) <= tolerance for x in steps),
+            **_by_length(table),
             "real_half_width": float(np.median([(r["speedup_hi"] - r["speedup_lo"]) / 2 / r["speedup_median"]
                                                 for r in table])),
             "real_toy_med": float(np.median([r["speedup_median"] / r["predicted_toy"] for r in table])),

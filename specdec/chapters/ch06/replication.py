@@ -16,6 +16,9 @@ two-stage bootstrap interval at 95% and at the simultaneous level 1 - 0.05 / m o
 comparisons (Bonferroni); its words follow the simultaneous interval.  Everything else is
 exploratory: pooled at 95% on its own, and says so.
 
+Beside the pooled analysis, `runs_record` holds each run on its own (its reference interval, its
+primary words, its cost-model counts): whether the headline reproduces is read there, run by run.
+
 Example:
     runs = pooled_runs(committed_dir, reruns_dir)        # (included {name: rows}, excluded [(name, why)])
     rows = pooled_table(runs[0], primary=[[2, 1.0, 128, 1]])
@@ -23,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -34,13 +38,16 @@ from specdec.measure.replication import between_run, hierarchical_interval
 from specdec.io.paths import CHAPTERS, RERUNS_DIR
 from specdec.io.results import read_table, records
 
-__all__ = ["SWEEP_PARAMETERS", "MAX_PRIMARY", "POOLED_COLUMNS", "analysis", "pooled_runs", "setting", "pooled_table", "primary_values",
-           "pooled_shown"]
+__all__ = ["SWEEP_PARAMETERS", "MAX_PRIMARY", "POOLED_COLUMNS", "RECORD_COLUMNS", "analysis", "pooled_runs", "setting",
+           "pooled_table", "primary_values", "pooled_shown", "runs_record", "record_values", "record_shown"]
 
 SWEEP_PARAMETERS = ("MODE", "DTYPE", "THREADS", "SEED", "PROMPT_LEN", "TEMPERATURES", "OUTPUT_LENS", "BATCHES",
                     "GREEDY_BATCHES", "KS", "PROMPTS", "REPEATS", "WARMUP", "PILOT_STEPS", "PILOT_K")
 MAX_PRIMARY = 5
 SETTING = CELL + ("config",)
+RECORD_COLUMNS = {"run": None, "wall_min": "wall (min)", "reference": "reference (95%)",
+                  "primary_words": "primary, within the run", "within": "cost model within",
+                  "forward": "in-loop / curve", "surface": "surface within (E[L] / steps)"}
 POOLED_COLUMNS = {"setting": None, "role": None, "runs": None, "speedup": "pooled median", "lo": "low (95%)",
                   "hi": "high (95%)", "words": "words (primary: simultaneous)"}
 
@@ -71,11 +78,73 @@ def pooled_runs(committed: Path, reruns: Path) -> tuple[dict, list]:
     return runs, left
 
 
-def analysis(committed: Path, primary, *, reruns: Path = RERUNS_DIR / CHAPTERS["dec"], seed: int = 0):
-    """(`pooled_table` of the committed run and its compatible re-runs, `primary_values` for the prose)."""
+def analysis(committed: Path, primary, tolerance: float, *, reruns: Path = RERUNS_DIR / CHAPTERS["dec"],
+             seed: int = 0):
+    """(`pooled_table` of the committed run and its compatible re-runs, the prose's values
+    (`primary_values`, `record_values`), `runs_record` of the same runs, whose reference setting is
+    the first primary comparison)."""
     runs, left = pooled_runs(committed, reruns)
     table = pooled_table(runs, primary, seed=seed)
-    return table, primary_values(table, left)
+    folders = {n: Path(committed) if n == "committed" else Path(reruns) / n for n in runs}
+    record = runs_record(folders, ref=primary[0], primary=primary, tolerance=tolerance)
+    return table, {**primary_values(table, left), **record_values(record)}, record
+
+
+def runs_record(folders: dict, *, ref, primary, tolerance: float) -> list[dict]:
+    """One row per pooled run ({name: its folder}) with what a replication must reproduce, each from
+    that run's own tables: its wall time; the reference setting ``ref`` (a PRIMARY-style row) with
+    its 95% interval; the within-run words of each primary comparison; how many configurations the
+    cost model predicts within ``tolerance`` and the range of the in-loop over calibrated-curve
+    verification time (the measured term of its misses); the real-size surface's points within
+    ``tolerance`` with E[L] and with the run's steps (-1 where a run's table lacks the column: "n/a"
+    on the page)."""
+    key, prim = setting(ref), [setting(p) for p in primary]
+    out = []
+    for name, d in folders.items():
+        summ = {tuple(r[k] for k in SETTING): r for r in records(read_table(d / "summary.csv"))}
+        pred = records(read_table(d / "prediction.csv"))
+        real = records(read_table(d / "real_size_speedup_vs_alpha.csv"))
+        near = lambda col: sum(abs(r["speedup_median"] / r[col] - 1) <= tolerance for r in real) \
+            if real and col in real[0] else -1  # noqa: E731
+        r = summ[key]
+        out.append({"run": name, "wall_min": json.loads((d / "run.json").read_text())["wall_s"] / 60,
+                    "ref": r["speedup"], "ref_lo": r["speedup_lo"], "ref_hi": r["speedup_hi"],
+                    "primary_words": ", ".join(summ[p]["verdict"] for p in prim),
+                    "pred_within": sum(bool(x["within"]) for x in pred), "pred_n": len(pred),
+                    "fwd_min": min(x["forward_vs_curve"] for x in pred), "fwd_max": max(x["forward_vs_curve"] for x in pred),
+                    "surface_ext": near("predicted_ext"), "surface_steps": near("predicted_steps"),
+                    "surface_n": len(real)})
+    return out
+
+
+def record_values(record) -> dict:
+    """The prose's numbers from `runs_record`: whether the reference intervals all overlap, how many
+    primary comparisons have the same within-run words in every run, and each run's prediction
+    counts in words."""
+    rows = records(record)
+    words = [r["primary_words"].split(", ") for r in rows]
+    return {"record_n": len(rows),
+            "ref_overlap": "overlap" if max(r["ref_lo"] for r in rows) <= min(r["ref_hi"] for r in rows)
+            else "do not all overlap",
+            "primary_agree": sum(len(set(w)) == 1 for w in zip(*words)),
+            "record_pred": "; ".join(f"{r['run']} {r['pred_within']} of {r['pred_n']} (in-loop/curve "
+                                     f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f})" for r in rows),
+            "record_surface": "; ".join(f"{r['run']} {r['surface_ext']} and {_count(r['surface_steps'])} of "
+                                        f"{r['surface_n']}" for r in rows)}
+
+
+def _count(n: int) -> str:
+    return "n/a" if n < 0 else str(n)
+
+
+def record_shown(record):
+    """`runs_record` as the page shows it (`RECORD_COLUMNS`)."""
+    t = pd.DataFrame(records(record))
+    return t.assign(reference=[f"{r['ref']:.3f} [{r['ref_lo']:.3f}, {r['ref_hi']:.3f}]" for r in records(t)],
+                    within=[f"{r['pred_within']} of {r['pred_n']}" for r in records(t)],
+                    forward=[f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f}" for r in records(t)],
+                    surface=[f"{r['surface_ext']} / {_count(r['surface_steps'])} of {r['surface_n']}" for r in records(t)]
+                    )[list(RECORD_COLUMNS)]
 
 
 def _units(runs: dict) -> dict:

@@ -61,10 +61,23 @@ def headline(summary, pred_summary, *, temperature: float, output_len: int, batc
             "n_pred": len(pr), "n_pred_within": sum(bool(r["within"]) for r in pr),
             "ratio_min": float(min(r["ratio"] for r in pr)), "ratio_max": float(max(r["ratio"] for r in pr)),
             "n_pred_within_isolated": sum(abs(r["ratio_isolated"] - 1) <= tolerance for r in pr),
+            "pred_dir_words": _direction_words(pr, tolerance),
+            "fwd_min": float(min(r["forward_vs_curve"] for r in pr)), "fwd_max": float(max(r["forward_vs_curve"] for r in pr)),
             "calibration_min": float(min(r["calibration"] for r in pr)),
             "calibration_max": float(max(r["calibration"] for r in pr)),
             "cpu_share_min": float(min(r["cpu_share_min"] for r in records(summary))),
             "reruns": int(sum(r["reruns"] for r in records(summary)))}
+
+
+def _direction_words(pred_rows, tolerance: float) -> str:
+    """Which way the cost model errs: '3 of 24 over-predicted (measured below predicted), 2 of them
+    beyond the tolerance; 21 under-predicted, 7 beyond'."""
+    n = len(pred_rows)
+    over = [r for r in pred_rows if r["ratio"] < 1]
+    under = [r for r in pred_rows if r["ratio"] >= 1]
+    far = lambda rows: sum(not bool(r["within"]) for r in rows)  # noqa: E731
+    return (f"{len(over)} of {n} over-predicted (measured below predicted), {far(over)} of them beyond the "
+            f"{tolerance:.0%} tolerance; {len(under)} under-predicted, {far(under)} beyond it")
 
 
 def curve_values(curve, batch: int, context: int, n: int, draft: str) -> dict:
