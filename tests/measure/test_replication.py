@@ -73,6 +73,8 @@ def test_chapter_06_pools_only_runs_of_the_same_sweep(tmp_path):
     _write(reruns / "run_c", _runs(0.0, draft="other"), params)         # another draft
     runs, left = rep.pooled_runs(committed, reruns)
     assert sorted(runs) == ["committed", "run_a"]
+    # make replicate computes a run inside the re-runs folder: that folder is not also one of its re-runs
+    assert sorted(rep.pooled_runs(reruns / "run_a", reruns)[0]) == ["committed"]
     assert dict(left) == {"old": "no runs table (an earlier layout)", "run_b": "another sweep, model or mode",
                           "run_c": "another draft (other)"}
     table = rep.pooled_table(runs, [[2, 1.0, 128, 1]])
@@ -84,6 +86,9 @@ def test_chapter_06_pools_only_runs_of_the_same_sweep(tmp_path):
     assert v["between_words"].endswith("of a run's mean log speedup")
     one = rep.primary_values([{**row, "runs": 1, "between_sd_run": float("nan")}], left)
     assert one["between_words"].startswith("not estimable from one run")
+    # a primary setting with no between-run estimate (NaN) listed first does not hide the others'
+    mixed = rep.primary_values([{**row, "between_sd_run": float("nan")}, {**row, "between_sd_run": 0.04}], left)
+    assert mixed["between_words"] == "4.0% of a run's mean log speedup"
     shown = rep.pooled_shown(table)
     assert list(shown.columns) == list(rep.POOLED_COLUMNS) and shown["words"].tolist() == ["faster"]
     with pytest.raises(ValueError, match="not among the runs"):
@@ -129,3 +134,10 @@ def test_each_run_on_its_own_says_whether_the_headline_reproduced(tmp_path):
     assert far["ref_overlap"] == "do not all overlap" and far["primary_agree"] == 2
     shown = rep.record_shown(rec)
     assert list(shown.columns) == list(rep.RECORD_COLUMNS) and shown["surface"].tolist() == ["2 / 3 of 3", "2 / n/a of 3"]
+    # a run still being computed (make replicate's own folder) has no run.json and no surface yet: n/a
+    (tmp_path / "b" / "run.json").unlink()
+    (tmp_path / "b" / "real_size_speedup_vs_alpha.csv").unlink()
+    running = rep.runs_record({"a": tmp_path / "a", "b": tmp_path / "b"}, ref=primary[0], primary=primary, tolerance=0.1)
+    assert running[1]["wall_min"] != running[1]["wall_min"] and rep.record_shown(running)["wall_min"].tolist() == [
+        "10.0", "n/a"]
+    assert rep.record_shown(running)["surface"].tolist() == ["2 / 3 of 3", "n/a / n/a of 0"]

@@ -60,11 +60,14 @@ def _signature(meta: dict) -> tuple:
 
 def pooled_runs(committed: Path, reruns: Path) -> tuple[dict, list]:
     """({run name: runs rows}, [(folder, why left out)]): the committed run as "committed" and each
-    re-run folder (name order) with the same sweep, models and draft (module docstring)."""
+    re-run folder (name order) with the same sweep, models and draft (module docstring); the
+    committed folder itself is never a re-run (`make replicate` writes its run among them)."""
     base = read_table(Path(committed) / "runs.csv")
     sig, draft = _signature(base.attrs["meta"]), set(base["draft"]) - {""}
     runs, left = {"committed": base.to_dict("records")}, []
-    for d in sorted(p for p in Path(reruns).glob("*") if p.is_dir()) if Path(reruns).is_dir() else []:
+    here = Path(committed).resolve()
+    for d in sorted(p for p in Path(reruns).glob("*") if p.is_dir() and p.resolve() != here) \
+            if Path(reruns).is_dir() else []:
         if not (d / "runs.csv").exists():
             left.append((d.name, "no runs table (an earlier layout)"))
             continue
@@ -97,17 +100,21 @@ def runs_record(folders: dict, *, ref, primary, tolerance: float) -> list[dict]:
     cost model predicts within ``tolerance`` and the range of the in-loop over calibrated-curve
     verification time (the measured term of its misses); the real-size surface's points within
     ``tolerance`` with E[L] and with the run's steps (-1 where a run's table lacks the column: "n/a"
-    on the page)."""
+    on the page).  A run still being computed (its chapter computes the surface after this section
+    and writes ``run.json`` at the end) has neither yet: its wall time is NaN and its surface counts
+    -1, "n/a" on the page."""
     key, prim = setting(ref), [setting(p) for p in primary]
     out = []
     for name, d in folders.items():
         summ = {tuple(r[k] for k in SETTING): r for r in records(read_table(d / "summary.csv"))}
         pred = records(read_table(d / "prediction.csv"))
-        real = records(read_table(d / "real_size_speedup_vs_alpha.csv"))
+        surface = d / "real_size_speedup_vs_alpha.csv"
+        real = records(read_table(surface)) if surface.exists() else []
         near = lambda col: sum(abs(r["speedup_median"] / r[col] - 1) <= tolerance for r in real) \
             if real and col in real[0] else -1  # noqa: E731
-        r = summ[key]
-        out.append({"run": name, "wall_min": json.loads((d / "run.json").read_text())["wall_s"] / 60,
+        r, run = summ[key], d / "run.json"
+        wall = json.loads(run.read_text())["wall_s"] / 60 if run.exists() else float("nan")
+        out.append({"run": name, "wall_min": wall,
                     "ref": r["speedup"], "ref_lo": r["speedup_lo"], "ref_hi": r["speedup_hi"],
                     "primary_words": ", ".join(summ[p]["verdict"] for p in prim),
                     "pred_within": sum(bool(x["within"]) for x in pred), "pred_n": len(pred),
@@ -129,7 +136,7 @@ def record_values(record) -> dict:
             "primary_agree": sum(len(set(w)) == 1 for w in zip(*words)),
             "record_pred": "; ".join(f"{r['run']} {r['pred_within']} of {r['pred_n']} (in-loop/curve "
                                      f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f})" for r in rows),
-            "record_surface": "; ".join(f"{r['run']} {r['surface_ext']} and {_count(r['surface_steps'])} of "
+            "record_surface": "; ".join(f"{r['run']} {_count(r['surface_ext'])} and {_count(r['surface_steps'])} of "
                                         f"{r['surface_n']}" for r in rows)}
 
 
@@ -140,10 +147,11 @@ def _count(n: int) -> str:
 def record_shown(record):
     """`runs_record` as the page shows it (`RECORD_COLUMNS`)."""
     t = pd.DataFrame(records(record))
-    return t.assign(reference=[f"{r['ref']:.3f} [{r['ref_lo']:.3f}, {r['ref_hi']:.3f}]" for r in records(t)],
+    return t.assign(wall_min=[_count(-1) if w != w else f"{w:.1f}" for w in t["wall_min"]],
+                    reference=[f"{r['ref']:.3f} [{r['ref_lo']:.3f}, {r['ref_hi']:.3f}]" for r in records(t)],
                     within=[f"{r['pred_within']} of {r['pred_n']}" for r in records(t)],
                     forward=[f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f}" for r in records(t)],
-                    surface=[f"{r['surface_ext']} / {_count(r['surface_steps'])} of {r['surface_n']}" for r in records(t)]
+                    surface=[f"{_count(r['surface_ext'])} / {_count(r['surface_steps'])} of {r['surface_n']}" for r in records(t)]
                     )[list(RECORD_COLUMNS)]
 
 
@@ -197,14 +205,15 @@ def pooled_table(runs: dict, primary, *, level: float = LEVEL, seed: int = 0) ->
 
 def primary_values(table, left: list) -> dict:
     """The prose's numbers: how many runs were pooled and left out (with why), the primary
-    comparisons' words, and the largest between-run sd among them (in words)."""
+    comparisons' words, and the largest between-run sd among those where it is estimable (in words)."""
     rows = [r for r in table if r["role"] == "primary"]
     said = lambda w: sum(r["verdict_sim"] == w for r in rows)  # noqa: E731
+    estimable = [r["between_sd_run"] for r in rows if r["between_sd_run"] == r["between_sd_run"]]
     return {"pooled_runs": int(rows[0]["runs"]), "left_out_n": len(left),
             "left_out": "; ".join(f"{n}: {why}" for n, why in left) or "none",
             "n_primary": len(rows), "primary_level": float(rows[0]["level_sim"]),
             "primary_faster": said("faster"), "primary_slower": said("slower"), "primary_undecided": said("undecided"),
-            "between_words": _between_words(max(r["between_sd_run"] for r in rows)),
+            "between_words": _between_words(max(estimable, default=float("nan"))),
             "explore_faster": sum(r["verdict"] == "faster" for r in table if r["role"] == "exploratory"),
             "explore_n": sum(r["role"] == "exploratory" for r in table)}
 
