@@ -141,3 +141,10 @@ def test_each_run_on_its_own_says_whether_the_headline_reproduced(tmp_path):
     assert running[1]["wall_min"] != running[1]["wall_min"] and rep.record_shown(running)["wall_min"].tolist() == [
         "10.0", "n/a"]
     assert rep.record_shown(running)["surface"].tolist() == ["2 / 3 of 3", "n/a / n/a of 0"]
+
+
+def test_a_rerun_is_named_on_the_page_by_its_start_time_not_its_folder():
+    # the rendered-page check refuses folder ids ("run_..."): a make replicate folder reads as its UTC start
+    assert rep.run_label("run_20261204T050250Z") == "re-run of 2026-12-04 05:02 UTC"
+    assert rep.run_label("committed") == "committed" and rep.run_label("earlier_engine") == "earlier_engine"
+    assert rep.run_label("run_F") == "run_F"  # not a make replicate name: left as it is (the page check catches it)

@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -39,7 +40,8 @@ from specdec.io.paths import CHAPTERS, RERUNS_DIR
 from specdec.io.results import read_table, records
 
 __all__ = ["SWEEP_PARAMETERS", "MAX_PRIMARY", "POOLED_COLUMNS", "RECORD_COLUMNS", "analysis", "pooled_runs", "setting",
-           "pooled_table", "primary_values", "pooled_shown", "runs_record", "record_values", "record_shown"]
+           "pooled_table", "primary_values", "pooled_shown", "runs_record", "record_values", "record_shown",
+           "run_label"]
 
 SWEEP_PARAMETERS = ("MODE", "DTYPE", "THREADS", "SEED", "PROMPT_LEN", "TEMPERATURES", "OUTPUT_LENS", "BATCHES",
                     "GREEDY_BATCHES", "KS", "PROMPTS", "REPEATS", "WARMUP", "PILOT_STEPS", "PILOT_K")
@@ -69,13 +71,13 @@ def pooled_runs(committed: Path, reruns: Path) -> tuple[dict, list]:
     for d in sorted(p for p in Path(reruns).glob("*") if p.is_dir() and p.resolve() != here) \
             if Path(reruns).is_dir() else []:
         if not (d / "runs.csv").exists():
-            left.append((d.name, "no runs table (an earlier layout)"))
+            left.append((run_label(d.name), "no runs table (an earlier layout)"))
             continue
         t = read_table(d / "runs.csv")
         if _signature(t.attrs["meta"]) != sig:
-            left.append((d.name, "another sweep, model or mode"))
+            left.append((run_label(d.name), "another sweep, model or mode"))
         elif set(t["draft"]) - {""} != draft:
-            left.append((d.name, f"another draft ({', '.join(sorted(set(t['draft']) - {''}))})"))
+            left.append((run_label(d.name), f"another draft ({', '.join(sorted(set(t['draft']) - {''}))})"))
         else:
             runs[d.name] = t.to_dict("records")
     return runs, left
@@ -114,7 +116,7 @@ def runs_record(folders: dict, *, ref, primary, tolerance: float) -> list[dict]:
             if real and col in real[0] else -1  # noqa: E731
         r, run = summ[key], d / "run.json"
         wall = json.loads(run.read_text())["wall_s"] / 60 if run.exists() else float("nan")
-        out.append({"run": name, "wall_min": wall,
+        out.append({"run": run_label(name), "wall_min": wall,
                     "ref": r["speedup"], "ref_lo": r["speedup_lo"], "ref_hi": r["speedup_hi"],
                     "primary_words": ", ".join(summ[p]["verdict"] for p in prim),
                     "pred_within": sum(bool(x["within"]) for x in pred), "pred_n": len(pred),
@@ -138,6 +140,13 @@ def record_values(record) -> dict:
                                      f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f})" for r in rows),
             "record_surface": "; ".join(f"{r['run']} {_count(r['surface_ext'])} and {_count(r['surface_steps'])} of "
                                         f"{r['surface_n']}" for r in rows)}
+
+
+def run_label(name: str) -> str:
+    """A run as the page names it: a re-run folder written by `make replicate` by its UTC start time,
+    any other name as it is.  Example: "run_20261204T050250Z" -> "re-run of 2026-12-04 05:02 UTC"."""
+    m = re.fullmatch(r"run_(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})\d{2}Z", name)
+    return f"re-run of {m[1]}-{m[2]}-{m[3]} {m[4]}:{m[5]} UTC" if m else name
 
 
 def _count(n: int) -> str:
