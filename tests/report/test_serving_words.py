@@ -34,3 +34,12 @@ def test_trend_words_need_disjoint_intervals():
                     ("la", 1, 1.005, 0.946, 1.078), ("la", 256, 0.976, 0.970, 0.982),
                     ("down", 1, 1.2, 1.1, 1.3), ("down", 256, 0.9, 0.85, 0.95)])
     assert trend_text(speed) == "fixed gains with load; la no trend detected; down loses with load"
+
+
+def test_the_vllm_part_of_a_run_is_named_with_its_wall_time_or_as_not_recorded():
+    from specdec.chapters.ch09.words import server_words
+    servers = [{"version": "0.32.0", "kv_cache_gib": 1}]
+    assert server_words(servers, ["plain", "n-gram"], 275.4)["vllm_part_words"] == "275 s"
+    # a committed run made before the part was timed says so instead of a number
+    got = server_words(servers, ["plain"])
+    assert got["vllm_part_words"] == "not recorded" and got["vllm_configs"] == "plain"

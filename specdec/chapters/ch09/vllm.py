@@ -13,6 +13,7 @@ rows' verdicts say so instead of faster or slower.
 from __future__ import annotations
 
 import csv
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
@@ -62,9 +63,12 @@ def labelled_configs(labels, k: int, draft: str, temperature: float, laws_csv: P
 
 
 def serve(labelled_cfgs: dict, prompts, *, seed: int, threads: int = 1, startup_timeout_s: float = 240.0,
-          timeout_s: float = TIMEOUT_S, log_dir: Path | None = None, **sweep) -> tuple[list[dict], list[dict]]:
-    """(rows of `server_sweep` with ``engine`` "vllm", one provenance dict per server) for plain
-    decoding (policy `NONE`) and every configuration of `labelled_configs`."""
+          timeout_s: float = TIMEOUT_S, log_dir: Path | None = None, **sweep) -> tuple[list[dict], list[dict], float]:
+    """(rows of `server_sweep` with ``engine`` "vllm", one provenance dict per server, the wall
+    seconds of the whole part: start-ups, sweep and stops) for plain decoding (policy `NONE`) and
+    every configuration of `labelled_configs`.  The wall time is what the chapter's budget for its
+    vLLM part is held to."""
+    start = time.perf_counter()
     specs = {NONE: None, **{name: cfg.spec for name, (cfg, _) in labelled_cfgs.items()}}
     with ExitStack() as stack:
         servers = {name: VLLMServer(spec, seed=seed, threads=threads, startup_timeout_s=startup_timeout_s,
@@ -77,7 +81,7 @@ def serve(labelled_cfgs: dict, prompts, *, seed: int, threads: int = 1, startup_
         rows = server_sweep({n: (s.url, s.model) for n, s in servers.items()}, prompts, seed=seed,
                             timeout_s=timeout_s, **sweep)
     provs = [{"policy": n, **s.provenance} for n, s in servers.items()]
-    return [{"engine": "vllm", **r} for r in rows], provs
+    return [{"engine": "vllm", **r} for r in rows], provs, time.perf_counter() - start
 
 
 def labelled(speed: list[dict], labelled_cfgs: dict) -> list[dict]:

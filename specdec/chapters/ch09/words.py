@@ -247,10 +247,12 @@ def server_tables(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return health, chunks
 
 
-def server_words(servers: list[dict], policies) -> dict:
-    """Glue values naming the servers of a run: vLLM's version, the KV-cache GiB, the configurations."""
+def server_words(servers: list[dict], policies, part_s: float | None = None) -> dict:
+    """Glue values naming the servers of a run: vLLM's version, the KV-cache GiB, the configurations,
+    and the wall time of the run's vLLM part in words ("not recorded" for a run made before it was)."""
     return {"vllm_version": servers[0]["version"], "vllm_kv_gib": servers[0]["kv_cache_gib"],
-            "vllm_configs": ", ".join(policies)}
+            "vllm_configs": ", ".join(policies),
+            "vllm_part_words": "not recorded" if part_s is None else f"{part_s:.0f} s"}
 
 
 def beside(ours: pd.DataFrame, server: pd.DataFrame) -> pd.DataFrame:
