@@ -146,7 +146,10 @@ def paired_predictions(runs, T, draft: str, *, keys: tuple, context_of, baseline
     overhead and the accepted lengths then predict the speculative run.  Columns: measured and
     predicted (calibrated) steady-state speedups and their ratio; ``predicted_isolated``, the same
     with s = 1 (the isolated curve alone); ``calibration`` s; and the diagnostics of a miss -- the
-    in-loop target forwards of each run over what the curve prices them at, and the overhead share.
+    in-loop target forwards of each run over what the curve prices them at, the overhead share, and
+    ``predicted_inloop``: the prediction with the speculative run's target forwards re-priced at
+    their measured in-loop time (a reconstruction, not a prediction: where measured over it is
+    within a tolerance, the miss sits on that one measured term; what remains is the draft's).
     ``context_of(row)`` gives the mean context of a run (e.g. `specdec.chapters.ch06.runs.run_context`:
     a ragged batch's cache holds holes, so its forwards attend over more than the rows' tokens);
     ``context_ratio`` is the speculative run's over its baseline's."""
@@ -169,6 +172,9 @@ def paired_predictions(runs, T, draft: str, *, keys: tuple, context_of, baseline
             pb = predicted_steady_s(b, T, draft, context=ctx_b, interleaved=interleaved, scale=sc)
             pr = predicted_steady_s(r, T, draft, context=ctx, interleaved=interleaved, scale=sc)
             pred[name] = (pb / steady(b)) / (pr / steady(r))
+            if name == "predicted":  # the same, the run's target forwards at what the loop paid for them
+                pr_loop = pr - s * iso + r["t_target_steady"]
+                pred["predicted_inloop"] = (pb / steady(b)) / (pr_loop / steady(r))
         out.append({**{k: r[k] for k in keys}, "config": r["config"], "k": r["k"], "measured": meas, **pred,
                     "measured_over_predicted": meas / pred["predicted"], "calibration": s,
                     "target_inloop_over_isolated": r["t_target_steady"] / (s * iso),

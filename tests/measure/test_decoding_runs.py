@@ -208,6 +208,10 @@ def test_prediction_hand_worked():
     assert p["calibration"] == pytest.approx(1.2) and p["predicted"] == pytest.approx((0.117 / 9) / (0.073 / 6))
     assert p["predicted_isolated"] == pytest.approx((0.099 / 9) / (0.064 / 6))
     assert p["target_inloop_over_isolated"] == pytest.approx(0.045 / (1.2 * 0.045))
+    # re-priced at what the loop paid for its target forwards (45 ms, not 1.2 x 45): 73 - 54 + 45 = 64 ms,
+    # which is the run's measured time: the whole miss sits on that one term
+    assert p["predicted_inloop"] == pytest.approx((0.117 / 9) / (0.064 / 6))
+    assert p["measured"] / p["predicted_inloop"] == pytest.approx(1.0)
     with pytest.raises(KeyError, match="batch 3 outside"):
         T("target", 1, 3, 8)
     with pytest.raises(ValueError, match="not paired"):
@@ -384,3 +388,31 @@ def test_the_rule_can_choose_a_history_drafter_and_names_the_best_model_beside_i
     assert chosen(control) == "model"  # at equal cost the better acceptance wins
     with pytest.raises(ValueError, match="none of"):
         best_of(rows, ["absent"])
+
+
+def _pred_row(measured, predicted, inloop, fwd):
+    return dict(temperature=1.0, output_len=32, batch=1, group=0, repeat=0, config="k=2", k=2, measured=measured,
+                predicted=predicted, predicted_isolated=predicted, predicted_inloop=inloop, calibration=1.0,
+                target_inloop_over_isolated=fwd, context_ratio=1.0, tokens_per_step=2.0, overhead_share=0.1)
+
+
+def test_a_miss_is_explained_only_when_its_measured_term_closes_it():
+    # measured 1.2x the prediction; verification forwards 0.8x the curve in the loop
+    closed = [_pred_row(1.2 + 0.01 * i, 1.0, 1.2 + 0.01 * i, 0.8) for i in range(6)]  # re-priced: exact
+    (r,) = ds.prediction_summary(closed)
+    assert not r["within"] and r["explained"] and r["ratio_inloop"] == pytest.approx(1.0)
+    assert "priced at that measured time, measured/predicted is 1.00 (within the tolerance" in r["reason"]
+    # control: the same miss, but re-pricing the target leaves it outside (the draft's forwards miss too)
+    open_ = [_pred_row(1.2 + 0.01 * i, 1.0, 1.0, 0.8) for i in range(6)]
+    (r,) = ds.prediction_summary(open_)
+    assert not r["within"] and not r["explained"] and "still outside" in r["reason"]
+    # rows made before the column: no re-pricing, and nothing claimed explained beyond the tolerance
+    old = [{k: v for k, v in row.items() if k != "predicted_inloop"} for row in closed]
+    (r,) = ds.prediction_summary(old)
+    assert math.isnan(r["ratio_inloop"]) and not r["explained"] and "priced at" not in r["reason"]
+    # the page's words count the misses the term closes, and never claim it for a table without the column
+    both = ds.prediction_summary(closed) + ds.prediction_summary([{**x, "config": "k=4"} for x in open_])
+    assert dv.explained_words(both).startswith("1 of the 2 misses come within the tolerance")
+    assert dv.explained_words(ds.prediction_summary(closed)).startswith("the one miss comes within")
+    assert dv.explained_words(ds.prediction_summary(open_)).startswith("the one miss does not come within")
+    assert "not computed" in dv.explained_words(ds.prediction_summary(old))

@@ -49,6 +49,10 @@ def test_rows_pairs_and_predictions(out):
         if r["alpha_set"] == 1.0:  # every draft accepted: k + 1 tokens per row per step, as E[L] says
             assert r["tokens_per_step"] == r["batch"] * (r["k"] + 1)
             assert r["predicted_steps"] == pytest.approx(r["predicted_ext"])
+        # in-loop pricing: the same steps-based formula with the forward terms the loop paid, all measured
+        assert r["verify_inloop"] > 0 and r["c_inloop"] > 0
+        assert r["predicted_inloop"] == pytest.approx(r["tokens_per_step"] / r["baseline_tokens_per_step"]
+                                                      / (r["verify_inloop"] + r["k"] * r["c_inloop"]))
     for B in (1, 2):  # one baseline per (batch, round)
         same = {r["baseline_tokens_per_s"] for r in ctrl if r["batch"] == B and r["repeat"] == 0}
         assert len(same) == 1
@@ -79,6 +83,10 @@ def test_figure_table_headline_and_figure(out):
     assert h["real_steps_short"] == pytest.approx(float(pd.Series([r["speedup_median"] / r["predicted_steps"] for r in table
                                                                    if r["batch"] == 2 and r["k"] == 1]).median()))
     assert h["real_half_width"] >= 0
+    assert h["real_inloop_words"].startswith("median ") and h["real_inloop_words"].endswith("points within 10%")
+    # a surface made before the in-loop pricing: it is said, not invented
+    old = pd.DataFrame(out["controlled"]).drop(columns=["predicted_inloop"])
+    assert "not computed" in rs.headline(pd.DataFrame(out["cost_curve"]), old, out["draft_params"], 3)["real_inloop_words"]
     fig = plotting.real_size_speedup_vs_alpha(pd.DataFrame(table))
     assert all(seen for _, _, seen in visible_series(fig))
 

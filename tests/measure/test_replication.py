@@ -98,7 +98,7 @@ def test_chapter_06_pools_only_runs_of_the_same_sweep(tmp_path):
     assert rep.setting(["dynamic", 0, 32, 8]) == (0.0, 32, 8, "dynamic")
 
 
-def _run_folder(d, ref, words, within, fwd, steps_col=True):
+def _run_folder(d, ref, words, within, fwd, steps_col=True, explained=None):
     """A run's own tables as `runs_record` reads them: summary (the reference and one more primary
     setting), prediction (4 configurations, ``within`` of them inside), the surface and run.json."""
     d.mkdir(parents=True)
@@ -106,7 +106,8 @@ def _run_folder(d, ref, words, within, fwd, steps_col=True):
     summ = [{"temperature": 1.0, "output_len": 128, "batch": b, "config": "k=2", "speedup": m, "speedup_lo": a,
              "speedup_hi": z, "verdict": w} for b, (a, m, z), w in ((1, ref, words[0]), (8, (1.1, 1.2, 1.3), words[1]))]
     write_table(summ, d / "summary.csv", meta, kind="timing")
-    pred = [{"within": i < within, "forward_vs_curve": f} for i, f in enumerate(fwd)]
+    pred = [{"within": i < within, "forward_vs_curve": f,
+             **({} if explained is None else {"explained": i < explained})} for i, f in enumerate(fwd)]
     write_table(pred, d / "prediction.csv", meta, kind="timing")
     real = [{"speedup_median": 1.0, "predicted_ext": x, **({"predicted_steps": 1.0} if steps_col else {})}
             for x in (1.0, 1.05, 1.5)]
@@ -116,9 +117,9 @@ def _run_folder(d, ref, words, within, fwd, steps_col=True):
 
 def test_each_run_on_its_own_says_whether_the_headline_reproduced(tmp_path):
     primary = [[2, 1.0, 128, 1], [2, 1.0, 128, 8]]
-    _run_folder(tmp_path / "a", (0.95, 1.0, 1.05), ["undecided", "faster"], 3, [0.9, 1.0, 1.1, 1.2])
+    _run_folder(tmp_path / "a", (0.95, 1.0, 1.05), ["undecided", "faster"], 3, [0.9, 1.0, 1.1, 1.2], explained=4)
     _run_folder(tmp_path / "b", (1.00, 1.03, 1.08), ["undecided", "undecided"], 2, [0.8, 1.0, 1.0, 1.0],
-                steps_col=False)
+                steps_col=False)  # a run made before the in-loop re-pricing: its explained count is n/a
     _run_folder(tmp_path / "c", (1.10, 1.12, 1.15), ["undecided", "faster"], 4, [1.0, 1.0, 1.0, 1.0])
     rec = rep.runs_record({"a": tmp_path / "a", "b": tmp_path / "b"}, ref=primary[0], primary=primary,
                           tolerance=0.1)
@@ -127,13 +128,15 @@ def test_each_run_on_its_own_says_whether_the_headline_reproduced(tmp_path):
     assert rec[0]["fwd_min"] == 0.9 and rec[0]["fwd_max"] == 1.2 and rec[0]["wall_min"] == 10
     v = rep.record_values(rec)
     assert v["ref_overlap"] == "overlap" and v["primary_agree"] == 1 and v["record_n"] == 2
-    assert v["record_pred"].startswith("a 3 of 4 (in-loop/curve 0.90-1.20)")
+    assert v["record_pred"].startswith("a 3 of 4 (in-loop/curve 0.90-1.20; explained 4)")
+    assert "b 2 of 4 (in-loop/curve 0.80-1.00; explained n/a)" in v["record_pred"]
     # the control: a run whose reference interval lies apart from the others' is caught
     far = rep.record_values(rep.runs_record({"a": tmp_path / "a", "c": tmp_path / "c"}, ref=primary[0],
                                             primary=primary, tolerance=0.1))
     assert far["ref_overlap"] == "do not all overlap" and far["primary_agree"] == 2
     shown = rep.record_shown(rec)
     assert list(shown.columns) == list(rep.RECORD_COLUMNS) and shown["surface"].tolist() == ["2 / 3 of 3", "2 / n/a of 3"]
+    assert shown["explained"].tolist() == ["4 of 4", "n/a of 4"]
     # a run still being computed (make replicate's own folder) has no run.json and no surface yet: n/a
     (tmp_path / "b" / "run.json").unlink()
     (tmp_path / "b" / "real_size_speedup_vs_alpha.csv").unlink()

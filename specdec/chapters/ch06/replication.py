@@ -49,6 +49,7 @@ MAX_PRIMARY = 5
 SETTING = CELL + ("config",)
 RECORD_COLUMNS = {"run": None, "wall_min": "wall (min)", "reference": "reference (95%)",
                   "primary_words": "primary, within the run", "within": "cost model within",
+                  "explained": "within, or closed by the in-loop term",
                   "forward": "in-loop / curve", "surface": "surface within (E[L] / steps)"}
 POOLED_COLUMNS = {"setting": None, "role": None, "runs": None, "speedup": "pooled median", "lo": "low (95%)",
                   "hi": "high (95%)", "words": "words (primary: simultaneous)"}
@@ -99,8 +100,10 @@ def runs_record(folders: dict, *, ref, primary, tolerance: float) -> list[dict]:
     """One row per pooled run ({name: its folder}) with what a replication must reproduce, each from
     that run's own tables: its wall time; the reference setting ``ref`` (a PRIMARY-style row) with
     its 95% interval; the within-run words of each primary comparison; how many configurations the
-    cost model predicts within ``tolerance`` and the range of the in-loop over calibrated-curve
-    verification time (the measured term of its misses); the real-size surface's points within
+    cost model predicts within ``tolerance``, how many are within it or come within it once their
+    verification forwards are re-priced at their in-loop time (-1: a table made before that column),
+    and the range of the in-loop over calibrated-curve verification time (the measured term of its
+    misses); the real-size surface's points within
     ``tolerance`` with E[L] and with the run's steps (-1 where a run's table lacks the column: "n/a"
     on the page).  A run still being computed (its chapter computes the surface after this section
     and writes ``run.json`` at the end) has neither yet: its wall time is NaN and its surface counts
@@ -120,6 +123,7 @@ def runs_record(folders: dict, *, ref, primary, tolerance: float) -> list[dict]:
                     "ref": r["speedup"], "ref_lo": r["speedup_lo"], "ref_hi": r["speedup_hi"],
                     "primary_words": ", ".join(summ[p]["verdict"] for p in prim),
                     "pred_within": sum(bool(x["within"]) for x in pred), "pred_n": len(pred),
+                    "pred_explained": sum(bool(x["explained"]) for x in pred) if pred and "explained" in pred[0] else -1,
                     "fwd_min": min(x["forward_vs_curve"] for x in pred), "fwd_max": max(x["forward_vs_curve"] for x in pred),
                     "surface_ext": near("predicted_ext"), "surface_steps": near("predicted_steps"),
                     "surface_n": len(real)})
@@ -137,7 +141,8 @@ def record_values(record) -> dict:
             else "do not all overlap",
             "primary_agree": sum(len(set(w)) == 1 for w in zip(*words)),
             "record_pred": "; ".join(f"{r['run']} {r['pred_within']} of {r['pred_n']} (in-loop/curve "
-                                     f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f})" for r in rows),
+                                     f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f}; explained "
+                                     f"{_count(r.get('pred_explained', -1))})" for r in rows),
             "record_surface": "; ".join(f"{r['run']} {_count(r['surface_ext'])} and {_count(r['surface_steps'])} of "
                                         f"{r['surface_n']}" for r in rows)}
 
@@ -159,6 +164,7 @@ def record_shown(record):
     return t.assign(wall_min=[_count(-1) if w != w else f"{w:.1f}" for w in t["wall_min"]],
                     reference=[f"{r['ref']:.3f} [{r['ref_lo']:.3f}, {r['ref_hi']:.3f}]" for r in records(t)],
                     within=[f"{r['pred_within']} of {r['pred_n']}" for r in records(t)],
+                    explained=[f"{_count(r['pred_explained'])} of {r['pred_n']}" for r in records(t)],
                     forward=[f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f}" for r in records(t)],
                     surface=[f"{_count(r['surface_ext'])} / {_count(r['surface_steps'])} of {r['surface_n']}" for r in records(t)]
                     )[list(RECORD_COLUMNS)]

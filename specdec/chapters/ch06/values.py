@@ -18,7 +18,7 @@ from specdec.io.results import read_table, records
 
 __all__ = ["SHOWN", "headline", "curve_values", "interleave_values", "curve_drift", "breakdown_values",
            "pairs_needed", "long_drafts", "shown", "misses_markdown", "dynamic_values", "best_draft_values",
-           "bench_tables", "engine_values"]
+           "bench_tables", "explained_words", "engine_values"]
 
 SHOWN = ["setting", "speedup", "speedup_lo", "speedup_hi", "verdict", "tokens_per_step", "alpha_mle"]  # 7 columns
 # the columns chapter 06's smaller tables show, with their headers (`specdec.report.formatting.show`)
@@ -61,12 +61,31 @@ def headline(summary, pred_summary, *, temperature: float, output_len: int, batc
             "n_pred": len(pr), "n_pred_within": sum(bool(r["within"]) for r in pr),
             "ratio_min": float(min(r["ratio"] for r in pr)), "ratio_max": float(max(r["ratio"] for r in pr)),
             "n_pred_within_isolated": sum(abs(r["ratio_isolated"] - 1) <= tolerance for r in pr),
-            "pred_dir_words": _direction_words(pr, tolerance),
+            "pred_dir_words": _direction_words(pr, tolerance), "pred_explained_words": explained_words(pr),
             "fwd_min": float(min(r["forward_vs_curve"] for r in pr)), "fwd_max": float(max(r["forward_vs_curve"] for r in pr)),
             "calibration_min": float(min(r["calibration"] for r in pr)),
             "calibration_max": float(max(r["calibration"] for r in pr)),
             "cpu_share_min": float(min(r["cpu_share_min"] for r in records(summary))),
             "reruns": int(sum(r["reruns"] for r in records(summary)))}
+
+
+def explained_words(pred_rows) -> str:
+    """How many of the cost model's misses one measured term closes (`summary.prediction_summary`'s
+    ``explained``): 'all 6 misses ...', '4 of the 6 misses ...', or, for a table made before the
+    in-loop re-pricing, that it was not computed."""
+    rows = records(pred_rows)
+    misses = [r for r in rows if not bool(r["within"])]
+    if not misses:
+        return "there is no miss to explain"
+    if "explained" not in rows[0] or any(r["ratio_inloop"] != r["ratio_inloop"] for r in misses):
+        return "the in-loop re-pricing was not computed for this run (its table predates it)"
+    n, m = sum(bool(r["explained"]) for r in misses), len(misses)
+    how = "once the verification forwards are priced at what the loop paid for them (measured)"
+    if m == 1:
+        return f"the one miss {'comes' if n else 'does not come'} within the tolerance {how}"
+    if n == m:
+        return f"all {m} misses come within the tolerance {how}, so each sits on that one term"
+    return f"{n} of the {m} misses come within the tolerance {how}; in the other {m - n} the draft's forwards miss too"
 
 
 def _direction_words(pred_rows, tolerance: float) -> str:
