@@ -136,7 +136,7 @@ def test_each_run_on_its_own_says_whether_the_headline_reproduced(tmp_path):
     assert far["ref_overlap"] == "do not all overlap" and far["primary_agree"] == 2
     shown = rep.record_shown(rec)
     assert list(shown.columns) == list(rep.RECORD_COLUMNS) and shown["surface"].tolist() == ["2 / 3 of 3", "2 / n/a of 3"]
-    assert shown["explained"].tolist() == ["4 of 4", "n/a of 4"]
+    assert shown["within"].tolist() == ["3 of 4 (4)", "2 of 4 (n/a)"]
     # a run still being computed (make replicate's own folder) has no run.json and no surface yet: n/a
     (tmp_path / "b" / "run.json").unlink()
     (tmp_path / "b" / "real_size_speedup_vs_alpha.csv").unlink()

@@ -48,8 +48,8 @@ SWEEP_PARAMETERS = ("MODE", "DTYPE", "THREADS", "SEED", "PROMPT_LEN", "TEMPERATU
 MAX_PRIMARY = 5
 SETTING = CELL + ("config",)
 RECORD_COLUMNS = {"run": None, "wall_min": "wall (min)", "reference": "reference (95%)",
-                  "primary_words": "primary, within the run", "within": "cost model within",
-                  "explained": "within, or closed by the in-loop term",
+                  "primary_words": "primary, within the run",
+                  "within": "cost model within (with the misses the in-loop term closes)",
                   "forward": "in-loop / curve", "surface": "surface within (E[L] / steps)"}
 POOLED_COLUMNS = {"setting": None, "role": None, "runs": None, "speedup": "pooled median", "lo": "low (95%)",
                   "hi": "high (95%)", "words": "words (primary: simultaneous)"}
@@ -163,8 +163,7 @@ def record_shown(record):
     t = pd.DataFrame(records(record))
     return t.assign(wall_min=[_count(-1) if w != w else f"{w:.1f}" for w in t["wall_min"]],
                     reference=[f"{r['ref']:.3f} [{r['ref_lo']:.3f}, {r['ref_hi']:.3f}]" for r in records(t)],
-                    within=[f"{r['pred_within']} of {r['pred_n']}" for r in records(t)],
-                    explained=[f"{_count(r['pred_explained'])} of {r['pred_n']}" for r in records(t)],
+                    within=[f"{r['pred_within']} of {r['pred_n']} ({_count(r['pred_explained'])})" for r in records(t)],
                     forward=[f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f}" for r in records(t)],
                     surface=[f"{_count(r['surface_ext'])} / {_count(r['surface_steps'])} of {r['surface_n']}" for r in records(t)]
                     )[list(RECORD_COLUMNS)]
