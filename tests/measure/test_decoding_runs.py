@@ -413,6 +413,8 @@ def test_a_miss_is_explained_only_when_its_measured_term_closes_it():
     # the page's words count the misses the term closes, and never claim it for a table without the column
     both = ds.prediction_summary(closed) + ds.prediction_summary([{**x, "config": "k=4"} for x in open_])
     assert dv.explained_words(both).startswith("1 of the 2 misses come within the tolerance")
+    two = ds.prediction_summary(closed) + ds.prediction_summary([{**x, "config": "k=4"} for x in closed])
+    assert dv.explained_words(two).startswith("both misses come within")
     assert dv.explained_words(ds.prediction_summary(closed)).startswith("the one miss comes within")
     assert dv.explained_words(ds.prediction_summary(open_)).startswith("the one miss does not come within")
     assert "not computed" in dv.explained_words(ds.prediction_summary(old))

@@ -12,7 +12,9 @@ What is refused, and why:
 - a "(s)" plural stub ("thread(s)"): the count is known, so is its plural;
 - a bare True/False in the text outside code: a Python value, not a word;
 - internal words: "the seed" for the article the report builds on, a re-run's id ("run_F"), and
-  "make bench" used as a noun (it is a command; the thing it makes is the engine benchmark).
+  "make bench" used as a noun (it is a command; the thing it makes is the engine benchmark);
+- an object's repr ("<IPython.core.display.Markdown object>"): a cell displayed something with
+  nothing to show, and the page prints Python's fallback text instead.
 """
 
 import re
@@ -135,13 +137,22 @@ def bare_booleans(html: str) -> list[str]:
     return [_around(text, m) for m in BOOLEAN.finditer(text)]
 
 
+REPR = re.compile(r"<[A-Za-z_][\w.]* object(?: at 0x[0-9a-f]+)?>")
+
+
+def object_reprs(html: str) -> list[str]:
+    text = _strip(html, code=True)  # the fallback text is printed in an output's <pre>
+    return [_around(text, m) for m in REPR.finditer(text)]
+
+
 def internal_words(html: str) -> list[str]:
     text = _strip(html, code=True)
     return [f"{name}: {_around(text, m)}" for name, rx in INTERNAL.items() for m in rx.finditer(text)]
 
 
 CHECKS = {"raw snake_case header": raw_headers, "pandas index": pandas_indexes, "table too wide": wide_tables,
-          "(s) plural stub": plural_stubs, "bare True/False": bare_booleans, "internal word": internal_words}
+          "(s) plural stub": plural_stubs, "bare True/False": bare_booleans, "internal word": internal_words,
+          "object repr": object_reprs}
 
 CLEAN = """<html><head><script>var run_F = True;</script><style>.a_b{}</style></head><body>
 <p>Measured on 2 threads with the seed 2026; the engine benchmark (<code>make bench</code>) ran once.
@@ -158,6 +169,7 @@ PLANTED = {
     "bare True/False": "<p>all accepted: True</p>",
     "internal word": ("<p>the seed's worked example</p><p>as run_F showed</p>"
                       "<p>the <code>make bench</code> results</p>"),
+    "object repr": "<div class=\"output text_plain\"><pre>&lt;IPython.core.display.Markdown object&gt;</pre></div>",
 }
 
 

@@ -84,7 +84,7 @@ def explained_words(pred_rows) -> str:
     if m == 1:
         return f"the one miss {'comes' if n else 'does not come'} within the tolerance {how}"
     if n == m:
-        return f"all {m} misses come within the tolerance {how}, so each sits on that one term"
+        return f"{'both' if m == 2 else f'all {m}'} misses come within the tolerance {how}, so each sits on that one term"
     return f"{n} of the {m} misses come within the tolerance {how}; in the other {m - n} the draft's forwards miss too"
 
 
