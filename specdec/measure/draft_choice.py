@@ -6,7 +6,11 @@ extended cost model's best speed ratio over k = 0..k_max,
 
     S_d = max_k E[L](beta_d, k) / (T(k+1)/T(1) + k c_d)        (`specdec.core.cost.optimal_k`),
 
-and the draft with the largest S_d is the chapter's draft (ties: the cheaper draft).  Every drafter
+and the draft with the largest S_d is the chapter's draft (ties: the cheaper draft).  Where no
+drafter is predicted to pay (every S_d = 1, at k = 0), the rule ranks them by their best speculative
+ratio, max over k >= 1 (the one that loses least when it drafts), never by cost alone: a noisy cost
+curve must not hand the chapter a drafter that cannot help (a beta of 0).  Where some drafter pays,
+the two rankings agree.  Every drafter
 is a candidate once it has a beta and a cost: a history drafter (n-gram, prompt lookup), which runs
 no forward, is priced by its propose time per drafted token in the loop
 (`specdec.chapters.ch06.pilot`), and a drafter without a teacher-forced beta by its pilot's alpha.
@@ -27,8 +31,10 @@ __all__ = ["draft_rule", "chosen", "decide", "best_of"]
 
 def draft_rule(betas: dict, costs: dict, curve: dict, *, k_max: int) -> list[dict]:
     """One row per model draft with a beta and a cost: beta, c, the best k and its predicted speed
-    ratio S (module docstring), and ``chosen`` on exactly one row (the largest S; ties to the
-    smaller c).  A draft missing from either dict is an error: the rule would be silently narrower."""
+    ratio S, the best speculative ratio (k >= 1, ``best_speculative``), and ``chosen`` on exactly one
+    row (the largest best speculative ratio, which is the largest S whenever some S > 1; ties to the
+    smaller c; module docstring).  A draft missing from either dict is an error: the rule would be
+    silently narrower."""
     names = sorted(set(betas) | set(costs))
     missing = [n for n in names if n not in betas or n not in costs]
     if missing or not names:
@@ -37,8 +43,11 @@ def draft_rule(betas: dict, costs: dict, curve: dict, *, k_max: int) -> list[dic
     for n in names:
         k = int(optimal_k(betas[n], costs[n], k_max, curve=curve))
         s = float(speedup(betas[n], k, costs[n], verify_cost=curve[k + 1] / curve[1])) if k else 1.0
-        rows.append({"draft": n, "beta": float(betas[n]), "c": float(costs[n]), "k_best": k, "predicted": s})
-    best = max(rows, key=lambda r: (r["predicted"], -r["c"]))
+        s1 = max(float(speedup(betas[n], j, costs[n], verify_cost=curve[j + 1] / curve[1]))
+                 for j in range(1, k_max + 1))
+        rows.append({"draft": n, "beta": float(betas[n]), "c": float(costs[n]), "k_best": k, "predicted": s,
+                     "best_speculative": s1})
+    best = max(rows, key=lambda r: (r["best_speculative"], -r["c"]))
     for r in rows:
         r["chosen"] = r is best
     return rows

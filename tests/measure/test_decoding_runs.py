@@ -249,6 +249,15 @@ def test_draft_rule_picks_the_best_predicted_and_refuses_a_partial_candidate_lis
     assert r["k_best"] == 0 and r["predicted"] == 1.0  # speculation does not pay
     with pytest.raises(ValueError, match="missing"):
         draft_rule({"x": 0.5}, {"y": 0.1}, curve, k_max=2)
+    # no drafter pays (a slow verification curve): the one that loses least when drafting is chosen, never
+    # the cheapest one that cannot help (beta 0) -- the tie at S = 1 broken by cost alone picked that one
+    flat = {1: 1.0, 2: 2.0, 3: 3.0}
+    rows = draft_rule({"model": 0.59, "lookup": 0.0}, {"model": 0.11, "lookup": 0.02}, flat, k_max=2)
+    assert all(r["k_best"] == 0 and r["predicted"] == 1.0 for r in rows)
+    assert chosen(rows) == "model"
+    by = {r["draft"]: r for r in rows}  # hand-worked: k = 1: 1.59 / 2.11 for the model, 1 / 2.02 for lookup
+    assert by["model"]["best_speculative"] == pytest.approx(1.59 / 2.11)
+    assert by["lookup"]["best_speculative"] == pytest.approx(1 / 2.02)
 
 
 def test_summary_hand_worked():
