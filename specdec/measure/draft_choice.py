@@ -47,10 +47,16 @@ def draft_rule(betas: dict, costs: dict, curve: dict, *, k_max: int) -> list[dic
                  for j in range(1, k_max + 1))
         rows.append({"draft": n, "beta": float(betas[n]), "c": float(costs[n]), "k_best": k, "predicted": s,
                      "best_speculative": s1})
-    best = max(rows, key=lambda r: (r["best_speculative"], -r["c"]))
+    best = max(rows, key=_rank)
     for r in rows:
         r["chosen"] = r is best
     return rows
+
+
+def _rank(row: dict) -> tuple:
+    """The rule's order: the best speculative ratio, ties to the smaller c; a table made before that
+    column ranks by the predicted S (the same order whenever some drafter pays)."""
+    return float(row.get("best_speculative", row["predicted"])), -float(row["c"])
 
 
 def chosen(rows) -> str:
@@ -71,10 +77,10 @@ def decide(rows, forced: str = "") -> tuple[str, dict]:
 
 
 def best_of(rows, names) -> str:
-    """The drafter among ``names`` the rule ranks first (largest predicted S; ties to the smaller c):
+    """The drafter among ``names`` the rule ranks first (`_rank`):
     e.g. the model draft a comparison that takes only models (Hugging Face's assisted generation)
     uses when the rule chose a history drafter."""
     cand = [r for r in records(rows) if r["draft"] in set(names)]
     if not cand:
         raise ValueError(f"none of {sorted(names)} is among the rule's drafters")
-    return max(cand, key=lambda r: (float(r["predicted"]), -float(r["c"])))["draft"]
+    return max(cand, key=_rank)["draft"]

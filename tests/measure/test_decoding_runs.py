@@ -14,7 +14,7 @@ from specdec.chapters.ch06 import runs as dr
 from specdec.chapters.ch06 import summary as ds
 from specdec.chapters.ch06 import values as dv
 from specdec.measure import prediction as pr
-from specdec.measure.draft_choice import chosen, draft_rule
+from specdec.measure.draft_choice import best_of, chosen, draft_rule
 from specdec.report import plotting
 
 KS, LENS, BATCHES, PROMPT = [1, 2], [10], [1, 2], 8
@@ -255,6 +255,10 @@ def test_draft_rule_picks_the_best_predicted_and_refuses_a_partial_candidate_lis
     rows = draft_rule({"model": 0.59, "lookup": 0.0}, {"model": 0.11, "lookup": 0.02}, flat, k_max=2)
     assert all(r["k_best"] == 0 and r["predicted"] == 1.0 for r in rows)
     assert chosen(rows) == "model"
+    assert best_of(rows, ["model", "lookup"]) == "model"  # the comparison that takes one drafter ranks alike
+    # a table made before the column ranks by predicted S, ties to the smaller c (what it chose then)
+    old_rows = [{k: v for k, v in r.items() if k != "best_speculative"} for r in rows]
+    assert best_of(old_rows, ["model", "lookup"]) == "lookup"
     by = {r["draft"]: r for r in rows}  # hand-worked: k = 1: 1.59 / 2.11 for the model, 1 / 2.02 for lookup
     assert by["model"]["best_speculative"] == pytest.approx(1.59 / 2.11)
     assert by["lookup"]["best_speculative"] == pytest.approx(1 / 2.02)
@@ -410,15 +414,20 @@ def test_a_miss_is_explained_only_when_its_measured_term_closes_it():
     closed = [_pred_row(1.2 + 0.01 * i, 1.0, 1.2 + 0.01 * i, 0.8) for i in range(6)]  # re-priced: exact
     (r,) = ds.prediction_summary(closed)
     assert not r["within"] and r["explained"] and r["ratio_inloop"] == pytest.approx(1.0)
-    assert "priced at that measured time, measured/predicted is 1.00 (within the tolerance" in r["reason"]
+    assert "reconstruction with those forwards at their measured time is 1.00 (within the tolerance" in r["reason"]
     # control: the same miss, but re-pricing the target leaves it outside (the draft's forwards miss too)
     open_ = [_pred_row(1.2 + 0.01 * i, 1.0, 1.0, 0.8) for i in range(6)]
     (r,) = ds.prediction_summary(open_)
     assert not r["within"] and not r["explained"] and "still outside" in r["reason"]
+    # a miss whose verification forwards cost what the curve says is not the forwards' doing: even where the
+    # reconstruction happens to land within the tolerance, it is not counted as explained by that term
+    other = [_pred_row(1.2 + 0.01 * i, 1.0, 1.07, 0.97) for i in range(6)]
+    (r,) = ds.prediction_summary(other)
+    assert not r["within"] and not r["explained"] and "reconstruction" not in r["reason"]
     # rows made before the column: no re-pricing, and nothing claimed explained beyond the tolerance
     old = [{k: v for k, v in row.items() if k != "predicted_inloop"} for row in closed]
     (r,) = ds.prediction_summary(old)
-    assert math.isnan(r["ratio_inloop"]) and not r["explained"] and "priced at" not in r["reason"]
+    assert math.isnan(r["ratio_inloop"]) and not r["explained"] and "reconstruction" not in r["reason"]
     # the page's words count the misses the term closes, and never claim it for a table without the column
     both = ds.prediction_summary(closed) + ds.prediction_summary([{**x, "config": "k=4"} for x in open_])
     assert dv.explained_words(both).startswith("1 of the 2 misses come within the tolerance")

@@ -128,15 +128,15 @@ def test_each_run_on_its_own_says_whether_the_headline_reproduced(tmp_path):
     assert rec[0]["fwd_min"] == 0.9 and rec[0]["fwd_max"] == 1.2 and rec[0]["wall_min"] == 10
     v = rep.record_values(rec)
     assert v["ref_overlap"] == "overlap" and v["primary_agree"] == 1 and v["record_n"] == 2
-    assert v["record_pred"].startswith("a 3 of 4 (in-loop/curve 0.90-1.20; explained 4)")
-    assert "b 2 of 4 (in-loop/curve 0.80-1.00; explained n/a)" in v["record_pred"]
+    assert v["record_pred"].startswith("a 3 of 4 (in-loop/curve 0.90-1.20; misses closed in-loop +1)")
+    assert "b 2 of 4 (in-loop/curve 0.80-1.00; misses closed in-loop n/a)" in v["record_pred"]
     # the control: a run whose reference interval lies apart from the others' is caught
     far = rep.record_values(rep.runs_record({"a": tmp_path / "a", "c": tmp_path / "c"}, ref=primary[0],
                                             primary=primary, tolerance=0.1))
     assert far["ref_overlap"] == "do not all overlap" and far["primary_agree"] == 2
     shown = rep.record_shown(rec)
     assert list(shown.columns) == list(rep.RECORD_COLUMNS) and shown["surface"].tolist() == ["2 / 3 of 3", "2 / n/a of 3"]
-    assert shown["within"].tolist() == ["3 of 4 (4)", "2 of 4 (n/a)"]
+    assert shown["within"].tolist() == ["3 of 4 (+1)", "2 of 4 (n/a)"]
     # a run still being computed (make replicate's own folder) has no run.json and no surface yet: n/a
     (tmp_path / "b" / "run.json").unlink()
     (tmp_path / "b" / "real_size_speedup_vs_alpha.csv").unlink()

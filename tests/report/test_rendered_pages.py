@@ -137,7 +137,8 @@ def bare_booleans(html: str) -> list[str]:
     return [_around(text, m) for m in BOOLEAN.finditer(text)]
 
 
-REPR = re.compile(r"<[A-Za-z_][\w.]* object(?: at 0x[0-9a-f]+)?>")
+REPR = re.compile(r"<[A-Za-z_][\w.]* object(?: at 0x[0-9a-f]+)?>|<(?:function|bound method|module) [^>]*>"
+                  r"|<Figure size \d+x\d+ with \d+ Axes>")
 
 
 def object_reprs(html: str) -> list[str]:
@@ -208,3 +209,11 @@ def test_every_built_page_reads_as_a_report(built_html):
             for found in check(html):
                 problems.setdefault(str(page.relative_to(built_html)), []).append(f"{name}: {found}")
     assert not problems, "\n".join(f"{p}:\n  " + "\n  ".join(f) for p, f in problems.items())
+
+
+@pytest.mark.parametrize("shown", ["<IPython.core.display.Markdown object>", "<foo.Bar object at 0x7f3a2c>",
+                                   "<function plot at 0x7f3a2c>", "<Figure size 640x480 with 1 Axes>"])
+def test_every_form_of_a_repr_in_place_of_content_is_caught(shown):
+    page = f"<div class=\"output text_plain\"><pre>{shown.replace('<', '&lt;').replace('>', '&gt;')}</pre></div>"
+    assert object_reprs(page), shown
+    assert not object_reprs("<p>a &lt;b&gt; tag, x &lt; y &gt; z, and Figure 3 with 2 panels</p>")

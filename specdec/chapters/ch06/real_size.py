@@ -120,9 +120,11 @@ def _per_later_step(run: dict, key: str) -> float:
 def _inloop(run: dict, base_t1: float, base_per_step: float) -> dict:
     """The extended model with the steps as the loop took them, its forward terms priced as the loop
     paid for them: T(k+1)/T(1) as the run's verification seconds per step over the baseline's target
-    seconds per step, and c as the run's draft seconds per drafted token over the same.  What the
-    ratio of the measured speedup to it leaves is the engine's own work per step, which the extended
-    model does not price (a reconstruction, not a prediction)."""
+    seconds per step, and c as the run's draft seconds per drafted token over the same.  A
+    reconstruction, not a prediction: with both forward terms measured, measured / reconstructed is
+    (1 - the run's share of steady time outside its forwards) / (1 - the baseline's), so it says
+    how much the engine's own work per step (and the time between steps), which the extended model
+    does not price, differs between the two runs."""
     k = int(run["k"])
     verify = _per_later_step(run, "t_target_steady") / base_t1
     c = _per_later_step(run, "t_draft_forward_steady") / k / base_t1

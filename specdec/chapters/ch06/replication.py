@@ -49,7 +49,7 @@ MAX_PRIMARY = 5
 SETTING = CELL + ("config",)
 RECORD_COLUMNS = {"run": None, "wall_min": "wall (min)", "reference": "reference (95%)",
                   "primary_words": "primary, within the run",
-                  "within": "cost model within (with the misses the in-loop term closes)",
+                  "within": "cost model within (+ misses the in-loop term closes)",
                   "forward": "in-loop / curve", "surface": "surface within (E[L] / steps)"}
 POOLED_COLUMNS = {"setting": None, "role": None, "runs": None, "speedup": "pooled median", "lo": "low (95%)",
                   "hi": "high (95%)", "words": "words (primary: simultaneous)"}
@@ -141,8 +141,8 @@ def record_values(record) -> dict:
             else "do not all overlap",
             "primary_agree": sum(len(set(w)) == 1 for w in zip(*words)),
             "record_pred": "; ".join(f"{r['run']} {r['pred_within']} of {r['pred_n']} (in-loop/curve "
-                                     f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f}; explained "
-                                     f"{_count(r.get('pred_explained', -1))})" for r in rows),
+                                     f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f}; misses closed in-loop "
+                                     f"{_closed(r)})" for r in rows),
             "record_surface": "; ".join(f"{r['run']} {_count(r['surface_ext'])} and {_count(r['surface_steps'])} of "
                                         f"{r['surface_n']}" for r in rows)}
 
@@ -154,6 +154,12 @@ def run_label(name: str) -> str:
     return f"re-run of {m[1]}-{m[2]}-{m[3]} {m[4]}:{m[5]} UTC" if m else name
 
 
+def _closed(row: dict) -> str:
+    """The misses a run's in-loop term closes, "+2", or "n/a" for a table made before that column."""
+    n = row.get("pred_explained", -1)
+    return "n/a" if n < 0 else f"+{n - row['pred_within']}"
+
+
 def _count(n: int) -> str:
     return "n/a" if n < 0 else str(n)
 
@@ -163,7 +169,7 @@ def record_shown(record):
     t = pd.DataFrame(records(record))
     return t.assign(wall_min=[_count(-1) if w != w else f"{w:.1f}" for w in t["wall_min"]],
                     reference=[f"{r['ref']:.3f} [{r['ref_lo']:.3f}, {r['ref_hi']:.3f}]" for r in records(t)],
-                    within=[f"{r['pred_within']} of {r['pred_n']} ({_count(r['pred_explained'])})" for r in records(t)],
+                    within=[f"{r['pred_within']} of {r['pred_n']} ({_closed(r)})" for r in records(t)],
                     forward=[f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f}" for r in records(t)],
                     surface=[f"{_count(r['surface_ext'])} / {_count(r['surface_steps'])} of {r['surface_n']}" for r in records(t)]
                     )[list(RECORD_COLUMNS)]

@@ -123,9 +123,10 @@ def prediction_summary(pred_rows, *, level: float = LEVEL, seed: int = 0, tolera
     isolated curve alone (uncalibrated) and the calibration, and for a miss its measured reason:
     the verification forwards inside the loop against the calibrated curve, or the spread of the
     pairs (the ratio's interval reaches into the tolerance band).  ``ratio_inloop``: measured over
-    the prediction with the verification forwards re-priced at their in-loop time (NaN for rows
-    made before that column); ``explained``: within the tolerance, or within it once so re-priced
-    (the miss is then the one measured term the reason names)."""
+    the reconstruction with the verification forwards at their in-loop time (NaN for rows made
+    before that column); ``explained``: within the tolerance, or a miss whose reason is the
+    verification forwards and which that reconstruction brings within it (the one measured term
+    the reason names)."""
     out = []
     for key, rr in groups(records(pred_rows), CELL + ("config",)).items():
         meas, pred = [r["measured"] for r in rr], [r["predicted"] for r in rr]
@@ -137,7 +138,7 @@ def prediction_summary(pred_rows, *, level: float = LEVEL, seed: int = 0, tolera
         ctx = float(np.median([r["context_ratio"] for r in rr]))
         loop = float(np.median([r["measured"] / r["predicted_inloop"] for r in rr])) \
             if "predicted_inloop" in rr[0] else float("nan")
-        within = abs(q - 1) <= tolerance
+        within, closed = abs(q - 1) <= tolerance, False
         if within:
             reason = ""
         elif abs(fwd - 1) > tolerance / 2:
@@ -146,9 +147,10 @@ def prediction_summary(pred_rows, *, level: float = LEVEL, seed: int = 0, tolera
                 reason += (f" (a ragged batch: its cache held masked holes, mean context {ctx:.2f}x the baseline's, "
                            "and every forward carries the attention mask the curve's forwards do not)")
             if loop == loop:
-                reason += (f"; priced at that measured time, measured/predicted is {loop:.2f} "
-                           + ("(within the tolerance: the miss is that term)" if abs(loop - 1) <= tolerance
-                              else "(still outside: the draft's forwards miss too)"))
+                closed = abs(loop - 1) <= tolerance
+                reason += (f"; measured over the reconstruction with those forwards at their measured time is "
+                           f"{loop:.2f} " + ("(within the tolerance: the miss is that term)" if closed
+                                             else "(still outside: the draft's forwards miss too)"))
         elif qlo <= 1 + tolerance and qhi >= 1 - tolerance:
             reason = f"the pairs spread: the ratio's interval {qlo:.2f}-{qhi:.2f} reaches the {tolerance:.0%} band"
         else:
@@ -158,7 +160,7 @@ def prediction_summary(pred_rows, *, level: float = LEVEL, seed: int = 0, tolera
                     "predicted_hi": phi, "ratio": q, "ratio_lo": qlo, "ratio_hi": qhi, "within": bool(within),
                     "ratio_isolated": float(np.median([r["measured"] / r["predicted_isolated"] for r in rr])),
                     "calibration": float(np.median([r["calibration"] for r in rr])), "forward_vs_curve": fwd,
-                    "ratio_inloop": loop, "explained": bool(within or abs(loop - 1) <= tolerance),
+                    "ratio_inloop": loop, "explained": bool(within or closed),
                     "context_ratio": ctx,
                     "tokens_per_step": float(np.mean([r["tokens_per_step"] for r in rr])),
                     "overhead_share": float(np.median([r["overhead_share"] for r in rr])), "reason": reason})

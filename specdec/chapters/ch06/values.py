@@ -71,8 +71,9 @@ def headline(summary, pred_summary, *, temperature: float, output_len: int, batc
 
 def explained_words(pred_rows) -> str:
     """How many of the cost model's misses one measured term closes (`summary.prediction_summary`'s
-    ``explained``): 'all 6 misses ...', '4 of the 6 misses ...', or, for a table made before the
-    in-loop re-pricing, that it was not computed."""
+    ``explained``), ending the page's sentence "re-priced with that measured term, ...": 'both misses
+    come within the tolerance, ...', '4 of the 6 misses ...', or, for a table made before the in-loop
+    re-pricing, that it was not computed."""
     rows = records(pred_rows)
     misses = [r for r in rows if not bool(r["within"])]
     if not misses:
@@ -80,12 +81,12 @@ def explained_words(pred_rows) -> str:
     if "explained" not in rows[0] or any(r["ratio_inloop"] != r["ratio_inloop"] for r in misses):
         return "the in-loop re-pricing was not computed for this run (its table predates it)"
     n, m = sum(bool(r["explained"]) for r in misses), len(misses)
-    how = "once the verification forwards are priced at what the loop paid for them (measured)"
     if m == 1:
-        return f"the one miss {'comes' if n else 'does not come'} within the tolerance {how}"
+        return f"the one miss {'comes' if n else 'does not come'} within the tolerance"
     if n == m:
-        return f"{'both' if m == 2 else f'all {m}'} misses come within the tolerance {how}, so each sits on that one term"
-    return f"{n} of the {m} misses come within the tolerance {how}; in the other {m - n} the draft's forwards miss too"
+        return f"{'both' if m == 2 else f'all {m}'} misses come within the tolerance, so each sits on that one term"
+    return (f"{n} of the {m} misses come within the tolerance; the other {m - n} do not (their draft's "
+            "forwards, or a term their reason names, miss too)")
 
 
 def _direction_words(pred_rows, tolerance: float) -> str:

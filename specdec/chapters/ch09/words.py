@@ -249,10 +249,11 @@ def server_tables(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def server_words(servers: list[dict], policies, part_s: float | None = None) -> dict:
     """Glue values naming the servers of a run: vLLM's version, the KV-cache GiB, the configurations,
-    and the wall time of the run's vLLM part in words ("not recorded" for a run made before it was)."""
+    and the wall time of the run's vLLM part as the end of a sentence ("took 264 s", or that a run
+    made before it was timed was not)."""
     return {"vllm_version": servers[0]["version"], "vllm_kv_gib": servers[0]["kv_cache_gib"],
             "vllm_configs": ", ".join(policies),
-            "vllm_part_words": "not recorded" if part_s is None else f"{part_s:.0f} s"}
+            "vllm_part_words": "was not timed (a run made before it was)" if part_s is None else f"took {part_s:.0f} s"}
 
 
 def beside(ours: pd.DataFrame, server: pd.DataFrame) -> pd.DataFrame:
