@@ -23,7 +23,8 @@ __all__ = ["SHOWN", "headline", "curve_values", "interleave_values", "curve_drif
 SHOWN = ["setting", "speedup", "speedup_lo", "speedup_hi", "verdict", "tokens_per_step", "alpha_mle"]  # 7 columns
 # the columns chapter 06's smaller tables show, with their headers (`specdec.report.formatting.show`)
 RULE_COLUMNS = {"draft": None, "beta": None, "beta_from": "beta from", "c": None, "k_best": None,
-                "predicted": "predicted speedup (a priori)", "chosen": None}
+                "predicted": "predicted speedup (a priori)",
+                "best_speculative": "best with drafting, k >= 1 (the rule's rank)"}  # the choice: named below
 DRAFT_COLUMNS = {"draft": None, "speedup": None, "speedup_lo": "low", "speedup_hi": "high", "verdict": None,
                  "tokens_per_step": None, "rule_predicted": "predicted a priori"}
 BENCH_COLUMNS = {"comparison": None, "mode": None, "temperature": None, "batch": None, "k": None, "median": None,
