@@ -58,7 +58,7 @@ def test_bench_compares_each_mode_with_its_own_kind_and_counts_what_compiling_ga
     chapter's values read each mode apart (an old table without a mode column reads as eager)."""
     import pandas as pd
 
-    from specdec.chapters.ch06 import values as dv
+    from specdec.chapters.ch06 import bench_values as dv
 
     rows = []
     for p in range(4):
@@ -119,7 +119,7 @@ def test_bench_lean_mode_is_ours_only_and_pairs_with_hugging_faces_eager_runs():
     assert not any(name == "compile_gain" for name, _, _ in got)
     import pandas as pd
 
-    from specdec.chapters.ch06 import values as dv
+    from specdec.chapters.ch06 import bench_values as dv
 
     v = dv.engine_values(pd.DataFrame(list(bench.comparisons(rows, {1: 1.0, 3: 1.2, 4: 1.3}, 0.1))))
     assert v["lbase_t0_b1"] == pytest.approx(1.2 / 0.7) and v["base_t0_b1"] == pytest.approx(1.2)
@@ -188,7 +188,7 @@ def test_bench_families_set_the_simultaneous_intervals():
 def test_engine_values_refuse_a_baseline_cell_without_declared_names():
     import pandas as pd
 
-    from specdec.chapters.ch06 import values as dv
+    from specdec.chapters.ch06 import bench_values as dv
 
     row = {"comparison": "baseline", "mode": "eager", "temperature": 0.7, "batch": 1, "k": 0, "median": 1.0, "lo": 0.9,
            "hi": 1.1, "verdict": "undecided", "target": ">= 1", "target_met_by_median": True,

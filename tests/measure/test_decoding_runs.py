@@ -12,7 +12,7 @@ import torch
 from specdec.engine.history import PromptLookupDrafter
 from specdec.chapters.ch06 import runs as dr
 from specdec.chapters.ch06 import summary as ds
-from specdec.chapters.ch06 import values as dv
+from specdec.chapters.ch06 import bench_values, values as dv
 from specdec.measure import prediction as pr
 from specdec.measure.draft_choice import best_of, chosen, draft_rule
 from specdec.report import plotting
@@ -302,12 +302,12 @@ def test_long_drafts_counts_what_the_bench_measured_beyond_the_cut():
     rows = [{"impl": "ours_spec", "k": k, "speedup_median": m, "verdict": v}
             for k, m, v in ((4, 1.2, "faster"), (5, 0.9, "slower"), (8, 1.05, "faster"))] + [
         {"impl": "ours_ar", "k": 0, "speedup_median": 1.0, "verdict": "faster"}]
-    v = dv.long_drafts(rows, 5)
+    v = bench_values.long_drafts(rows, 5)
     assert (v["long_n"], v["long_faster"], v["long_max"], v["long_k_to"], v["long_mode"]) == (2, 1, 1.05, 8, "eager")
     gappy = [{**r, "mode": "eager"} for r in rows if r["k"] != 5] + [  # eager skips k = 5..7: the lean mode ran them
         {"mode": "lean", "impl": "ours_spec", "k": k, "speedup_median": 1.1 + k / 100, "verdict": "faster"}
         for k in range(1, 9)]
-    v = dv.long_drafts(gappy, 5)
+    v = bench_values.long_drafts(gappy, 5)
     assert (v["long_n"], v["long_faster"], v["long_mode"]) == (4, 4, "lean") and v["long_max"] == pytest.approx(1.18)
 
 
