@@ -42,11 +42,10 @@ def draft_rule(betas: dict, costs: dict, curve: dict, *, k_max: int) -> list[dic
     rows = []
     for n in names:
         k = int(optimal_k(betas[n], costs[n], k_max, curve=curve))
-        s = float(speedup(betas[n], k, costs[n], verify_cost=curve[k + 1] / curve[1])) if k else 1.0
-        s1 = max(float(speedup(betas[n], j, costs[n], verify_cost=curve[j + 1] / curve[1]))
-                 for j in range(1, k_max + 1))
-        rows.append({"draft": n, "beta": float(betas[n]), "c": float(costs[n]), "k_best": k, "predicted": s,
-                     "best_speculative": s1})
+        ratios = [float(speedup(betas[n], j, costs[n], verify_cost=curve[j + 1] / curve[1]))
+                  for j in range(1, k_max + 1)]  # S at k = 1..k_max
+        rows.append({"draft": n, "beta": float(betas[n]), "c": float(costs[n]), "k_best": k,
+                     "predicted": ratios[k - 1] if k else 1.0, "best_speculative": max(ratios)})
     best = max(rows, key=_rank)
     for r in rows:
         r["chosen"] = r is best
