@@ -13,18 +13,29 @@ outcomes, tokens/s, goodput, TTFT / per-chunk ITL / TPOT / end-to-end percentile
 counters), and with two or more endpoints ``speedups.csv`` and ``break_even.csv``; each with its
 provenance sidecar (the URLs, the versions the servers report, the parameters).
 
+Usage errors are refused before anything is sent, with exit status 2 and ONE line on stderr (no
+traceback): a malformed URL (`specdec.peers.openai_client.check_url`), an endpoint that does not
+answer (nothing listens there, the connection fails, an HTTP error), a temperature that is not a
+finite number >= 0, rates, SLOs or a timeout that are not finite numbers > 0, counts < 1, a long
+share outside [0, 1], a seed outside [0, 2**32), and a prompt file that is missing, unreadable, not
+JSON, or not a non-empty list of non-empty lists of int ids >= 0 (bools refused;
+`specdec.peers.contract.check_prompts`: the deployed model judges the ids against its vocabulary).
+
 Example: make serve-bench URL="http://10.0.0.5:8000 http://10.0.0.6:8000" NAMES="plain ngram" MODEL=llama
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from specdec.measure.server_runs import NONE, server_sweep
 from specdec.measure.serving_runs import break_even_rows, speedups
-from specdec.peers.openai_client import endpoint_info, reachable
+from specdec.peers.contract import check_prompts, check_seed
+from specdec.peers.openai_client import check_url, endpoint_info, reachable
 from specdec.io.results import provenance, write_table
 
 __all__ = ["main", "bench"]
@@ -52,13 +63,67 @@ def bench(endpoints: dict, prompts, out: Path, params: dict, **sweep) -> dict:
     return tables
 
 
+class UsageError(SystemExit):
+    """A usage error: exit status 2 (as argparse's own) after ONE line on stderr.  The exception
+    carries the line too (``str(exc)``), for a caller of `main` in the same process."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.code = 2  # the interpreter exits with this status and prints nothing more
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, its errors (an unknown option, "abc" for a number) as one-line `UsageError`s."""
+
+    def error(self, message):
+        _usage(f"{message} (see --help)")
+
+
+def _usage(message: str) -> NoReturn:
+    """Print the one line and raise `UsageError` (the command line's only exit on a usage error)."""
+    print(f"serve-bench: {message}", file=sys.stderr)
+    raise UsageError(message)
+
+
+def _check_args(a) -> None:
+    """Every numeric argument in range (module docstring), else a usage error naming it."""
+    positive = {"--rates": a.rates, "--ttft-slo": [a.ttft_slo], "--tpot-slo": [a.tpot_slo], "--timeout": [a.timeout]}
+    for flag, values in positive.items():
+        for v in values:
+            if not (math.isfinite(v) and v > 0):
+                _usage(f"{flag} must be a finite number > 0, got {v!r}")
+    if not (math.isfinite(a.temperature) and a.temperature >= 0):
+        _usage(f"--temperature must be a finite number >= 0, got {a.temperature!r}")
+    if not 0 <= a.long_share <= 1:
+        _usage(f"--long-share must be a fraction in [0, 1], got {a.long_share!r}")
+    counts = {"--repeats": a.repeats, "--requests": a.requests, "--short-len": a.short_len, "--long-len": a.long_len,
+              "--prompts": a.prompts, "--prompt-len": a.prompt_len}
+    for flag, v in counts.items():
+        if v < 1:
+            _usage(f"{flag} must be an int >= 1, got {v}")
+    try:
+        check_seed(a.seed, "--seed")
+    except ValueError as exc:
+        _usage(str(exc))
+
+
 def _prompts(a) -> list[list[int]]:
     if a.prompt_file:
-        ids = json.loads(Path(a.prompt_file).read_text())
-        if not (isinstance(ids, list) and ids and all(isinstance(p, list) and p and all(
-                isinstance(t, int) and t >= 0 for t in p) for p in ids)):
-            raise SystemExit(f"--prompt-file {a.prompt_file}: expected a JSON list of non-empty token-id lists")
-        return ids
+        path = Path(a.prompt_file)
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            _usage(f"--prompt-file {path}: no such file")
+        except (OSError, UnicodeDecodeError) as exc:
+            _usage(f"--prompt-file {path}: cannot be read ({exc})")
+        try:
+            ids = json.loads(text)
+        except ValueError as exc:
+            _usage(f"--prompt-file {path} is not JSON ({exc}): expected a JSON list of token-id lists")
+        try:
+            return check_prompts(ids)
+        except (TypeError, ValueError) as exc:
+            _usage(f"--prompt-file {path}: {exc}: expected a JSON list of non-empty token-id lists")
     from specdec.family.loader import load_tokenizer
     from specdec.family.tokens import heldout_prompts
 
@@ -66,7 +131,7 @@ def _prompts(a) -> list[list[int]]:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m specdec.cli.serve_bench", description=__doc__.split("\n")[0])
+    ap = _Parser(prog="python -m specdec.cli.serve_bench", description=__doc__.split("\n")[0])
     ap.add_argument("--url", nargs="+", required=True, help="endpoint base URLs; the first is the baseline")
     ap.add_argument("--name", nargs="*", default=None, help="one name per URL (default endpoint-1, ...)")
     ap.add_argument("--model", required=True, help="the model name the endpoints serve")
@@ -86,15 +151,22 @@ def main(argv=None) -> None:
     ap.add_argument("--prompt-file", default=None)
     ap.add_argument("--seed", type=int, default=9)
     a = ap.parse_args(argv)
+    _check_args(a)
+    for url in a.url:
+        try:
+            check_url(url)
+        except (TypeError, ValueError) as exc:
+            _usage(f"--url: {exc}")
     names = a.name or [f"endpoint-{i + 1}" for i in range(len(a.url))]
     if len(names) != len(a.url) or len(set(names)) != len(names):
-        raise SystemExit(f"--name needs one distinct name per --url: {len(a.url)} URLs, names {names}")
+        _usage(f"--name needs one distinct name per --url: {len(a.url)} URLs, names {names}")
+    prompts = _prompts(a)
     for url in a.url:
         why = reachable(url)
         if why is not None:
-            raise SystemExit(f"{url} does not answer GET /v1/models ({why}): is it running?")
-    endpoints = {n: (u.rstrip("/"), a.model) for n, u in zip(names, a.url)}
-    tables = bench(endpoints, _prompts(a), Path(a.out), vars(a), rates=a.rates, repeats=a.repeats,
+            _usage(f"{url} does not answer GET /v1/models: {why}; is the server running?")
+    endpoints = {n: (check_url(u), a.model) for n, u in zip(names, a.url)}
+    tables = bench(endpoints, prompts, Path(a.out), vars(a), rates=a.rates, repeats=a.repeats,
                    n_requests=a.requests, short_len=a.short_len, long_len=a.long_len, long_share=a.long_share,
                    temperature=a.temperature, ttft_slo=a.ttft_slo, tpot_slo=a.tpot_slo, seed=a.seed,
                    timeout_s=a.timeout, log=lambda m: print(m, flush=True))

@@ -55,7 +55,19 @@ OUT_OF_REACH, ONE_RUN = "too few pairs for this level", "one run: no interval"
 
 
 def verdict(lo: float, hi: float) -> str:
-    """The words an interval of a speedup allows.  Example: verdict(1.02, 1.10) -> "faster"."""
+    """The words an interval [lo, hi] of a speedup allows (item 5): "faster" only when all of it
+    lies above 1 (lo > 1: an interval that starts exactly at 1 is "undecided"), "slower" only when
+    all of it lies below 1 (hi < 1: one that ends exactly at 1 is "undecided"), else "undecided".
+
+    A NaN end is refused (ValueError), as is lo > hi: that is no interval, and no word follows from
+    it.  One pair gives (r, nan, nan) (`paired_interval`); its words are the caller's to choose
+    before asking, as `comparison` does (`ONE_RUN`, and `OUT_OF_REACH` for a level the pairs
+    cannot reach).  Infinite ends are intervals and are worded.
+    Example: verdict(1.02, 1.10) -> "faster";  verdict(1.0, 1.10) -> "undecided";
+    verdict(0.9, 1.0) -> "undecided";  verdict(float("nan"), float("nan")) -> ValueError."""
+    if np.isnan(lo) or np.isnan(hi) or lo > hi:
+        raise ValueError(f"verdict needs an interval lo <= hi without NaN ends, got [{lo!r}, {hi!r}]: a NaN "
+                         f"end (one pair) allows no words; the caller says {ONE_RUN!r} or {OUT_OF_REACH!r}")
     if lo > 1:
         return FASTER
     if hi < 1:

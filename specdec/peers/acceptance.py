@@ -67,17 +67,21 @@ def expected_acceptance(p: torch.Tensor, q: torch.Tensor, rule: str) -> torch.Te
     raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
 
 
-def first_step_expectation(ctx, sampling: SamplingConfig, rule: str, first_from_prefill: bool) -> tuple[float, float]:
+def first_step_expectation(ctx, sampling: SamplingConfig, rule: str, first_from_prefill: bool,
+                           draft_sampling: SamplingConfig | None = None) -> tuple[float, float]:
     """(low, high) of the exact expected acceptance at position 1 of the first verification step of
     one prompt (``ctx``: `specdec.peers.laws.PromptContexts` with the draft's logits); low == high
-    when the first token is verified (ours), an interval of the cut mass's width after prefill."""
+    when the first token is verified (ours), an interval of the cut mass's width after prefill.
+    ``draft_sampling``: the rules q is processed by when an engine processes its drafts otherwise
+    than its target (vLLM's proposer applies the temperature only); default ``sampling``."""
     if ctx.draft1 is None:
         raise ValueError("the contexts carry no draft logits: enumerate_prompt(target, draft, ...) with a draft")
+    qs = draft_sampling or sampling
     if not first_from_prefill:
-        a = float(expected_acceptance(sampling(ctx.target1), sampling(ctx.draft1), rule))
+        a = float(expected_acceptance(sampling(ctx.target1), qs(ctx.draft1), rule))
         return a, a
     p1 = sampling(ctx.target1).to(F64)[ctx.support]
-    a = expected_acceptance(sampling(ctx.target2), sampling(ctx.draft2), rule)  # (S,)
+    a = expected_acceptance(sampling(ctx.target2), qs(ctx.draft2), rule)  # (S,)
     low = float((p1 * a).sum())
     return low, low + max(0.0, 1.0 - float(p1.sum()))
 

@@ -1,6 +1,6 @@
 """Do an engine's tokens follow the target's law?  A binned G-test against the exact law of
-`specdec.peers.laws`, its power, a TV interval, the verdict in words, the diagnosis of a failure,
-and the token-for-token check of greedy decoding.
+`specdec.peers.laws`, its power and minimal detectable TV, a TV interval and the one-word verdict
+(the diagnosis of a failure and the greedy check: `specdec.peers.diagnosis`).
 
 Bins.  A wrong rule changes x2's law given x1 after every x1, and the enumerated x1 are many (over
 a thousand at T = 1), so bins that follow x1 would each hold a few x1 and see little.  Instead x2 is
@@ -16,7 +16,7 @@ exact (a sum of enumerated cells), whatever the order; the order only decides th
 
 Two orders.  The p order sees rules that sharpen or flatten the law (q at another temperature);
 the ratio order sees rules that move mass toward or away from the draft (residual omitted, the
-draft's law).  `law_test` with ``scores`` runs both at alpha / 2 each (Bonferroni).
+draft's law).  `law_test` with ``scores`` runs both at alpha / 2 each (Bonferroni): the row's p-value is min(1, 2 min(p_p, p_ratio)), rejected at alpha.
 
 Test.  G = 2 sum O ln(O / E) per prompt (each prompt's n samples fixed), summed over prompts, against
 chi-square with df = sum (B_i - 1).  Power (`specdec.core.stats.power`, the worst case over
@@ -32,18 +32,15 @@ TV.  Per prompt the binned TV of the empirical law with the distribution-free in
 `specdec.core.stats.tv_interval` at level delta / P (Bonferroni), averaged over prompts: the mean
 binned TV lies in the averaged interval with probability >= 1 - delta.
 
-Diagnosis (`diagnose`): the multinomial log-likelihood of the fine cell counts under each candidate
-law of `laws.CANDIDATES` (computed exactly like the target's, with the wrong rule at the verified
-positions); the best fit is named, with its log-likelihood lead over the next.
+Minimal detectable TV (`LawTest.mdtv`): the smallest binned TV at every prompt that the test detects
+with worst-case power 0.8 at its level per order, for rows whose n cannot buy the design's power.
 
-Greedy (`greedy_divergences`): speculative greedy must equal the engine's own plain greedy token
-for token; at the first divergence the prefix both share is given to ``plain_at`` (plain decoding
-of the same engine from that prefix, one token); the divergence counts against speculation only if
-plain decoding emits the token plain emitted there, not the speculative one (then plain decoding
-itself is not reproducible at that prefix: a near tie, `specdec.chapters.ch01.greedy_ties`).
+What it refuses: counts that are not finite non-negative integers, laws that are not finite
+distributions, scores with NaN, a vocabulary V < 1, bins < 2, a p-value that is not finite.  A verdict
+is worded only from a finite p-value (`verdict`); anything else is an error, never "consistent".
 
-Example: r = law_test([law], [counts], V, alpha=0.01, eps=0.03); verdict(r) ->
-"consistent with the target law at this power (p = 0.41; power 0.83 for binned TV 0.03 at level 0.01)".
+Example: r = law_test([law], [counts], V, alpha=0.01, eps=0.03); verdict(r) -> "consistent"
+(r.p_value, r.power, r.mdtv carry the numbers the sentence around it needs).
 """
 
 from __future__ import annotations
@@ -57,8 +54,30 @@ from scipy import stats as _st
 from specdec.core.stats import power as worst_case_power
 from specdec.core.stats import sample_size, tv_interval
 
-__all__ = ["make_bins", "LawTest", "law_test", "design_n", "alternative_power", "verdict", "diagnose",
-           "greedy_divergences"]
+__all__ = ["make_bins", "LawTest", "law_test", "design_n", "alternative_power", "verdict", "min_detectable_tv",
+           "CONSISTENT", "INCONSISTENT"]
+
+CONSISTENT, INCONSISTENT = "consistent", "inconsistent"
+
+
+def _int(name: str, v, low: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
+    return int(v)
+
+
+def _distribution(law, what: str = "law") -> np.ndarray:
+    law = np.asarray(law, dtype=np.float64)
+    if law.ndim != 1 or law.size == 0 or not np.all(np.isfinite(law)) or np.any(law < 0) or abs(law.sum() - 1) > 1e-9:
+        raise ValueError(f"a {what} must be a finite, non-negative array of cells summing to 1")
+    return law
+
+
+def _counts(c) -> np.ndarray:
+    c = np.asarray(c, dtype=np.float64)
+    if c.ndim != 1 or not np.all(np.isfinite(c)) or np.any(c < 0) or np.any(c != np.round(c)):
+        raise ValueError("counts must be a 1-D array of finite, non-negative integers (np.bincount of the cells)")
+    return c
 
 
 def make_bins(law, V: int, n_bins: int, score=None, x1_bins: int = 4) -> np.ndarray:
@@ -67,8 +86,9 @@ def make_bins(law, V: int, n_bins: int, score=None, x1_bins: int = 4) -> np.ndar
     bins of x2 by its conditional cumulative mass within its x1 (ordered by descending ``score``,
     default the law; `laws.ratio_score`), the cut cell alone; bins lighter than half of 1 / (G H)
     join the bin before them (the first joins the next)."""
-    law = np.asarray(law, dtype=np.float64)
-    if law.ndim != 1 or (law.size - 1) % V or abs(law.sum() - 1) > 1e-9 or np.any(law < 0):
+    V, n_bins, x1_bins = _int("V", V, 1), _int("n_bins", n_bins, 2), _int("x1_bins", x1_bins, 1)
+    law = _distribution(law)
+    if (law.size - 1) % V or law.size < V + 1:
         raise ValueError("law must be a joint of S * V + 1 cells summing to 1 (laws.candidate_joint)")
     if not 1 <= x1_bins <= n_bins // 2:
         raise ValueError(f"need 1 <= x1_bins <= n_bins / 2, got x1_bins={x1_bins}, n_bins={n_bins}")
@@ -77,6 +97,8 @@ def make_bins(law, V: int, n_bins: int, score=None, x1_bins: int = 4) -> np.ndar
     key = law if score is None else np.asarray(score, dtype=np.float64)
     if key.shape != law.shape:
         raise ValueError(f"score has {key.size} cells, the law {law.size}")
+    if np.any(np.isnan(key)):
+        raise ValueError("a score must not contain NaN (it orders the cells)")
     rows = law[:-1].reshape(S, V)
     p1 = rows.sum(1)  # (S,)
     order = np.argsort(-key[:-1].reshape(S, V), axis=1, kind="stable")
@@ -122,9 +144,16 @@ class LawTest:
     eps: float
     power: float  # worst-case power at binned TV eps at every prompt (module docstring)
     n_needed: int  # samples in all for power_target at eps with these bins
+    orders: int = 1  # 2 with scores: each order tested at alpha / 2
+    mdtv: float = math.nan  # binned TV detected with worst-case power 0.8 at alpha / orders
+
+    @property
+    def status(self) -> str:
+        """"reject" when p <= alpha (p exactly at the level rejects), else "pass"."""
+        return "reject" if self.p_value <= self.alpha else "pass"
 
 
-def _binned(labels, law, counts):
+def _binned(labels, law, counts):  # counts checked by _g_test
     keep = labels >= 0
     e = np.bincount(labels[keep], weights=law[keep])
     o = np.bincount(labels[keep], weights=counts[keep], minlength=e.size)
@@ -135,7 +164,7 @@ def _g_test(laws, counts, V, n_bins, x1_bins, scores, delta, cache=None):
     G = df = n_all = imp = bins = 0
     tvs, los, his = [], [], []
     for law_in, c, score in zip(laws, counts, scores):
-        law, c = np.asarray(law_in, dtype=np.float64), np.asarray(c, dtype=np.float64)
+        law, c = _distribution(law_in), _counts(c)
         if law.shape != c.shape:
             raise ValueError(f"counts ({c.size} cells) must match the law ({law.size} cells)")
         n = int(c.sum())
@@ -145,10 +174,14 @@ def _g_test(laws, counts, V, n_bins, x1_bins, scores, delta, cache=None):
         o, e, bad = _binned(labels, law, c)
         m = o.sum()
         G += float(_st.power_divergence(o, e * m / e.sum(), lambda_="log-likelihood")[0]) if m else 0.0
+        if e.size < 2:
+            raise ValueError(f"a prompt's law falls in a single bin at n = {n} (df = 0): nothing to test")
         df, bins, n_all, imp = df + e.size - 1, bins + e.size, n_all + n, imp + bad
         tv, lo, hi = tv_interval(np.append(o, bad), np.append(e, 0.0), delta / len(laws))
         tvs.append(tv), los.append(lo), his.append(hi)
     p = 0.0 if imp else float(_st.chi2.sf(G, df))
+    if not math.isfinite(p):
+        raise ValueError(f"the G-test gave a p-value that is not finite (G = {G!r}, df = {df})")
     return G, df, p, n_all, bins, imp, float(np.mean(tvs)), float(np.mean(los)), float(np.mean(his))
 
 
@@ -163,8 +196,10 @@ def law_test(laws, counts, V: int, *, alpha: float = 0.01, eps: float = 0.03, po
     many count arrays tested against one law cut its bins once (keys are the objects' ids)."""
     if len(laws) != len(counts) or not laws or (scores is not None and len(scores) != len(laws)):
         raise ValueError("one law, one count array (and one score when given) per prompt, at least one prompt")
-    if not (0 < alpha < 1 and 0 < eps <= 1 and 0 < delta < 1):
-        raise ValueError("alpha, delta must lie in (0, 1) and eps in (0, 1]")
+    if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (alpha, eps, delta, power_target)) or \
+            not (0 < alpha < 1 and 0 < eps <= 1 and 0 < delta < 1 and 0 < power_target < 1):
+        raise ValueError("alpha, delta, power_target must lie in (0, 1) and eps in (0, 1]")
+    V, n_bins, x1_bins = _int("V", V, 1), _int("n_bins", n_bins, 2), _int("x1_bins", x1_bins, 1)
     runs = [_g_test(laws, counts, V, n_bins, x1_bins, [None] * len(laws), delta, cache)]
     if scores is not None:
         runs.append(_g_test(laws, counts, V, n_bins, x1_bins, list(scores), delta, cache))
@@ -173,7 +208,23 @@ def law_test(laws, counts, V: int, *, alpha: float = 0.01, eps: float = 0.03, po
     p = min(1.0, len(runs) * min(r[2] for r in runs))
     pw = max(worst_case_power(n_all, eps, r[1] + 1, level) for r in runs)  # stats.power's cells = df + 1
     need = min(sample_size(eps, r[1] + 1, level, power_target) for r in runs)
-    return LawTest(G, df, p, n_all, len(laws), bins, imp, tv, lo, hi, alpha, eps, pw, need)
+    mdtv = min(min_detectable_tv(n_all, r[1] + 1, level) for r in runs)
+    return LawTest(G, df, p, n_all, len(laws), bins, imp, tv, lo, hi, alpha, eps, pw, need, len(runs), mdtv)
+
+
+def min_detectable_tv(n: int, cells: int, level: float, power_target: float = 0.8) -> float:
+    """Smallest binned TV eps (bisection to 1e-4) whose worst-case power (`specdec.core.stats.power`,
+    ``cells`` cells, ``n`` samples, ``level``) reaches ``power_target``; inf if even eps = 1 does not."""
+    n, cells = _int("n", n, 1), _int("cells", cells, 2)
+    if not (0 < level < 1 and 0 < power_target < 1):
+        raise ValueError("level and power_target must lie in (0, 1)")
+    if worst_case_power(n, 1.0, cells, level) < power_target:
+        return math.inf
+    lo, hi = 0.0, 1.0
+    while hi - lo > 1e-4:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if worst_case_power(n, mid, cells, level) < power_target else (lo, mid)
+    return hi
 
 
 def design_n(prompts: int, *, eps: float = 0.03, alpha: float = 0.01, power_target: float = 0.8,
@@ -181,8 +232,7 @@ def design_n(prompts: int, *, eps: float = 0.03, alpha: float = 0.01, power_targ
     """Samples per prompt for worst-case power ``power_target`` at binned TV ``eps`` at every prompt,
     level alpha / orders (``orders`` = 2 with scores), ``n_bins`` bins per prompt (module docstring);
     n >= 10 n_bins is also needed."""
-    if prompts < 1 or orders < 1:
-        raise ValueError("need at least one prompt and one order")
+    prompts, orders, n_bins = _int("prompts", prompts, 1), _int("orders", orders, 1), _int("n_bins", n_bins, 2)
     N = sample_size(eps, prompts * (n_bins - 1) + 1, alpha / orders, power_target)
     return max(math.ceil(N / prompts), 10 * n_bins)
 
@@ -198,7 +248,7 @@ def _bins(law_in, V, B, score, x1_bins, cache):
     return labels
 
 
-def _alt_power(laws, alternatives, V, n, alpha, n_bins, scores, x1_bins, cache=None):
+def _alt_power(laws, alternatives, V, n, alpha, n_bins, scores, x1_bins, cache=None):  # checked by alternative_power
     lam = tv_b = 0.0
     df, p_none = 0, 1.0
     for law_in, alt, score in zip(laws, alternatives, scores):
@@ -210,6 +260,8 @@ def _alt_power(laws, alternatives, V, n, alpha, n_bins, scores, x1_bins, cache=N
         out = float(alt[~keep].sum())
         lam += n * float(((pa - e) ** 2 / e).sum())
         tv_b += 0.5 * (float(np.abs(pa - e).sum()) + out)
+        if e.size < 2:
+            raise ValueError(f"a prompt's law falls in a single bin at n = {n} (df = 0): no power to compute")
         df += e.size - 1
         p_none *= (1 - out) ** n
     crit = _st.chi2.ppf(1 - alpha, df)
@@ -226,6 +278,14 @@ def alternative_power(laws, alternatives, V: int, n: int, *, alpha: float = 0.01
     such sample appears: that probability is folded in.  With ``scores`` both orders run at alpha / 2
     and the larger power (a lower bound on the pair's) is given, with the p order's binned TV.
     ``cache``: as `law_test`'s (the same dict reuses the bins it made for the same laws)."""
+    if len(laws) != len(alternatives) or not laws or (scores is not None and len(scores) != len(laws)):
+        raise ValueError("one law and one alternative (and one score when given) per prompt, at least one prompt")
+    V, n, n_bins, x1_bins = _int("V", V, 1), _int("n", n, 1), _int("n_bins", n_bins, 2), _int("x1_bins", x1_bins, 1)
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    for law, alt in zip(laws, alternatives):
+        if _distribution(law).shape != _distribution(alt, "alternative").shape:
+            raise ValueError("an alternative must have its law's cells")
     orders = [[None] * len(laws)] + ([] if scores is None else [list(scores)])
     rows = [_alt_power(laws, alternatives, V, n, alpha / len(orders), n_bins, o, x1_bins, cache) for o in orders]
     best = max(rows, key=lambda r: r["power"])
@@ -233,49 +293,10 @@ def alternative_power(laws, alternatives, V: int, n: int, *, alpha: float = 0.01
 
 
 def verdict(r: LawTest) -> str:
-    """The words the test licenses, never stronger."""
-    if r.p_value <= r.alpha:
-        why = f"{r.impossible} impossible tokens" if r.impossible else f"p = {r.p_value:.2g}"
-        return f"inconsistent with the target law ({why}, power {r.power:.2f} for TV {r.eps:g})"
-    return (f"consistent with the target law at this power (p = {r.p_value:.2g}; power {r.power:.2f} "
-            f"for binned TV {r.eps:g} at level {r.alpha:g})")
-
-
-def diagnose(candidate_laws: dict, counts) -> list[dict]:
-    """Rows, best fit first: per candidate (name -> one joint per prompt, the cells of the counts) the
-    log-likelihood of the counts (-inf where a sample falls where the candidate puts no mass) and
-    its deficit from the best candidate's."""
-    rows = []
-    for name, laws in candidate_laws.items():
-        ll = 0.0
-        for law, c in zip(laws, counts):
-            law, c = np.asarray(law, dtype=np.float64), np.asarray(c, dtype=np.float64)
-            seen = c > 0
-            ll += -math.inf if np.any(law[seen] <= 0) else float((c[seen] * np.log(law[seen])).sum())
-        rows.append({"candidate": name, "loglik": ll})
-    rows.sort(key=lambda r: -r["loglik"])
-    best = rows[0]["loglik"]
-    for r in rows:
-        r["deficit"] = best - r["loglik"] if math.isfinite(best) else math.nan
-    return rows
-
-
-def greedy_divergences(spec, plain, plain_at) -> list[dict]:
-    """Per pair of sequences (speculative, plain greedy of the same engine; lists of token ids), the
-    first divergence and its class: "equal", "against speculation" (plain decoding from the shared
-    prefix, ``plain_at(prefix) -> token``, emits plain's token), "plain not reproducible" (it emits
-    the speculative token: a near tie or nondeterminism of plain decoding), "neither" (a third token),
-    or "length" (one is a prefix of the other)."""
-    if len(spec) != len(plain):
-        raise ValueError(f"{len(spec)} speculative sequences against {len(plain)} plain ones")
-    rows = []
-    for s, p in zip(spec, plain):
-        s, p = [int(t) for t in s], [int(t) for t in p]
-        i = next((j for j, (a, b) in enumerate(zip(s, p)) if a != b), None)
-        if i is None:
-            rows.append({"position": None, "class": "equal" if len(s) == len(p) else "length"})
-            continue
-        again = int(plain_at(p[:i]))
-        cls = "against speculation" if again == p[i] else "plain not reproducible" if again == s[i] else "neither"
-        rows.append({"position": i, "class": cls, "spec_token": s[i], "plain_token": p[i], "plain_again": again})
-    return rows
+    """The one word the test licenses: "inconsistent" (p <= alpha) or "consistent" (at the power the
+    row states); refuses a p-value or power that is not finite."""
+    if not (isinstance(r.p_value, (int, float)) and math.isfinite(r.p_value) and 0 <= r.p_value <= 1):
+        raise ValueError(f"no verdict without a finite p-value in [0, 1], got {r.p_value!r}")
+    if not (isinstance(r.power, (int, float)) and math.isfinite(r.power)):
+        raise ValueError(f"no verdict without a stated power, got {r.power!r}")
+    return INCONSISTENT if r.status == "reject" else CONSISTENT

@@ -25,10 +25,12 @@ from dataclasses import dataclass
 import torch
 
 from specdec.engine.kv import now
+from specdec.peers.contract import check_request
 from specdec.peers.interface import Continuations, Sampling, Speculation
-from specdec.peers.ours import FamilyEngine, check_request
+from specdec.peers.ours import FamilyEngine
 
-__all__ = ["hf_assisted", "pin_assistant", "no_stop_token", "HFEngine", "HF_METHODS"]
+__all__ = ["hf_assisted", "pin_assistant", "no_stop_token", "HFEngine", "HF_METHODS", "record_candidates",
+           "steps_from_candidates"]
 
 
 @contextlib.contextmanager
@@ -44,6 +46,49 @@ def no_stop_token(*models):
     finally:
         for gc, eos in zip(gcs, saved):
             gc.eos_token_id = eos
+
+
+@contextlib.contextmanager
+def record_candidates(log: list):
+    """Within the block every candidate list HF's assistant or prompt lookup proposes is appended to
+    ``log`` (the new candidate token ids of each verification step, [] when it proposed none): what
+    HF drafted, read from HF's own candidate generators (their ``get_candidates`` wrapped, then restored)."""
+    from transformers.generation import candidate_generator as cg
+
+    classes = (cg.AssistedCandidateGenerator, cg.PromptLookupCandidateGenerator)
+    saved = [c.__dict__["get_candidates"] for c in classes]
+
+    def wrap(original):
+        def get_candidates(self, input_ids, **kwargs):
+            ids, logits = original(self, input_ids, **kwargs)
+            log.append(ids[0, input_ids.shape[1]:].tolist())
+            return ids, logits
+        return get_candidates
+
+    for c, original in zip(classes, saved):
+        c.get_candidates = wrap(original)
+    try:
+        yield
+    finally:
+        for c, original in zip(classes, saved):
+            c.get_candidates = original
+
+
+def steps_from_candidates(candidates: list[list[int]], tokens: list[int]) -> list[tuple[int, int]] | None:
+    """(drafted, accepted) of each verification step of one assisted call from its candidate lists
+    and its new tokens: a candidate is kept iff the step emitted it (a rejected draft is never
+    emitted: the residual [p - q]+ and the match rule both put no mass on it), and a step emits its
+    kept candidates and one more token.  None when the lists do not account for the tokens."""
+    out, t = [], 0
+    for c in candidates:
+        if t >= len(tokens):
+            break
+        a = 0
+        while a < len(c) and t + a < len(tokens) and tokens[t + a] == c[a]:
+            a += 1
+        out.append((len(c), a))
+        t += a + 1
+    return out if t >= len(tokens) else None
 
 
 PINNED = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
@@ -80,7 +125,7 @@ def _quiet_transformers():
 
 def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temperature: float, seed: int,
                 top_k: int | None = None, top_p: float | None = None, compiled: bool = False,
-                lookup_ngram: int = 0) -> tuple[torch.Tensor, dict]:
+                lookup_ngram: int = 0, candidates: list | None = None) -> tuple[torch.Tensor, dict]:
     """Hugging Face assisted generation with k pinned (batch 1), or HF's plain `generate` for
     k = 0 (any batch of equal-length prompts), as a side-by-side reference.  ``lookup_ngram`` > 0
     (with draft None) is HF's prompt lookup instead of a draft model: ``prompt_lookup_num_tokens=k``
@@ -94,6 +139,7 @@ def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temper
     forward hook for the call (one per token in plain generate, one per verification step in
     assisted generation, the prompt's included; the hook adds about a microsecond a call; NaN when
     the draft is the target itself, whose draft forwards the hook could not tell apart).
+    ``candidates``: a list that receives each verification step's candidate ids (`record_candidates`).
     """
     if lookup_ngram and (draft is not None or k < 1):
         raise ValueError("prompt lookup (lookup_ngram > 0) takes no draft model and k >= 1")
@@ -126,7 +172,8 @@ def hf_assisted(target, draft, input_ids, *, k: int, max_new_tokens: int, temper
     devs = [device] if device.type == "cuda" else []
     pinned = pin_assistant(draft, k) if k > 0 and draft is not None else contextlib.nullcontext()
     calls = [0]
-    with torch.random.fork_rng(devices=devs), torch.inference_mode(), pinned, _quiet_transformers(), \
+    record = record_candidates(candidates) if candidates is not None else contextlib.nullcontext()
+    with torch.random.fork_rng(devices=devs), torch.inference_mode(), pinned, _quiet_transformers(), record, \
             no_stop_token(tgt, draft if k > 0 and draft is not None else None):
         torch.manual_seed(seed)
         hook = tgt.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
@@ -158,19 +205,24 @@ class HFEngine(FamilyEngine):
     (greedy at temperature 0, sampled otherwise, verified by `_speculative_sampling`); prompt
     lookup's drafts are kept while they match the target's own choice.  HF reports no acceptance:
     the counters are the target's forwards (`num_steps`, one per verification step) and tokens.
+    Arguments are checked first by `specdec.peers.contract.check_request` against the target's
+    vocabulary and context (max_matching_ngram_size an int >= 1); top_k 0 and None both reach
+    `generate` as 0, its own "no top-k truncation".
     """
     name: str = "hf"
 
     def continue_prompts(self, prompts: list[list[int]], n: int, max_new_tokens: int,
                          sampling: Sampling, spec: Speculation | None, seed: int) -> Continuations:
-        method, options = check_request(prompts, n, max_new_tokens, spec, HF_METHODS, drafted=("draft_model",),
-                                        options={"prompt_lookup": ("max_matching_ngram_size",)})
+        vocab, context = self.limits()
+        prompts, n, max_new_tokens, seed, method, options = check_request(
+            prompts, n, max_new_tokens, sampling, spec, seed, vocab_size=vocab, context=context, methods=HF_METHODS,
+            drafted=("draft_model",), options={"prompt_lookup": ("max_matching_ngram_size",)})
         target = self.model(self.target)
         draft = self.model(spec.draft) if method == "draft_model" else None
         kw = dict(max_new_tokens=max_new_tokens, temperature=sampling.temperature, top_k=sampling.top_k,
                   top_p=sampling.top_p, lookup_ngram=int(options.get("max_matching_ngram_size", 2))
                   if method == "prompt_lookup" else 0)
-        tokens, counters = [], {"num_steps": 0, "num_tokens": 0}
+        tokens, steps, counters = [], [], {"num_steps": 0, "num_tokens": 0}
         start = time.perf_counter()
         for i, prompt in enumerate(prompts):
             ids = torch.tensor([prompt], dtype=torch.long)  # (1, T)
@@ -178,13 +230,18 @@ class HFEngine(FamilyEngine):
                 calls = [(ids.repeat(n, 1), seed + i)]
             else:
                 calls = [(ids, seed + i * n + j) for j in range(n)]
-            rows = []
+            rows, row_steps = [], []
             for batch, s in calls:
-                new, row = hf_assisted(target, draft, batch, k=spec.k if method != "none" else 0, seed=s, **kw)
+                log = [] if method != "none" else None
+                new, row = hf_assisted(target, draft, batch, k=spec.k if method != "none" else 0, seed=s,
+                                       candidates=log, **kw)
                 rows += new.tolist()
+                if log is not None:
+                    row_steps.append(steps_from_candidates(log, new[0].tolist()))
                 counters["num_steps"] += row["steps"]
                 counters["num_tokens"] += row["tokens"]
             tokens.append(rows)
+            steps.append(row_steps)
         import transformers
 
         provenance = {"engine": self.name, "method": method, "k": spec.k if method != "none" else 0,
@@ -192,4 +249,4 @@ class HFEngine(FamilyEngine):
                       "target": self.target, "sampling": vars(sampling), "n": n, "seed": seed,
                       "device": self.device, "dtype": self.dtype, "torch": torch.__version__,
                       "transformers": transformers.__version__, "wall_s": time.perf_counter() - start}
-        return Continuations(tokens, counters, provenance)
+        return Continuations(tokens, counters, provenance, steps=steps if method != "none" else None)

@@ -32,6 +32,9 @@ its context (drafts drawn from w, verified by token verification a = min(1, p/q)
     argmax drafts       w = onehot(argmax q) verified as if sampled from q (`variants` "greedy_draft")
     q at T'             drafts from q at temperature T', verified with q under the rules in force
                         (`variants` "raw_q" is the same bug with top-k/top-p instead of T)
+    p at T'             the target's law at temperature T' (same top-k/top-p): an exact rule run on
+                        a target processed at the wrong temperature (a per-token temperature
+                        expanded wrongly to the verified positions)
 All are closed forms of `specdec.core.rules.positional.first_token_law` (tested equal to it), over all
 contexts at once.
 
@@ -51,7 +54,7 @@ from specdec.core.sampling import SamplingConfig
 from specdec.core.verify import accept_prob, residual
 
 __all__ = ["PromptContexts", "enumerate_prompt", "support_of", "position_law", "CANDIDATES", "candidate_joint",
-           "target_joint", "joint_cells", "ratio_score"]
+           "target_joint", "joint_cells", "ratio_score", "candidate_acceptance"]
 
 F64 = torch.float64
 
@@ -150,6 +153,8 @@ def position_law(candidate: str, lt: torch.Tensor, lq: torch.Tensor | None, samp
         return p
     if candidate not in CANDIDATES:
         raise ValueError(f"unknown candidate {candidate!r}; known: {list(CANDIDATES)}")
+    if candidate == "p at T'":
+        return SamplingConfig(t_other, sampling.top_k, sampling.top_p)(lt).to(F64)
     if lq is None:
         raise ValueError(f"candidate {candidate!r} needs the draft's logits")
     q = sampling(lq).to(F64)
@@ -164,7 +169,40 @@ def position_law(candidate: str, lt: torch.Tensor, lq: torch.Tensor | None, samp
     return _token_rule(p, q, w)
 
 
-CANDIDATES = ("target", "draft law", "residual omitted", "argmax drafts", "q at T'")
+CANDIDATES = ("target", "draft law", "residual omitted", "argmax drafts", "q at T'", "p at T'")
+
+
+def candidate_acceptance(ctx: PromptContexts, sampling: SamplingConfig, candidate: str, rule: str,
+                         t_other: float = 1.0) -> float:
+    """The probability that the first draft of the step verifying x2 is kept (x1 from prefill, the
+    cut mass counted at its lowest, 0) under ``candidate``, for an engine documented to apply
+    ``rule`` ("sampled": drafts from q, "argmax": the argmax of q verified as one-hot): "draft law"
+    keeps every draft; "residual omitted" accepts as the rule does; "argmax drafts" accepts the
+    argmax with min(1, p / q); "q at T'" draws from q' and accepts with min(1, p / q); "p at T'"
+    applies the rule to p'.  The acceptance a named wrong rule implies, against which an engine's
+    own counter can exclude it."""
+    if ctx.draft2 is None:
+        raise ValueError("candidate acceptance needs the draft's logits")
+    if rule not in ("sampled", "argmax"):
+        raise ValueError(f"rule must be 'sampled' or 'argmax', got {rule!r}")
+    p1 = sampling(ctx.target1).to(F64)[ctx.support]  # (S,)
+    p, q = sampling(ctx.target2).to(F64), sampling(ctx.draft2).to(F64)  # (S, V)
+    star = q.argmax(-1, keepdim=True)
+    exact = (lambda pp: torch.minimum(pp, q).sum(-1)) if rule == "sampled" else \
+        (lambda pp: pp.gather(-1, star).squeeze(-1))
+    if candidate == "draft law":
+        return float(p1.sum())
+    if candidate in ("target", "residual omitted"):
+        a = exact(p)
+    elif candidate == "argmax drafts":
+        a = accept_prob(p.gather(-1, star), q.gather(-1, star)).squeeze(-1)
+    elif candidate == "q at T'":
+        a = (SamplingConfig(t_other, sampling.top_k, sampling.top_p)(ctx.draft2).to(F64) * accept_prob(p, q)).sum(-1)
+    elif candidate == "p at T'":
+        a = exact(SamplingConfig(t_other, sampling.top_k, sampling.top_p)(ctx.target2).to(F64))
+    else:
+        raise ValueError(f"unknown candidate {candidate!r}; known: {list(CANDIDATES)}")
+    return float((p1 * a).sum())
 
 
 def candidate_joint(ctx: PromptContexts, sampling: SamplingConfig, candidate: str, verified=(False, True),

@@ -34,24 +34,62 @@ import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from urllib.parse import urlsplit
+
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["send", "scrape", "post", "endpoint_info", "reachable", "OUTCOMES"]
+from specdec.peers.contract import check_prompts
+from specdec.peers.interface import as_int, as_real
+
+__all__ = ["send", "scrape", "post", "endpoint_info", "reachable", "check_url", "OUTCOMES"]
 
 OUTCOMES = ("ok", "cancelled", "rejected", "timeout", "error")
 
 
-def _check(url: str, requests, temperature, timeout_s) -> None:
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"the endpoint must be an http(s) URL, got {url!r}")
+def check_url(url) -> str:
+    """``url`` without its trailing slash, refused (ValueError naming it) unless it is an endpoint's
+    base URL: http or https, a host, a port in 1..65535 if one is given, no whitespace, no query
+    or fragment (the client appends paths such as /v1/completions to it).
+    Example: check_url("http://10.0.0.5:8000/") -> "http://10.0.0.5:8000"; check_url("10.0.0.5:8000")
+    -> ValueError (no http(s) scheme)."""
+    if not isinstance(url, str):
+        raise TypeError(f"the endpoint URL must be a str such as 'http://127.0.0.1:8000', got {url!r}")
+    rule = "an http(s) base URL such as 'http://127.0.0.1:8000'"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"the endpoint {url!r} is not a URL ({exc}): it must be {rule}") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"the endpoint {url!r} has no http(s) scheme: it must be {rule}")
+    if not parts.hostname:
+        raise ValueError(f"the endpoint {url!r} names no host: it must be {rule}")
+    if port == 0 or any(c.isspace() for c in url) or parts.query or parts.fragment:
+        raise ValueError(f"the endpoint {url!r} is malformed (port 0, whitespace, a query or a fragment): "
+                         f"it must be {rule}")
+    return url.rstrip("/")
+
+
+def _check(requests, temperature, timeout_s) -> list:
+    """The requests as (arrival_s, prompt ids, max_tokens, cancel_after) of Python values, after the
+    checks of `send`'s arguments; refusals name the argument, the value and the rule."""
     if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
         raise ValueError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")
-    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature)):
-        raise ValueError(f"temperature must be a finite number, got {temperature!r}")
+    as_real("temperature", temperature, ">= 0", lambda v: v >= 0)
+    requests = list(requests)
+    if not requests:
+        raise ValueError("requests is empty: send needs at least one (arrival_s, prompt ids, max_tokens, "
+                         "cancel_after) request")
     for i, r in enumerate(requests):
-        if len(r) != 4:
+        if not isinstance(r, (tuple, list)) or len(r) != 4:
             raise ValueError(f"request {i} must be (arrival_s, prompt ids, max_tokens, cancel_after), got {r!r}")
+    # ids >= 0 only: the server judges them against its vocabulary
+    prompts = check_prompts([r[1] for r in requests], name="the requests' prompts")
+    return [(as_real(f"request {i}'s arrival_s", arrival, ">= 0 seconds", lambda v: v >= 0), prompt,
+             as_int(f"request {i}'s max_tokens", max_tokens, low=1),
+             None if cancel_after is None else as_int(f"request {i}'s cancel_after", cancel_after, low=1))
+            for i, ((arrival, _, max_tokens, cancel_after), prompt) in enumerate(zip(requests, prompts))]
 
 
 async def _one(client: httpx.AsyncClient, url: str, model: str, req, t0: float, temperature: float,
@@ -116,10 +154,16 @@ async def _send(url, model, requests, temperature, timeout_s, max_connections) -
 def send(url: str, model: str, requests, *, temperature: float, timeout_s: float = 60.0,
          max_connections: int = 256) -> list[dict]:
     """Every request of ``requests`` ((arrival_s, prompt ids, max_tokens, cancel_after or None))
-    streamed as the module docstring says; one row per request, in the given order."""
-    url = url.rstrip("/")
-    _check(url, requests, temperature, timeout_s)
-    coro = _send(url, model, list(requests), float(temperature), float(timeout_s), max_connections)
+    streamed as the module docstring says; one row per request, in the given order.
+
+    Refused before anything is sent: a malformed URL (`check_url`), an empty request list, a
+    temperature that is not a finite number >= 0, a timeout that is not > 0, and a request whose
+    arrival is not >= 0, whose prompt is not a non-empty list of int ids >= 0 (bools refused; the
+    server judges the ids against its vocabulary), or whose max_tokens or cancel_after is not an
+    int >= 1."""
+    url = check_url(url)
+    requests = _check(requests, temperature, timeout_s)
+    coro = _send(url, model, requests, float(temperature), float(timeout_s), max_connections)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -131,7 +175,7 @@ def send(url: str, model: str, requests, *, temperature: float, timeout_s: float
 def post(url: str, body: dict, timeout_s: float = 30.0) -> tuple[int, str]:
     """(HTTP status, the server's message or body) of one non-streaming ``POST /v1/completions``:
     how a malformed request is put to the server."""
-    resp = httpx.post(url.rstrip("/") + "/v1/completions", json=body, timeout=timeout_s)
+    resp = httpx.post(check_url(url) + "/v1/completions", json=body, timeout=timeout_s)
     try:
         message = resp.json().get("error", {}).get("message") or resp.text
     except ValueError:
@@ -142,7 +186,7 @@ def post(url: str, body: dict, timeout_s: float = 30.0) -> tuple[int, str]:
 def scrape(url: str, timeout_s: float = 10.0) -> dict:
     """Sample name -> value from ``GET /metrics`` (module docstring), label sets summed, plus
     ``name{reason}`` keys by finished reason and ``name{i}`` keys by draft position."""
-    text = httpx.get(url.rstrip("/") + "/metrics", timeout=timeout_s).text
+    text = httpx.get(check_url(url) + "/metrics", timeout=timeout_s).text
     out: dict = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -157,10 +201,11 @@ def scrape(url: str, timeout_s: float = 10.0) -> dict:
 def endpoint_info(url: str, timeout_s: float = 10.0) -> dict:
     """What the server says it is (``GET /version`` and ``GET /v1/models`` where it answers them;
     otherwise the status or the error), for a table's provenance."""
+    base = check_url(url)
     out = {"url": url}
     for path in ("/version", "/v1/models"):
         try:
-            resp = httpx.get(url.rstrip("/") + path, timeout=timeout_s)
+            resp = httpx.get(base + path, timeout=timeout_s)
             out[path] = resp.json() if resp.status_code == 200 else f"HTTP {resp.status_code}"
         except (httpx.HTTPError, ValueError) as exc:
             out[path] = f"{type(exc).__name__}: {exc}"
@@ -168,9 +213,33 @@ def endpoint_info(url: str, timeout_s: float = 10.0) -> dict:
 
 
 def reachable(url: str, timeout_s: float = 10.0) -> str | None:
-    """None when ``GET /v1/models`` answers 200; otherwise why not, in words."""
+    """None when ``GET /v1/models`` answers 200; otherwise why not, for an error message: the
+    endpoint refused the connection (nothing listens there), could not be reached, did not answer
+    in time, or answered with an HTTP error.  A malformed URL raises (`check_url`).
+    Example: reachable("http://127.0.0.1:9") -> "the endpoint refused the connection (nothing
+    listens at 127.0.0.1:9)"."""
+    base = check_url(url)
     try:
-        httpx.get(url.rstrip("/") + "/v1/models", timeout=timeout_s).raise_for_status()
+        httpx.get(base + "/v1/models", timeout=timeout_s).raise_for_status()
+    except httpx.ConnectError as exc:
+        if _refused(exc):
+            parts = urlsplit(base)
+            where = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+            return f"the endpoint refused the connection (nothing listens at {where})"
+        return f"cannot connect to the endpoint ({exc})"
+    except httpx.TimeoutException:
+        return f"the endpoint did not answer within {timeout_s:g} s"
+    except httpx.HTTPStatusError as exc:
+        return f"the endpoint answered HTTP {exc.response.status_code}"
     except httpx.HTTPError as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connection error comes from a refused connection (httpx wraps the OS's error)."""
+    while exc is not None:
+        if isinstance(exc, ConnectionRefusedError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False

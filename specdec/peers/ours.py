@@ -7,6 +7,8 @@ with the family member `spec.draft` drafting `spec.k` tokens a step.  Each promp
 ONE batch of `n` copies from a `torch.Generator` seeded with `seed + prompt index`, no stop token,
 so every sample has exactly `max_new_tokens` ids.  ``mode="lean"`` runs both models through
 `specdec.engine.modes.lean` (the same law, the engine's fastest exact forward on a CPU).
+Arguments are checked first by `specdec.peers.contract.check_request` against the target's
+vocabulary and context; top_k 0 (no truncation) is passed to the engine as None, its own "off".
 
 Counters, named as vLLM names its own so the two read alike (`specdec.engine.stats.DecodeStats`):
 num_drafts = (row, step) pairs that drafted, num_draft_tokens = drafts proposed, num_accepted_tokens
@@ -27,37 +29,13 @@ import torch
 from specdec.engine.decode import generate
 from specdec.engine.modes.lean import lean
 from specdec.family.loader import load_model
+from specdec.peers.contract import check_request, config_limits
 from specdec.peers.interface import Continuations, Sampling, Speculation
+from specdec.peers.steps import steps_of
 
-__all__ = ["METHODS", "FamilyEngine", "OursEngine", "check_request"]
+__all__ = ["METHODS", "FamilyEngine", "OursEngine"]
 
 METHODS = ("none", "token", "block")
-
-
-def check_request(prompts, n: int, max_new_tokens: int, spec: Speculation | None, methods,
-                  drafted=(), options=None) -> tuple[str, dict]:
-    """(method, options) after the checks every in-process adapter shares: prompts, counts, a known
-    method ("none" for plain decoding), k >= 1, a draft for the `drafted` methods and none for the
-    others, and only the options `options[method]` names."""
-    if not prompts or any(len(p) == 0 for p in prompts):
-        raise ValueError("every prompt needs at least one token id")
-    if n < 1 or max_new_tokens < 1:
-        raise ValueError(f"n and max_new_tokens must be >= 1, got n={n}, max_new_tokens={max_new_tokens}")
-    method = "none" if spec is None else spec.method
-    if method not in methods:
-        raise ValueError(f"unknown speculative method {method!r}; this engine runs {', '.join(methods)}")
-    if method == "none":
-        return method, {}
-    if spec.k < 1:
-        raise ValueError(f"speculation {method!r} needs k >= 1 drafted tokens, got k={spec.k}")
-    if method in drafted and not spec.draft:
-        raise ValueError(f"method {method!r} needs a draft: Speculation({method!r}, k, draft='draft-distilled')")
-    if method not in drafted and spec.draft:
-        raise ValueError(f"method {method!r} takes no draft model (got draft={spec.draft!r})")
-    allowed = set((options or {}).get(method, ()))
-    if set(dict(spec.options)) - allowed:
-        raise ValueError(f"method {method!r} takes options {sorted(allowed)}, got {sorted(dict(spec.options))}")
-    return method, dict(spec.options)
 
 
 @dataclass
@@ -73,6 +51,11 @@ class FamilyEngine:
         if member not in self._models:
             self._models[member] = load_model(member, dtype=self.dtype, device=self.device)
         return self._models[member]
+
+    def limits(self) -> tuple[int, int | None]:
+        """(vocabulary size V, context in positions) of the target, from its config: what the
+        contract checks token ids and lengths against (`specdec.peers.contract.check_request`)."""
+        return config_limits(FamilyEngine.model(self, self.target).config.to_dict())
 
 
 @dataclass
@@ -94,28 +77,32 @@ class OursEngine(FamilyEngine):
 
     def continue_prompts(self, prompts: list[list[int]], n: int, max_new_tokens: int,
                          sampling: Sampling, spec: Speculation | None, seed: int) -> Continuations:
-        method, _ = check_request(prompts, n, max_new_tokens, spec, METHODS, drafted=("token", "block"))
+        vocab, context = self.limits()
+        req = check_request(prompts, n, max_new_tokens, sampling, spec, seed, vocab_size=vocab, context=context,
+                            methods=METHODS, drafted=("token", "block"), options={})
+        prompts, n, max_new_tokens, seed, method, _ = req  # checked, as Python values
         target = self.model(self.target)
         drafter = None if method == "none" else self.model(spec.draft)
-        tokens, counters = [], {"num_steps": 0, "num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0,
+        tokens, steps, counters = [], [], {"num_steps": 0, "num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0,
                                 "num_accepted_tokens_per_pos": [0] * (spec.k if drafter is not None else 0),
                                 "num_draft_tokens_per_pos": [0] * (spec.k if drafter is not None else 0)}
         start = time.perf_counter()
         for i, prompt in enumerate(prompts):
             ids = torch.tensor([prompt] * n, dtype=torch.long, device=self.device)  # (n, T)
-            gen = torch.Generator(self.device).manual_seed(int(seed) + i)
+            gen = torch.Generator(self.device).manual_seed(seed + i)
             res = generate(target, ids, drafter=drafter, k=spec.k if drafter is not None else 1,
                            method=method if drafter is not None else "token", max_new_tokens=max_new_tokens,
-                           temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
+                           temperature=sampling.temperature, top_k=sampling.top_k or None, top_p=sampling.top_p,
                            generator=gen, mode=self.mode)
             tokens.append([t.tolist() for t in res.tokens])
+            steps.append(steps_of(res.stats, len(res.tokens)))
             _count(res.stats, counters)
         provenance = {"engine": self.name, "method": method, "k": spec.k if drafter is not None else 0,
                       "draft": spec.draft if drafter is not None else None, "target": self.target,
                       "sampling": vars(sampling), "n": n, "seed": seed, "device": self.device, "dtype": self.dtype,
                       "mode": self.mode,
                       "torch": torch.__version__, "wall_s": time.perf_counter() - start}
-        return Continuations(tokens, counters, provenance)
+        return Continuations(tokens, counters, provenance, steps=steps)  # every decode step listed
 
 
 def _count(stats, counters: dict) -> None:

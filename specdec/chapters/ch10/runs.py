@@ -1,30 +1,44 @@
-"""Chapter 10's runs: every configuration of `specdec.chapters.ch10.audit.plan` on every engine,
-the law and acceptance samples and the greedy comparison (the timing: `specdec.chapters.ch10.speed`).
+"""Chapter 10's runs: every configuration of `specdec.chapters.ch10.audit.plan` on every engine, in
+stages, with vLLM on one worker process kept across them (`specdec.peers.vllm_session`).
 
-Which tokens a run yields.  Sampled settings: ``n`` samples of the first tokens per prompt
-(``n_hf`` for Hugging Face's assisted generation, which decodes one sample per call); vLLM gets
-max_new_tokens 2 (x1 from prefill, one verification step, so its position-1 counter is that step's
-exactly), ours and Hugging Face 3 (their first step verifies x1 too; 3 keeps k = 2 unclipped).
-Greedy: one sample of ``greedy_len`` tokens per prompt.  vLLM's jobs run in one worker process,
-ordered so that consecutive jobs share an LLM.
+Which tokens a job yields.  Law samples: ``n`` per prompt of the first tokens -- vLLM 2 (x1 from
+prefill, one verification step, so its position-1 counter is that step's), ours and Hugging Face 3
+(their first step verifies x1 too; 3 keeps k = 2 unclipped).  Long outputs: ``n_long`` samples of
+``length`` tokens per prompt.  Greedy: one sample of ``greedy_len`` tokens per prompt.  A job's seed
+is the stage's; each prompt of an in-process engine is seeded ``seed + prompt index``, vLLM by its
+engine-level seed.  A vLLM row that only reads what ran (a configuration the build may ignore) is
+built and inspected, never sampled.
+
+`stage` runs one list of (Config, setting, kind, n, length, seed) jobs: the vLLM ones as one request
+on the session (in a thread: it waits on the worker), the in-process ones meanwhile, Hugging Face's
+assisted generation in ``workers`` processes of its own (one call per sample).  Nothing here is timed.
 """
 
 from __future__ import annotations
 
-import math
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import is_dataclass, replace
+from dataclasses import dataclass, is_dataclass, replace
 from multiprocessing import get_context
 
 import torch
 
-from specdec.chapters.ch10.audit import SETTINGS, Config, NegativeControl, law_rows
-from specdec.peers.interface import Continuations
+from specdec.chapters.ch10.audit import SETTINGS, Config, NegativeControl
 
-__all__ = ["collect", "with_followups", "greedy_next"]
+__all__ = ["Job", "stage", "law_length", "greedy_next", "repeatability"]
 
 
-def _tokens(engine: str) -> int:
+@dataclass(frozen=True)
+class Job:
+    cfg: Config
+    setting: str
+    kind: str  # "law" | "long" | "greedy" | "inspect"
+    n: int
+    length: int
+    seed: int
+
+
+def law_length(engine: str) -> int:
+    """Tokens per law sample (module docstring)."""
     return 2 if engine == "vllm" else 3
 
 
@@ -33,80 +47,46 @@ def _fresh(engine):
     return replace(engine, _models={}) if is_dataclass(engine) and hasattr(engine, "_models") else engine
 
 
-def _run_fresh(engine, job) -> Continuations:
+def _run_fresh(engine, args):
     torch.set_num_threads(1)
-    return engine.continue_prompts(*job)
+    return engine.continue_prompts(*args)
 
 
-def collect(configs: list[Config], engines: dict, prompts, *, n: int, n_hf: int, greedy_len: int, seed: int,
-            target=None, draft=None, settings=None, workers: int = 1, parallel: tuple = ("hf",)) -> dict:
-    """(Config, setting) -> Continuations for every configuration at every setting (module
-    docstring): the sampled settings' first tokens and one greedy sample of ``greedy_len`` tokens
-    per prompt (negative controls: sampled settings only).  ``engines`` maps "ours" / "hf" / "vllm"
-    to an adapter (a missing engine: no rows); ``settings``: only these setting names (default all);
-    negative controls run `NegativeControl` on ``target`` and ``draft``; every vLLM job runs in one
-    worker process, one configuration's jobs together, started first and run while the in-process
-    engines sample.  With ``workers`` > 1 the jobs of the engines in ``parallel`` (Hugging Face's:
-    one call per sample) run in that many processes of their own, each loading the models again,
-    one torch thread each; their tokens are the same (every call is seeded by its job).  Nothing
-    here is timed; the engines' own clocks count the overlap."""
-    out, vjobs, local = {}, [], []
-    for cfg in configs:
-        if cfg.engine not in engines:
-            continue
-        for name, s in SETTINGS.items():
-            if settings is not None and name not in settings:
-                continue
-            if s.temperature == 0 and cfg.role == "negative control":
-                continue
-            size = 1 if s.temperature == 0 else n_hf if (cfg.engine == "hf" and cfg.spec is not None) else n
-            length = greedy_len if s.temperature == 0 else _tokens(cfg.engine)
-            job = (prompts, size, length, s, cfg.spec, seed)
-            (vjobs if cfg.engine == "vllm" else local).append(((cfg, name), job))
-    if int(workers) < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    apart = [(key, job) for key, job in local if int(workers) > 1 and key[0].engine in parallel
-             and key[0].variant is None]
+def _args(job: Job, prompts) -> tuple:
+    return (prompts, job.n, job.length, SETTINGS[job.setting], job.cfg.spec, job.seed)
+
+
+def stage(jobs: list[Job], engines: dict, prompts, *, session=None, hold: int = 1, kernel_check: bool = False,
+          target=None, draft=None, workers: int = 1, parallel: tuple = ("hf",)) -> dict:
+    """Job -> Continuations for every job whose engine is in ``engines`` (module docstring); vLLM's
+    go to ``session`` (a `VLLMSession`; its rows carry the kernel check when asked), negative
+    controls run `NegativeControl` on ``target`` and ``draft``."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+    jobs = [j for j in jobs if j.cfg.engine in engines]
+    vjobs = [j for j in jobs if j.cfg.engine == "vllm"]
+    if vjobs and session is None:
+        raise ValueError("vLLM jobs need a VLLMSession")
+    local = [j for j in jobs if j.cfg.engine != "vllm"]
+    apart = [j for j in local if workers > 1 and j.cfg.engine in parallel and j.cfg.variant is None
+             and j.cfg.spec is not None]
+    out = {}
     with ThreadPoolExecutor(max_workers=1) as pool, \
-            ProcessPoolExecutor(max_workers=int(workers), mp_context=get_context("spawn")) as procs:
-        # the vLLM worker is a subprocess: this thread only waits for it
-        vllm = pool.submit(engines["vllm"].run_many, [j for _, j in vjobs]) if vjobs else None
-        futures = {key: procs.submit(_run_fresh, _fresh(engines[key[0].engine]), job) for key, job in apart}
-        for (cfg, name), job in local:
-            if (cfg, name) in futures:
+            ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as procs:
+        vtuples = [(*_args(j, prompts), 1, {"patched": j.cfg.patched, "inspect_only": j.kind == "inspect"})
+                   for j in vjobs]
+        vllm = pool.submit(session.run_many, vtuples, hold, kernel_check) if vjobs else None
+        futures = {j: procs.submit(_run_fresh, _fresh(engines[j.cfg.engine]), _args(j, prompts)) for j in apart}
+        for j in local:
+            if j in futures:
                 continue
-            engine = NegativeControl(target, draft, cfg.variant) if cfg.variant is not None else engines[cfg.engine]
-            out[(cfg, name)] = engine.continue_prompts(*job)
-        for key, fut in futures.items():
-            out[key] = fut.result()
-        for (key, _), res in zip(vjobs, vllm.result() if vllm else []):
-            out[key] = res
-    return {key: out[key] for key in [k for k, _ in local] + [k for k, _ in vjobs]}
-
-
-def with_followups(rows: list[dict], configs: list[Config], engines: dict, prompts, contexts: dict, *,
-                   lead_p: float, factor: int, n: int, n_hf: int, seed: int, target=None, draft=None,
-                   workers: int = 1, **test) -> list[dict]:
-    """The law rows with every lead decided: a rejection with lead_p < p <= the level and no
-    impossible token (a lead, which chance gives about once in 1 / level tests) is run once more
-    with a fresh seed (``seed``) and ``factor`` times the samples, and that run decides the row
-    (status, p-value, power, TV, diagnosis); the first run's p-value and n stay in ``first_p`` and
-    ``first_n``.  ``test``: `law_rows`' keywords (alpha, eps, n_bins).  Stated before the results."""
-    by_key = {(c.engine, c.label): c for c in configs}
-    out = []
-    for r in rows:
-        lead = (r.get("status") == "reject" and r["p_value"] > lead_p and not r.get("impossible")
-                and (r["engine"], r["configuration"]) in by_key)
-        if not lead:
-            out.append({**r, "first_p": math.nan, "first_n": math.nan})
-            continue
-        cfg = by_key[(r["engine"], r["configuration"])]
-        again = collect([cfg], engines, prompts, n=n * factor, n_hf=n_hf * factor, greedy_len=1, seed=seed,
-                        target=target, draft=draft, settings=(r["setting"],), workers=workers)
-        f = law_rows(again, contexts, **test)[0]
-        words = f"{f['verdict']} (follow-up of a first run with p = {r['p_value']:.2g}: fresh seed, {factor}x samples)"
-        out.append({**r, **f, "verdict": words, "first_p": r["p_value"], "first_n": r["n"]})
-    return out
+            engine = NegativeControl(target, draft, j.cfg.variant) if j.cfg.variant else engines[j.cfg.engine]
+            out[j] = engine.continue_prompts(*_args(j, prompts))
+        for j, fut in futures.items():
+            out[j] = fut.result()
+        for j, res in zip(vjobs, vllm.result() if vllm else []):
+            out[j] = res
+    return {j: out[j] for j in jobs}
 
 
 def greedy_next(engines: dict, seed: int):
@@ -118,3 +98,23 @@ def greedy_next(engines: dict, seed: int):
             raise RuntimeError(res.error)
         return int(res.tokens[0][0][0])
     return plain_at
+
+
+def repeatability(engine, configs: list[Config], prompts, *, n: int, setting: str, seed: int) -> list[dict]:
+    """The same jobs (``n`` law samples per prompt of each configuration, in order, the engine-level
+    seed ``seed``) in two fresh vLLM worker processes run side by side: per configuration, how many
+    samples differ between the two.  Both processes make the same calls in the same order, so under
+    one seed an engine that draws only from its seeded generators repeats them to the token."""
+    jobs = [(prompts, n, law_length("vllm"), SETTINGS[setting], c.spec, seed, 1, {"patched": c.patched})
+            for c in configs]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # each thread only waits on its worker process
+        first, second = pool.map(lambda _: engine.run_many(jobs, hold=len(jobs)), range(2))
+    rows = []
+    for c, a, b in zip(configs, first, second):
+        row = {"engine": c.engine, "configuration": c.label, "patched": c.patched, "setting": setting, "seed": seed}
+        if a.error or b.error:
+            rows.append({**row, "note": a.error or b.error})
+            continue
+        pairs = [(x, y) for pa, pb in zip(a.tokens, b.tokens) for x, y in zip(pa, pb)]
+        rows.append({**row, "samples": len(pairs), "differ": sum(x != y for x, y in pairs), "note": ""})
+    return rows

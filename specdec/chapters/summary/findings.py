@@ -228,12 +228,16 @@ def _engines_row(root: Path) -> dict:
     speed = records(read_table(path / "speed.csv")) if (path / "speed.csv").exists() else []
     parts = []
     for engine in dict.fromkeys(r["engine"] for r in laws):
-        spec = [r for r in laws if r["engine"] == engine and r["role"] == "speculative" and r["status"] in ("pass", "reject")]
+        done = [r for r in laws if r["engine"] == engine and r["role"] == "speculative" and r["status"] in ("pass", "reject")]
+        spec = [r for r in done if str(r.get("patched")) not in ("True", "true", "1")]
+        fixed = [r for r in done if r not in spec]
         bad = sorted({r["configuration"] for r in spec if r["status"] == "reject"})
         ok = [r for r in speed if r["engine"] == engine and r.get("verdict") in STATEMENTS and r.get("law") != INSTRUMENT]
         text = f"{engine}: {sum(r['status'] == 'pass' for r in spec)} of {len(spec)} law tests passed"
         if bad:
             text += f" (rejected: {'; '.join(bad)})"
+        if fixed:
+            text += f"; patched, {sum(r['status'] == 'pass' for r in fixed)} of {len(fixed)}"
         if ok:
             b = max(ok, key=lambda r: r["speedup_lo"])
             text += (f", best exact comparison {b['speedup']:.2f}x [{b['speedup_lo']:.2f}, {b['speedup_hi']:.2f}] "

@@ -30,7 +30,7 @@ from specdec.chapters.ch06 import replication
 from specdec.report.robustness import rerun_agreements
 
 __all__ = ["verdicts", "reference", "null_results", "pairs_to_detect", "regime_words", "published_short",
-           "SOURCE_LABELS", "engines_words"]
+           "SOURCE_LABELS", "engines_values"]
 
 SOURCE_LABELS = {"leviathan2023fast": "Leviathan et al. 2023", "chen2023accelerating": "Chen et al. 2023",
                  "sun2025block": "Sun et al. 2025", "xia2024unlocking": "Xia et al. 2024 (Spec-Bench)",
@@ -59,7 +59,7 @@ def verdicts(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> dict:
     el = _t(root, "cost", "expected_tokens_check")
     s = _t(root, "dec", "summary")
     ag = [a for _, _, a in rerun_agreements(s, Path(reruns) / CHAPTERS["dec"])]
-    return {**engines_words(root), "cor_disagree": int(cor["n_disagree"].sum()), "cor_points": int(cor["n_alphas"].sum()),
+    return {**engines_values(root), "cor_disagree": int(cor["n_disagree"].sum()), "cor_points": int(cor["n_alphas"].sum()),
             "cor_gap": float(cor["break_even_gap"].abs().max()),
             "var_err": float((el["var_closed_form"] - el["var_from_law"]).abs().max()),
             "var_configs": int(len(el)), "rep_runs": len(ag),
@@ -68,27 +68,34 @@ def verdicts(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> dict:
             "rep_n": int(ag[0]["n"]) if ag else 0}
 
 
-def engines_words(root: Path = RESULTS_DIR) -> dict:
-    """Chapter 10's law tests in one line for the verdict box: per role, how many (configuration,
-    setting) tests passed, and which speculative configurations were rejected ("not yet run" when
-    the chapter has no committed results)."""
+def engines_values(root: Path = RESULTS_DIR) -> dict:
+    """Chapter 10's law tests as counts for the verdict box (rows that tested what they name only:
+    a configuration the build ignored, or that did not run, is not counted): vLLM's shipped sampled
+    speculative rows rejected of tested, its patched rows passed of tested, the other engines'
+    speculative rows passed, the positive controls passed, the negative controls rejected, the
+    configurations the build ignored, and vLLM's version."""
     path = Path(root) / CHAPTERS["eng"] / "laws.csv"
-    if not path.exists():
-        return {"engines_line": "other engines: not yet run"}
     rows = records(read_table(path))
-    count = lambda role, st: sum(r["role"] == role and r["status"] == st for r in rows)  # noqa: E731
-    spec = [r for r in rows if r["role"] == "speculative" and r["status"] in ("pass", "reject")]
-    names = sorted({f"{r['engine']} {r['configuration']}" for r in spec if r["status"] == "reject"})
-    tally = lambda name, st: sum(f"{r['engine']} {r['configuration']}" == name and r["status"] == st  # noqa: E731
-                                 for r in spec)
-    rejected = [f"{n} ({tally(n, 'reject')} of {tally(n, 'reject') + tally(n, 'pass')} settings)" for n in names]
-    return {"engines_line": (f"plain decoding of every engine passes {count('control', 'pass')} of "
-                             f"{count('control', 'pass') + count('control', 'reject')} law tests, the wrong-rule "
-                             f"controls are rejected in {count('negative control', 'reject')} of "
-                             f"{count('negative control', 'pass') + count('negative control', 'reject')}; the speculative "
-                             f"configurations pass {count('speculative', 'pass')} of "
-                             f"{count('speculative', 'pass') + count('speculative', 'reject')} (configuration, setting) tests"
-                             + (f"; rejected: {'; '.join(rejected)}" if rejected else ""))}
+    done = [r for r in rows if r["status"] in ("pass", "reject")]
+
+    def count(keep, status):
+        sel = [r for r in done if keep(r)]
+        return sum(r["status"] == status for r in sel), len(sel)
+
+    vllm_spec = lambda r: r["engine"] == "vllm" and r["role"] == "speculative"  # noqa: E731
+    shipped = count(lambda r: vllm_spec(r) and not r["patched"], "reject")
+    patched = count(lambda r: vllm_spec(r) and r["patched"], "pass")
+    others = count(lambda r: r["engine"] != "vllm" and r["role"] == "speculative", "pass")
+    controls = count(lambda r: r["role"] == "control", "pass")
+    negatives = count(lambda r: r["role"] == "negative control", "reject")
+    values = json.loads((Path(root) / CHAPTERS["eng"] / "values.json").read_text())
+    return {"engines_shipped_rejected": shipped[0], "engines_shipped_n": shipped[1],
+            "engines_patched_pass": patched[0], "engines_patched_n": patched[1],
+            "engines_others_pass": others[0], "engines_others_n": others[1],
+            "engines_controls_pass": controls[0], "engines_controls_n": controls[1],
+            "engines_negatives_rejected": negatives[0], "engines_negatives_n": negatives[1],
+            "engines_ignored": len({r["configuration"] for r in rows if r["status"] == "ignored by this build"}),
+            "engines_vllm": values["versions"]["vllm"]}
 
 
 def reference(root: Path = RESULTS_DIR) -> dict:

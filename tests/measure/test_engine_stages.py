@@ -1,0 +1,147 @@
+"""Chapter 10's stages on the real embedded pair (tiny sizes): stage 1 draws law, long and greedy
+samples for every configuration the build did not ignore; stage 2 draws fresh samples only for the
+rows stage 1 did not reject (vLLM keeping its engine-level seed, the in-process engines a new one);
+the merged law table takes stage 2's test where it ran and keeps stage 1's p-value beside it; a wrong
+rule is rejected at stage 1 and never reaches stage 2.  What ran and the verified samples are read
+from the engine's own record; Hugging Face's samples drawn in processes of their own are the same."""
+
+import math
+
+import pytest
+import torch
+
+from specdec.chapters.ch10 import audit, law, runs, tables
+from specdec.family.loader import load_pair
+from specdec.peers.interface import Continuations
+from specdec.peers.laws import enumerate_prompt
+from specdec.peers.ours import OursEngine
+
+DRAFT = "draft-distilled"
+SIZES = {e: {"n1": 80, "n2": 160, "n_long": 0} for e in ("ours", "hf", "hf-spec", "vllm")}
+TEST = dict(alpha1=0.001, alpha2=0.009, eps=0.1, n_bins=8, x1_bins=2, power_target=0.8)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    target, draft, tok = load_pair("embedded", DRAFT, dtype=torch.float32)
+    prompts = [tok.encode("?\n\nBENEDICK.")]
+    ctx = {name: [enumerate_prompt(target, draft, p, audit.config_cfg(s)) for p in prompts]
+           for name, s in audit.SETTINGS.items() if s.temperature > 0}
+    return target, draft, prompts, law.Exact(ctx)
+
+
+def test_two_stages_decide_each_row(setup):
+    target, draft, prompts, exact = setup
+    configs = [c for c in audit.plan(2, DRAFT) if c.engine == "ours" and c.label in (
+        "plain decoding", "token verification, k = 2", "wrong rule: every draft kept")]
+    engines = {"ours": OursEngine(mode="lean")}
+    jobs = tables.stage_jobs(configs, SIZES, seed=5, long_len=8, greedy_len=4)
+    assert {(j.kind, j.cfg.role) for j in jobs} >= {("law", "control"), ("greedy", "speculative")}
+    assert not [j for j in jobs if j.kind == "greedy" and j.cfg.role == "negative control"]
+    assert not [j for j in jobs if j.kind == "long"]  # n_long 0: none
+    first = runs.stage(jobs, engines, prompts, target=target, draft=draft)
+    one = tables.law_table(first, {}, exact, {}, configs, **TEST)
+    wrong = [r for r in one if r["configuration"] == "wrong rule: every draft kept"]
+    assert all(r["status"] == "reject" and r["stage"] == 1 and r["n"] == 80 for r in wrong)
+    more = tables.second_jobs(one, configs, SIZES, seed=5)
+    assert {j.cfg.label for j in more} == {"plain decoding", "token verification, k = 2"}
+    assert all(j.seed == 6 and j.n == 160 for j in more)  # fresh samples in process: seed + 1
+    second = runs.stage(more, engines, prompts, target=target, draft=draft)
+    rows = tables.law_table(first, second, exact, {}, configs, **TEST)
+    ok = [r for r in rows if r["configuration"] != "wrong rule: every draft kept"]
+    assert all(r["stage"] == 2 and r["n"] == 160 and r["status"] == "pass" and 0 < r["p_stage1"] <= 1 for r in ok)
+    assert all(r["level"] == pytest.approx(0.01) for r in rows)
+    assert [r["verified_share"] for r in rows if r["configuration"].startswith("token")] == [1.0, 1.0]
+    assert all(math.isnan(r["verified_share"]) for r in rows if r["role"] == "control")
+
+
+def test_vllm_keeps_its_seed_in_stage_two_and_ignored_rows_get_no_jobs():
+    configs = [c for c in audit.plan(2, DRAFT) if c.engine == "vllm"]
+    rows = [{"engine": "vllm", "configuration": c.label, "setting": "temperature 1", "status": "pass"} for c in configs]
+    assert {j.seed for j in tables.second_jobs(rows, configs, SIZES, seed=5)} == {5}
+    skip = {("vllm", configs[-1].label): ("ignored by this build", "rejection_sample_method=block")}
+    jobs = tables.stage_jobs(configs, SIZES, seed=5, long_len=8, greedy_len=4, skip=skip)
+    assert configs[-1].label not in {j.cfg.label for j in jobs}
+    order = [j.cfg.label for j in tables.inspect_jobs(configs, 5)]
+    assert order[0] == "plain decoding" and order[-1].startswith("n-gram") and not any("patched" in x for x in order)
+
+
+def test_what_ran_and_verified_samples_come_from_the_engine_record():
+    cfg = next(c for c in audit.plan(2, DRAFT) if c.label == "draft model, k = 2, probabilistic drafts, block rejection")
+    spec = {"method": "draft_model", "draft_sample_method": "probabilistic", "rejection_sample_method": "block"}
+    argmax = {"draft_sampling": "argmax", "rejection": "standard"}
+    res = Continuations([], {}, {"speculative_config": spec, "what_ran": argmax})
+    assert law.ran(cfg, res) == ("ignored by this build",
+                                 "draft_sample_method=probabilistic; rejection_sample_method=block")
+    ran = {"draft_sampling": "probabilistic", "rejection": "block"}
+    assert law.ran(cfg, Continuations([], {}, {"speculative_config": spec, "what_ran": ran})) == ("tested", "")
+    with pytest.raises(ValueError, match="what ran is unknown"):
+        law.ran(cfg, Continuations([], {}, {"speculative_config": spec}))
+    # vLLM: x1 from prefill, x2 from the one step; a sample whose step carried no draft is not verified
+    ngram = next(c for c in audit.plan(2, DRAFT) if c.label == "n-gram prompt lookup, k = 2")
+    got = Continuations([[[1, 2], [1, 3], [4, 5]]], {}, {}, steps=[[[[2, 0]], [[2, 1]], []]])
+    assert law.verified_x2(ngram, got) == (2, 3)
+    assert law.first_step_counts(got) == (1, 2)
+    # ours: every step listed, x2 in the first step when its first draft was kept, else in the second
+    token = next(c for c in audit.plan(2, DRAFT) if c.label == "token verification, k = 2")
+    ours = Continuations([[[1, 2, 3], [1, 2, 3]]], {}, {}, steps=[[[(2, 1), (1, 0)], [(2, 0), (0, 0), (0, 0)]]])
+    assert law.verified_x2(token, ours) == (1, 2)  # sample 2's x2 came from an undrafted step
+    assert law.verified_x2(token, Continuations([[[1, 2, 3]]], {}, {})) == (-1, 1)
+
+
+def test_law_samples_drawn_in_processes_of_their_own_are_the_same_tokens(setup):
+    """workers=2: Hugging Face's assisted jobs run in two spawned processes that load the models
+    again; every call is seeded by its job, so the tokens equal those drawn in this process."""
+    from specdec.peers.hf import HFEngine
+
+    target, draft, prompts, _ = setup
+    ours = OursEngine()
+    engines = {"ours": ours, "hf": HFEngine(_models=ours._models)}
+    configs = [c for c in audit.plan(2, DRAFT) if c.engine == "hf" and c.role == "speculative"]
+    jobs = [runs.Job(c, "temperature 1", "law", 6, 3, 3) for c in configs]
+    here, apart = runs.stage(jobs, engines, prompts), runs.stage(jobs, engines, prompts, workers=2)
+    assert list(here) == list(apart) == jobs
+    assert all(here[j].tokens == apart[j].tokens and here[j].error is None and here[j].steps for j in jobs)
+    with pytest.raises(ValueError, match="workers"):
+        runs.stage(jobs, engines, prompts, workers=0)
+    with pytest.raises(ValueError, match="VLLMSession"):
+        runs.stage([runs.Job(audit.plan(2, DRAFT)[-1], "temperature 1", "law", 6, 2, 3)], {"vllm": None}, prompts)
+
+
+def test_the_chapters_counts_read_what_the_tables_hold():
+    """`values` counts only rows that tested what they name; a patched flag read back from CSV as
+    text counts as patched; the every-position summary keeps the shipped rows apart."""
+    import pandas as pd
+
+    from specdec.chapters.ch10 import values
+
+    laws = pd.DataFrame([
+        {"engine": "vllm", "role": "control", "patched": "False", "status": "pass", "power": 0.95, "verified_share": float("nan"), "mdtv": 0.02},
+        {"engine": "vllm", "role": "speculative", "patched": "False", "status": "reject", "power": 0.1, "verified_share": 0.99, "mdtv": 0.2},
+        {"engine": "vllm", "role": "speculative", "patched": "True", "status": "pass", "power": 0.93, "verified_share": 0.97, "mdtv": 0.02},
+        {"engine": "vllm", "role": "speculative", "patched": "False", "status": "ignored by this build", "power": float("nan"), "verified_share": float("nan"), "mdtv": float("nan")},
+        {"engine": "ours", "role": "negative control", "patched": "False", "status": "reject", "power": 0.1, "verified_share": 1.0, "mdtv": 0.2},
+        {"engine": "ours", "role": "speculative", "patched": "False", "status": "pass", "power": 0.5, "verified_share": 1.0, "mdtv": 0.06},
+        {"engine": "hf", "role": "speculative", "patched": "False", "status": "pass", "power": 0.2, "verified_share": 0.95, "mdtv": 0.12}])
+    v = values.law_values(laws)
+    assert (v["shipped_rejected"], v["shipped_n"], v["patched_pass"], v["patched_n"]) == (1, 1, 1, 1)
+    assert (v["vllm_controls_pass"], v["neg_rejected"], v["others_pass"], v["others_n"]) == (1, 1, 2, 2)
+    assert v["vllm_min_power"] == 0.93 and v["others_mdtv_max"] == 0.12 and v["vllm_min_share"] == 0.97
+    ran = pd.DataFrame([{"configuration": "a, block rejection", "ran": "ignored by this build", "ignored": "x"}])
+    assert values.block_values(ran) == {"block_status": "ignored by this build", "block_ignored": "x"}
+    kernel = pd.DataFrame([{"dtype": "float32", "shipped_correct": "False"}, {"dtype": "int64", "shipped_correct": "True"}])
+    assert values.kernel_values(kernel) == {"kernel_affected": "affected", "kernel_wrong": "float32"}
+
+
+def test_only_a_lead_is_drawn_again_and_its_draw_decides():
+    """Stage 3: a stage-2 rejection with lead_p < p and no impossible token gets factor x n2 fresh
+    samples (in process seed + 2, vLLM its own seed); a rejection far below lead_p, one with an
+    impossible token, a stage-1 rejection and a pass get none."""
+    configs = audit.plan(2, DRAFT)
+    token, plain, ngram = configs[1], configs[0], next(c for c in configs if c.engine == "vllm" and c.spec is not None)
+    row = lambda c, **kw: {"engine": c.engine, "configuration": c.label, "setting": "temperature 1",  # noqa: E731
+                           "status": "reject", "stage": 2, "p_value": 0.005, "impossible": 0, **kw}
+    rows = [row(token), row(ngram), row(plain, p_value=1e-9), row(plain, impossible=3),
+            row(plain, stage=1), row(plain, status="pass", p_value=0.5)]
+    jobs = tables.lead_jobs(rows, configs, SIZES, seed=5, lead_p=1e-4, factor=2)
+    assert [(j.cfg.label, j.n, j.seed) for j in jobs] == [(token.label, 320, 7), (ngram.label, 320, 5)]
