@@ -15,9 +15,11 @@ torch.set_num_threads(1)  # small tensors on a shared 2-core machine: one thread
 # Longest first.  pytest-xdist hands tests to its workers in collection order, so a long test
 # collected last runs alone at the end while the other worker idles.  These start first, in this
 # order: the book's group (every chapter rendered, the book built and checked: one worker), the
-# chapters' SMOKE recomputes, vLLM's server and engine, the compiled mode, the greedy matrix.
+# chapters' SMOKE recomputes, vLLM's server and engine, the upstream reproducers, chapter 10's stages,
+# the compiled mode, the greedy matrix.
 FIRST = ("test_notebook_recomputes_in_smoke_mode[10", "test_notebook_recomputes_in_smoke_mode[09",
          "test_notebook_recomputes_in_smoke_mode[06", "test_vllm_server.py", "test_engines_vllm.py",
+         "test_upstream_reproducers.py", "test_engine_stages.py",
          "test_compiled.py", "test_notebook_recomputes_in_smoke_mode", "test_greedy_matrix_batched",
          "test_gpu_bench.py", "test_a_chapter_run_from_the_notebooks_folder")
 

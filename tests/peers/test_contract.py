@@ -13,8 +13,6 @@ import pytest
 import torch
 
 from specdec.peers import Sampling, Speculation
-from specdec.peers.hf import HFEngine
-from specdec.peers.ours import OursEngine
 from specdec.peers.vllm import VLLMEngine
 
 PROMPTS = [[348, 891, 452, 264], [47, 809, 600]]
@@ -22,16 +20,6 @@ DRAFT = "draft-distilled"
 V, CONTEXT = 2048, 512  # the embedded target's vocabulary size and n_positions
 SPEC = {"ours": Speculation("token", 2, DRAFT), "hf": Speculation("draft_model", 2, DRAFT),
         "vllm": Speculation("draft_model", 2, DRAFT)}
-
-
-@pytest.fixture(scope="module")
-def ours():
-    return OursEngine()
-
-
-@pytest.fixture(scope="module")
-def hf(ours):
-    return HFEngine(_models=ours._models)  # the same loaded members
 
 
 class Marked:

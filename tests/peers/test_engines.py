@@ -11,23 +11,11 @@ import typing
 import pytest
 
 from specdec.peers import Sampling, Speculation
-from specdec.peers.hf import HFEngine
-from specdec.peers.ours import OursEngine
 from specdec.peers.vllm import VLLMEngine, VLLMUnavailable, speculative_config
 from specdec.peers.vllm_worker import _choices, _close, _difference
 
 PROMPTS = [[348, 891, 452, 264], [47, 809, 600]]
 DRAFT = "draft-distilled"
-
-
-@pytest.fixture(scope="module")
-def ours():
-    return OursEngine()
-
-
-@pytest.fixture(scope="module")
-def hf(ours):
-    return HFEngine(_models=ours._models)  # the same loaded members
 
 
 def _shape(c):
