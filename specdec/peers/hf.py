@@ -26,7 +26,7 @@ import torch
 
 from specdec.engine.kv import now
 from specdec.peers.contract import check_request
-from specdec.peers.interface import Continuations, Sampling, Speculation
+from specdec.peers.interface import Continuations, Sampling, Speculation, stream_seed
 from specdec.peers.ours import FamilyEngine
 
 __all__ = ["hf_assisted", "pin_assistant", "no_stop_token", "HFEngine", "HF_METHODS", "record_candidates",
@@ -198,10 +198,11 @@ class HFEngine(FamilyEngine):
     """Hugging Face's `generate` behind `specdec.peers.Engine`, through `hf_assisted`.
 
     Methods: None / "none" = plain `generate`, one batch of `n` copies per prompt, seeded with
-    `seed + prompt index`; "draft_model" = assisted generation with the family member `spec.draft`
+    `stream_seed(seed, prompt index)`; "draft_model" = assisted generation with the family member `spec.draft`
     and k pinned; "prompt_lookup" = HF's prompt lookup (option "max_matching_ngram_size", HF's
     default 2).  Assisted generation takes batch 1, so sample j of prompt i is its own call seeded
-    with `seed + i * n + j`.  HF's assistant samples its drafts with the target's own settings
+    with `stream_seed(seed, i, j)` (requests with other seeds share no call).  HF's assistant samples its
+    drafts with the target's own settings
     (greedy at temperature 0, sampled otherwise, verified by `_speculative_sampling`); prompt
     lookup's drafts are kept while they match the target's own choice.  HF reports no acceptance:
     the counters are the target's forwards (`num_steps`, one per verification step) and tokens.
@@ -227,9 +228,9 @@ class HFEngine(FamilyEngine):
         for i, prompt in enumerate(prompts):
             ids = torch.tensor([prompt], dtype=torch.long)  # (1, T)
             if method == "none":
-                calls = [(ids.repeat(n, 1), seed + i)]
+                calls = [(ids.repeat(n, 1), stream_seed(seed, i))]
             else:
-                calls = [(ids, seed + i * n + j) for j in range(n)]
+                calls = [(ids, stream_seed(seed, i, j)) for j in range(n)]
             rows, row_steps = [], []
             for batch, s in calls:
                 log = [] if method != "none" else None

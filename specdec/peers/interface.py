@@ -24,7 +24,17 @@ import numbers
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["Sampling", "Speculation", "Continuations", "Engine", "as_int", "as_real"]
+__all__ = ["Sampling", "Speculation", "Continuations", "Engine", "as_int", "as_real", "stream_seed"]
+
+
+def stream_seed(seed: int, *index: int) -> int:
+    """The seed of one random stream of a request (prompt ``index``, or prompt and sample), derived
+    from the request's ``seed`` by numpy's SeedSequence: requests with different seeds share no
+    stream (``seed + index`` would: seed 10's second prompt would be seed 11's first).
+    Example: stream_seed(10, 1) != stream_seed(11, 0)."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([int(seed), *map(int, index)]).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
 def as_int(name: str, value, low: int | None = None, high: int | None = None) -> int:

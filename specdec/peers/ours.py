@@ -4,7 +4,7 @@ are held beside, run through the same interface.
 Methods: None / "none" = autoregressive decoding (the control); "token" = token-wise verification
 (Leviathan et al. 2023, Chen et al. 2023); "block" = block verification (Sun et al. 2025); both
 with the family member `spec.draft` drafting `spec.k` tokens a step.  Each prompt is decoded as
-ONE batch of `n` copies from a `torch.Generator` seeded with `seed + prompt index`, no stop token,
+ONE batch of `n` copies from a `torch.Generator` seeded with `stream_seed(seed, prompt index)`, no stop token,
 so every sample has exactly `max_new_tokens` ids.  ``mode="lean"`` runs both models through
 `specdec.engine.modes.lean` (the same law, the engine's fastest exact forward on a CPU).
 Arguments are checked first by `specdec.peers.contract.check_request` against the target's
@@ -30,7 +30,7 @@ from specdec.engine.decode import generate
 from specdec.engine.modes.lean import lean
 from specdec.family.loader import load_model
 from specdec.peers.contract import check_request, config_limits
-from specdec.peers.interface import Continuations, Sampling, Speculation
+from specdec.peers.interface import Continuations, Sampling, Speculation, stream_seed
 from specdec.peers.steps import steps_of
 
 __all__ = ["METHODS", "FamilyEngine", "OursEngine"]
@@ -89,7 +89,7 @@ class OursEngine(FamilyEngine):
         start = time.perf_counter()
         for i, prompt in enumerate(prompts):
             ids = torch.tensor([prompt] * n, dtype=torch.long, device=self.device)  # (n, T)
-            gen = torch.Generator(self.device).manual_seed(seed + i)
+            gen = torch.Generator(self.device).manual_seed(stream_seed(seed, i))
             res = generate(target, ids, drafter=drafter, k=spec.k if drafter is not None else 1,
                            method=method if drafter is not None else "token", max_new_tokens=max_new_tokens,
                            temperature=sampling.temperature, top_k=sampling.top_k or None, top_p=sampling.top_p,

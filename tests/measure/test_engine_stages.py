@@ -145,3 +145,18 @@ def test_only_a_lead_is_drawn_again_and_its_draw_decides():
             row(plain, stage=1), row(plain, status="pass", p_value=0.5)]
     jobs = tables.lead_jobs(rows, configs, SIZES, seed=5, lead_p=1e-4, factor=2)
     assert [(j.cfg.label, j.n, j.seed) for j in jobs] == [(token.label, 320, 7), (ngram.label, 320, 5)]
+
+
+def test_a_lead_of_the_every_position_test_is_drawn_again():
+    configs = audit.plan(2, DRAFT)
+    hf = next(c for c in configs if c.engine == "hf" and c.spec is not None)
+    neg = next(c for c in configs if c.role == "negative control")
+    row = lambda c, **kw: {"engine": c.engine, "configuration": c.label, "role": c.role, "setting": "temperature 1",  # noqa: E731
+                           "status": "reject", "p_value": 0.008, "impossible": 0, "sequences": 16, "prompts": 2,
+                           "length": 32, **kw}
+    rows = [row(hf), row(neg), row(hf, setting="temperature 0.7, top-p 0.9", p_value=1e-9)]
+    jobs = tables.pit_lead_jobs(rows, configs, lead_p=1e-4, factor=2, seed=5)
+    assert [(j.cfg.label, j.kind, j.n, j.length, j.seed) for j in jobs] == [(hf.label, "long", 16, 32, 7)]
+    merged = tables.merge_leads(rows, [{**rows[0], "status": "pass", "p_value": 0.4}])
+    assert [(r["status"], r["stage"]) for r in merged] == [("pass", 2), ("reject", 1), ("reject", 1)]
+    assert merged[0]["p_first"] == 0.008

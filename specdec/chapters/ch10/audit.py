@@ -31,7 +31,7 @@ from specdec.core.rules.variants import VARIANTS
 from specdec.core.sampling import SamplingConfig
 from specdec.core.verify import verify
 from specdec.engine.decode import generate
-from specdec.peers.interface import Continuations, Sampling, Speculation
+from specdec.peers.interface import Continuations, Sampling, Speculation, stream_seed
 from specdec.peers.steps import steps_of
 
 __all__ = ["Config", "SETTINGS", "plan", "NegativeControl", "TemperedAtDrafts", "with_verifier", "config_cfg",
@@ -105,13 +105,13 @@ class TemperedAtDrafts:
 def with_verifier(target, draft, verifier, prompts, n: int, max_new_tokens: int, sampling: Sampling,
                   spec: Speculation, seed: int, provenance: dict) -> Continuations:
     """`OursEngine.continue_prompts` with a verifier a caller names (one batch of n copies per
-    prompt, seeded ``seed + prompt index``), every decode step listed in ``steps``."""
+    prompt, seeded `stream_seed` (seed, prompt index)), every decode step listed in ``steps``."""
     tokens, steps = [], []
     cfg = config_cfg(sampling)
     for i, p in enumerate(prompts):
         res = generate(target, torch.tensor([list(p)] * n), drafter=draft, k=spec.k, max_new_tokens=max_new_tokens,
                        temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
-                       generator=torch.Generator().manual_seed(seed + i), verifier=verifier, mode="lean")
+                       generator=torch.Generator().manual_seed(stream_seed(seed, i)), verifier=verifier, mode="lean")
         tokens.append([t.tolist() for t in res.tokens])
         steps.append(steps_of(res.stats, len(res.tokens)))
     return Continuations(tokens, {}, {**provenance, "seed": seed}, steps=steps)

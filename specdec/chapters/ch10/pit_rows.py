@@ -61,7 +61,8 @@ def pit_row(cfg: Config, setting: str, res, target, prompts, *, alpha: float, se
     idx, drafted, known = _steps(cfg, res, L)
     r = pit_test(u, idx, bins=bins, position_groups=position_groups, alpha=alpha)
     comp = dict(zip(r.tests, r.p_components))
-    row = {**base, "ran": what, "ran_detail": detail, "sequences": r.n_sequences, "length": L, "tokens": r.n_values,
+    row = {**base, "ran": what, "ran_detail": detail, "prompts": len(prompts), "sequences": r.n_sequences, "length": L,
+           "tokens": r.n_values,
            "drafted_share": drafted / known if known else math.nan, "steps_aligned": idx is not None,
            "p_overall": comp.get("overall", math.nan), "p_position": comp.get("position", math.nan),
            "p_step": comp.get("step index", math.nan), "tests": len(r.tests), "p_value": r.p_value, "alpha": alpha,

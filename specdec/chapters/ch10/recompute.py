@@ -96,10 +96,13 @@ def recompute(P) -> dict:
         out["kernel"] = tables.kernel_rows(inspected)
         out["versions"] = tables.versions(inspected)
         out["greedy"] = tables.greedy_table(first, prompts, runs.greedy_next(engines, P.SEED))
-        out["pit"], out["pit_power"] = tables.pit_table(
-            first, tgt, prompts, alpha=0.01, seed=P.SEED, resamples=P.RESAMPLES, bins=P.PIT_BINS,
-            position_groups=P.POSITION_GROUPS,
-            sequences={"vllm": P.N_LONG * len(prompts), "hf": P.N_LONG_HF * len(prompts)})
+        pit = dict(alpha=0.01, seed=P.SEED, bins=P.PIT_BINS, position_groups=P.POSITION_GROUPS)
+        rows, out["pit_power"] = tables.pit_table(
+            first, tgt, prompts, resamples=P.RESAMPLES,
+            sequences={"vllm": P.N_LONG * len(prompts), "hf": P.N_LONG_HF * len(prompts)}, **pit)
+        again = runs.stage(tables.pit_lead_jobs(rows, configs, lead_p=P.LEAD_P, factor=P.FOLLOWUP, seed=P.SEED),
+                           engines, prompts, **common)
+        out["pit"] = tables.merge_leads(rows, tables.pit_table(again, tgt, prompts, resamples=1, sequences={}, **pit)[0])
         mark("every position")
         if repeat is not None:
             out["repeat"] = repeat.result()

@@ -5,7 +5,7 @@ Which tokens a job yields.  Law samples: ``n`` per prompt of the first tokens --
 prefill, one verification step, so its position-1 counter is that step's), ours and Hugging Face 3
 (their first step verifies x1 too; 3 keeps k = 2 unclipped).  Long outputs: ``n_long`` samples of
 ``length`` tokens per prompt.  Greedy: one sample of ``greedy_len`` tokens per prompt.  A job's seed
-is the stage's; each prompt of an in-process engine is seeded ``seed + prompt index``, vLLM by its
+is the stage's; each prompt of an in-process engine has its own stream (`peers.interface.stream_seed`), vLLM its
 engine-level seed.  A vLLM row that only reads what ran (a configuration the build may ignore) is
 built and inspected, never sampled.
 

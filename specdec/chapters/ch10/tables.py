@@ -25,7 +25,8 @@ from specdec.chapters.ch10.runs import Job, law_length
 from specdec.chapters.ch10.speed import filled
 from specdec.peers.diagnosis import greedy_divergences
 
-__all__ = ["versions", "inspect_jobs", "stage_jobs", "ignored", "law_table", "second_jobs", "lead_jobs", "acceptance_table", "pit_table",
+__all__ = ["versions", "inspect_jobs", "stage_jobs", "ignored", "law_table", "second_jobs", "lead_jobs",
+           "pit_lead_jobs", "merge_leads", "acceptance_table", "pit_table",
            "greedy_table", "kernel_rows", "what_ran_rows"]
 
 SAMPLED = [name for name, s in SETTINGS.items() if s.temperature > 0]
@@ -175,6 +176,32 @@ def pit_table(first: dict, target, prompts, *, alpha: float, seed: int, sequence
             power.append({"configuration": j.cfg.label, "setting": j.setting,
                           **{f"power_{k}": v for k, v in got.items()}, "resamples": resamples})
     return filled(rows), filled(power)
+
+
+def pit_lead_jobs(rows: list[dict], configs: list[Config], *, lead_p: float, factor: int, seed: int) -> list[Job]:
+    """The every-position test's leads (a rejection with ``lead_p`` < p and no impossible token, of
+    a row that is no negative control): ``factor`` times the row's sequences, drawn fresh (in process
+    ``seed + 2``, vLLM its own seed), at the row's length; that draw decides the row (`merge_leads`)."""
+    by = {(c.engine, c.label): c for c in configs}
+    out = []
+    for r in rows:
+        if r.get("status") == "reject" and r["p_value"] > lead_p and not r.get("impossible") \
+                and r.get("role") != "negative control":
+            c = by[(r["engine"], r["configuration"])]
+            per_prompt = int(r["sequences"]) // max(1, int(r.get("prompts", 1) or 1))
+            out.append(Job(c, r["setting"], "long", factor * per_prompt, int(r["length"]),
+                           seed if c.engine == "vllm" else seed + 2))
+    return out
+
+
+def merge_leads(rows: list[dict], followed: list[dict]) -> list[dict]:
+    """The rows with each lead replaced by its follow-up's row (``stage`` 2, ``p_first`` kept)."""
+    by = {(r["engine"], r["configuration"], r["setting"]): r for r in followed}
+    out = []
+    for r in rows:
+        f = by.get((r["engine"], r["configuration"], r["setting"]))
+        out.append({**r, "stage": 1, "p_first": math.nan} if f is None else {**f, "stage": 2, "p_first": r["p_value"]})
+    return filled(out)
 
 
 def greedy_table(first: dict, prompts, plain_at=None) -> list[dict]:

@@ -114,7 +114,8 @@ def pit_summary(pit: pd.DataFrame, power: pd.DataFrame) -> dict:
             "pit_neg_rej": int((neg & (t["status"] == "reject")).sum()), "pit_neg_n": int(neg.sum()),
             "pit_tokens": int(v["tokens"].min()) if len(v) else 0,
             "pit_mdtv": float(v["mdtv"].max()) if len(v) else math.nan,
-            "pit_min_power": float(power[col].min().min()) if col and len(power) else math.nan}
+            "pit_min_power": float(power[col].min().min()) if col and len(power) else math.nan,
+            "pit_leads": int((t["stage"] == 2).sum()) if "stage" in t else 0}
 
 
 def speed_counts(speed: pd.DataFrame) -> dict:
