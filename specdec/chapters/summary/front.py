@@ -73,7 +73,8 @@ def engines_values(root: Path = RESULTS_DIR) -> dict:
     a configuration the build ignored, or that did not run, is not counted): vLLM's shipped sampled
     speculative rows rejected of tested, its patched rows passed of tested, the other engines'
     speculative rows passed, the positive controls passed, the negative controls rejected, the
-    configurations the build ignored, and vLLM's version."""
+    configurations the build ignored, vLLM's speculative greedy configurations equal to its plain
+    greedy decoding, and vLLM's version."""
     path = Path(root) / CHAPTERS["eng"] / "laws.csv"
     rows = records(read_table(path))
     done = [r for r in rows if r["status"] in ("pass", "reject")]
@@ -88,14 +89,17 @@ def engines_values(root: Path = RESULTS_DIR) -> dict:
     others = count(lambda r: r["engine"] != "vllm" and r["role"] == "speculative", "pass")
     controls = count(lambda r: r["role"] == "control", "pass")
     negatives = count(lambda r: r["role"] == "negative control", "reject")
-    values = json.loads((Path(root) / CHAPTERS["eng"] / "values.json").read_text())
+    greedy = [r for r in records(read_table(Path(root) / CHAPTERS["eng"] / "greedy.csv"))
+              if r["engine"] == "vllm" and r.get("samples") == r.get("samples")]
+    versions = json.loads((Path(root) / CHAPTERS["eng"] / "values.json").read_text())["values"]["versions"]
     return {"engines_shipped_rejected": shipped[0], "engines_shipped_n": shipped[1],
             "engines_patched_pass": patched[0], "engines_patched_n": patched[1],
             "engines_others_pass": others[0], "engines_others_n": others[1],
             "engines_controls_pass": controls[0], "engines_controls_n": controls[1],
             "engines_negatives_rejected": negatives[0], "engines_negatives_n": negatives[1],
             "engines_ignored": len({r["configuration"] for r in rows if r["status"] == "ignored by this build"}),
-            "engines_vllm": values["versions"]["vllm"]}
+            "engines_vllm": versions["vllm"], "engines_vllm_greedy_n": len(greedy),
+            "engines_vllm_greedy_same": sum(r["identical"] == r["samples"] for r in greedy)}
 
 
 def reference(root: Path = RESULTS_DIR) -> dict:
