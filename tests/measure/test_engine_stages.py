@@ -66,6 +66,16 @@ def test_vllm_keeps_its_seed_in_stage_two_and_ignored_rows_get_no_jobs():
     assert order[0] == "plain decoding" and order[-1].startswith("n-gram") and not any("patched" in x for x in order)
 
 
+def test_each_row_draws_at_its_own_size():
+    """vLLM's speculative rows at the design's size; a plain-decoding control at its engine's control
+    size where the chapter gives one; Hugging Face's speculative rows at theirs."""
+    sizes = {"vllm": {"n1": 10, "n2": 100}, "vllm-control": {"n1": 5, "n2": 20}, "ours": {"n1": 4, "n2": 8},
+             "hf": {"n1": 3, "n2": 6}, "hf-spec": {"n1": 2, "n2": 4}}
+    got = {(c.engine, c.spec is None): tables.size_of(c, sizes)["n2"] for c in audit.plan(2, DRAFT)}
+    assert got == {("vllm", False): 100, ("vllm", True): 20, ("ours", False): 8, ("ours", True): 8,
+                   ("hf", False): 4, ("hf", True): 6}
+
+
 def test_what_ran_and_verified_samples_come_from_the_engine_record():
     cfg = next(c for c in audit.plan(2, DRAFT) if c.label == "draft model, k = 2, probabilistic drafts, block rejection")
     spec = {"method": "draft_model", "draft_sample_method": "probabilistic", "rejection_sample_method": "block"}
@@ -104,6 +114,11 @@ def test_law_samples_drawn_in_processes_of_their_own_are_the_same_tokens(setup):
     assert all(here[j].tokens == apart[j].tokens and here[j].error is None and here[j].steps for j in jobs)
     with pytest.raises(ValueError, match="workers"):
         runs.stage(jobs, engines, prompts, workers=0)
+    with pytest.raises(TypeError, match="meanwhile"):
+        runs.stage(jobs, engines, prompts, meanwhile="pit")
+    order = []  # work given as meanwhile runs after the in-process jobs, in this thread, once
+    runs.stage(jobs[:1], engines, prompts, meanwhile=lambda: order.append(len(order)))
+    assert order == [0]
     with pytest.raises(ValueError, match="VLLMSession"):
         runs.stage([runs.Job(audit.plan(2, DRAFT)[-1], "temperature 1", "law", 6, 2, 3)], {"vllm": None}, prompts)
 
@@ -116,7 +131,7 @@ def test_the_chapters_counts_read_what_the_tables_hold():
     from specdec.chapters.ch10 import values
 
     laws = pd.DataFrame([
-        {"engine": "vllm", "role": "control", "patched": "False", "status": "pass", "power": 0.95, "verified_share": float("nan"), "mdtv": 0.02},
+        {"engine": "vllm", "role": "control", "patched": "False", "status": "pass", "power": 0.4, "verified_share": float("nan"), "mdtv": 0.05},
         {"engine": "vllm", "role": "speculative", "patched": "False", "status": "reject", "power": 0.1, "verified_share": 0.99, "mdtv": 0.2},
         {"engine": "vllm", "role": "speculative", "patched": "True", "status": "pass", "power": 0.93, "verified_share": 0.97, "mdtv": 0.02},
         {"engine": "vllm", "role": "speculative", "patched": "False", "status": "ignored by this build", "power": float("nan"), "verified_share": float("nan"), "mdtv": float("nan")},
@@ -126,7 +141,9 @@ def test_the_chapters_counts_read_what_the_tables_hold():
     v = values.law_values(laws)
     assert (v["shipped_rejected"], v["shipped_n"], v["patched_pass"], v["patched_n"]) == (1, 1, 1, 1)
     assert (v["vllm_controls_pass"], v["neg_rejected"], v["others_pass"], v["others_n"]) == (1, 1, 2, 2)
-    assert v["vllm_min_power"] == 0.93 and v["others_mdtv_max"] == 0.12 and v["vllm_min_share"] == 0.97
+    # the power quoted is the speculative rows'; the control, drawn smaller, states its detectable TV
+    assert v["vllm_min_power"] == 0.93 and v["vllm_controls_mdtv"] == 0.05
+    assert v["others_mdtv_max"] == 0.12 and v["vllm_min_share"] == 0.97
     ran = pd.DataFrame([{"configuration": "a, block rejection", "ran": "ignored by this build", "ignored": "x"}])
     assert values.block_values(ran) == {"block_status": "ignored by this build", "block_ignored": "x"}
     kernel = pd.DataFrame([{"dtype": "float32", "shipped_correct": "False"}, {"dtype": "int64", "shipped_correct": "True"}])

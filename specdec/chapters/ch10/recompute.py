@@ -1,7 +1,8 @@
 """Chapter 10's whole recompute in the order its protocol states, from its parameters: the prompts
 chosen, the engines built, vLLM's configurations inspected (and the kernel check), stage 1, stage 2,
 the leads' follow-up, greedy equality, the every-position test, then the timing; the two-process
-repeatability check runs beside the stages from the start (it needs none of their results).
+repeatability check runs beside the stages from the start, and the every-position test's rows beside
+vLLM's stage 2 (neither needs a result of what it runs beside).
 Returns the tables (lists of rows) and values the chapter writes; nothing here is worded.
 
 vLLM runs on one worker kept across the stages and the timing (`specdec.peers.vllm_session`: its
@@ -33,9 +34,13 @@ def configs_of(P) -> list:
 
 
 def _sizes(P) -> dict:
-    return {e: {"n1": max(n // P.STAGE1, 40), "n2": n, "n_long": nl}
-            for e, n, nl in (("vllm", P.N_VLLM, P.N_LONG), ("ours", P.N_OURS, P.N_LONG),
-                             ("hf", P.N_OURS, P.N_LONG), ("hf-spec", P.N_HF, P.N_LONG_HF))}
+    """Per-prompt sizes (`tables.size_of`): vLLM's speculative rows at the design's n with their own
+    stage-1 share; every plain-decoding control, vLLM's too, at ``N_OURS``."""
+    return {e: {"n1": max(n // stage1, 40), "n2": n, "n_long": nl}
+            for e, n, nl, stage1 in (("vllm", P.N_VLLM, P.N_LONG, P.STAGE1_VLLM),
+                                     ("vllm-control", P.N_OURS, P.N_LONG, P.STAGE1),
+                                     ("ours", P.N_OURS, P.N_LONG, P.STAGE1), ("hf", P.N_OURS, P.N_LONG, P.STAGE1),
+                                     ("hf-spec", P.N_HF, P.N_LONG_HF, P.STAGE1))}
 
 
 def recompute(P) -> dict:
@@ -75,7 +80,8 @@ def recompute(P) -> dict:
                and "block" not in c.label]
         # two fresh processes of their own, started now: they need no result of the stages
         repeat = pool.submit(runs.repeatability, VLLMEngine(timeout_s=P.VLLM_TIMEOUT_S, threads=1), rep, prompts,
-                             n=P.REPEAT_N, setting="temperature 1", seed=P.SEED) if session is not None else None
+                             n=P.REPEAT_N, setting="temperature 1", seed=P.SEED) \
+            if session is not None and P.REPEAT_N > 0 else None
         inspected = runs.stage(tables.inspect_jobs(configs, P.SEED), engines, prompts, kernel_check=True, **common)
         skip = tables.ignored(inspected)
         first = runs.stage(tables.stage_jobs(configs, _sizes(P), seed=P.SEED, long_len=P.LONG_LEN,
@@ -84,9 +90,18 @@ def recompute(P) -> dict:
                     power_target=P.POWER)
         one = tables.law_table(first, {}, exact, skip, configs, **test)
         mark("stage 1")
-        second = runs.stage(tables.second_jobs(one, configs, _sizes(P), seed=P.SEED), engines, prompts, **common)
+        pit = dict(alpha=0.01, seed=P.SEED, bins=P.PIT_BINS, position_groups=P.POSITION_GROUPS)
+        held = {}  # the every-position test needs only stage 1's long outputs: computed while vLLM's stage 2 runs
+
+        def pit_rows() -> None:
+            held["rows"], held["power"] = tables.pit_table(
+                first, tgt, prompts, resamples=P.RESAMPLES,
+                sequences={"vllm": P.N_LONG * len(prompts), "hf": P.N_LONG_HF * len(prompts)}, **pit)
+
+        second = runs.stage(tables.second_jobs(one, configs, _sizes(P), seed=P.SEED), engines, prompts,
+                            meanwhile=pit_rows, **common)
         two = tables.law_table(first, second, exact, skip, configs, **test)
-        mark("stage 2")
+        mark("stage 2 and every position")
         third = runs.stage(tables.lead_jobs(two, configs, _sizes(P), seed=P.SEED, lead_p=P.LEAD_P, factor=P.FOLLOWUP),
                            engines, prompts, **common)
         out["laws"] = tables.law_table(first, second, exact, skip, configs, third=third, **test)
@@ -96,14 +111,11 @@ def recompute(P) -> dict:
         out["kernel"] = tables.kernel_rows(inspected)
         out["versions"] = tables.versions(inspected)
         out["greedy"] = tables.greedy_table(first, prompts, runs.greedy_next(engines, P.SEED))
-        pit = dict(alpha=0.01, seed=P.SEED, bins=P.PIT_BINS, position_groups=P.POSITION_GROUPS)
-        rows, out["pit_power"] = tables.pit_table(
-            first, tgt, prompts, resamples=P.RESAMPLES,
-            sequences={"vllm": P.N_LONG * len(prompts), "hf": P.N_LONG_HF * len(prompts)}, **pit)
+        rows, out["pit_power"] = held["rows"], held["power"]
         again = runs.stage(tables.pit_lead_jobs(rows, configs, lead_p=P.LEAD_P, factor=P.FOLLOWUP, seed=P.SEED),
                            engines, prompts, **common)
         out["pit"] = tables.merge_leads(rows, tables.pit_table(again, tgt, prompts, resamples=1, sequences={}, **pit)[0])
-        mark("every position")
+        mark("every position's leads")
         if repeat is not None:
             out["repeat"] = repeat.result()
             mark("repeatability (what was left of it)")

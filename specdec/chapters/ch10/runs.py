@@ -57,12 +57,16 @@ def _args(job: Job, prompts) -> tuple:
 
 
 def stage(jobs: list[Job], engines: dict, prompts, *, session=None, hold: int = 1, kernel_check: bool = False,
-          target=None, draft=None, workers: int = 1, parallel: tuple = ("hf",)) -> dict:
+          target=None, draft=None, workers: int = 1, parallel: tuple = ("hf",), meanwhile=None) -> dict:
     """Job -> Continuations for every job whose engine is in ``engines`` (module docstring); vLLM's
     go to ``session`` (a `VLLMSession`; its rows carry the kernel check when asked), negative
-    controls run `NegativeControl` on ``target`` and ``draft``."""
+    controls run `NegativeControl` on ``target`` and ``draft``.  ``meanwhile``: a callable of no
+    arguments run in this thread once the in-process jobs are done, while vLLM's may still run (work
+    that needs no result of this stage keeps the second core busy); its exceptions propagate."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+    if meanwhile is not None and not callable(meanwhile):
+        raise TypeError(f"meanwhile must be a callable of no arguments or None, got {type(meanwhile).__name__}")
     jobs = [j for j in jobs if j.cfg.engine in engines]
     vjobs = [j for j in jobs if j.cfg.engine == "vllm"]
     if vjobs and session is None:
@@ -84,6 +88,8 @@ def stage(jobs: list[Job], engines: dict, prompts, *, session=None, hold: int = 
             out[j] = engine.continue_prompts(*_args(j, prompts))
         for j, fut in futures.items():
             out[j] = fut.result()
+        if meanwhile is not None:
+            meanwhile()
         for j, res in zip(vjobs, vllm.result() if vllm else []):
             out[j] = res
     return {j: out[j] for j in jobs}

@@ -25,7 +25,7 @@ from specdec.chapters.ch10.runs import Job, law_length
 from specdec.chapters.ch10.speed import filled
 from specdec.peers.diagnosis import greedy_divergences
 
-__all__ = ["versions", "inspect_jobs", "stage_jobs", "ignored", "law_table", "second_jobs", "lead_jobs",
+__all__ = ["versions", "inspect_jobs", "size_of", "stage_jobs", "ignored", "law_table", "second_jobs", "lead_jobs",
            "pit_lead_jobs", "merge_leads", "acceptance_table", "pit_table",
            "greedy_table", "kernel_rows", "what_ran_rows"]
 
@@ -66,17 +66,24 @@ def ignored(inspected: dict) -> dict:
     return out
 
 
+def size_of(c: Config, sizes: dict) -> dict:
+    """A configuration's sizes: ``sizes["<engine>-spec"]`` for a speculative row and
+    ``sizes["<engine>-control"]`` for plain decoding where the chapter gives them, else ``sizes[engine]``."""
+    own = f"{c.engine}-{'control' if c.spec is None else 'spec'}"
+    return sizes.get(own) or sizes[c.engine]
+
+
 def stage_jobs(configs: list[Config], sizes: dict, *, seed: int, long_len: int, greedy_len: int,
                skip: dict | None = None) -> list[Job]:
     """Stage 1 (module docstring) for every configuration not in ``skip``; ``sizes``: engine ->
-    {"n1", "n_long"} (Hugging Face's speculative rows may have their own under "hf-spec").  The
+    {"n1", "n_long"} (`size_of`).  The
     negative controls draw twice ``n_long``: their power is read at the rows' size by subsampling
     at most half of their outputs (`specdec.peers.pit.resampled_power`)."""
     jobs = []
     for c in configs:
         if skip and (c.engine, c.label) in skip:
             continue
-        size = sizes["hf-spec"] if c.engine == "hf" and c.spec is not None else sizes[c.engine]
+        size = size_of(c, sizes)
         for name in SAMPLED:
             jobs.append(Job(c, name, "law", size["n1"], law_length(c.engine), seed))
             if size.get("n_long"):
@@ -96,7 +103,7 @@ def second_jobs(rows: list[dict], configs: list[Config], sizes: dict, *, seed: i
     for r in rows:
         if r.get("status") == "pass":
             c = by[(r["engine"], r["configuration"])]
-            size = sizes["hf-spec"] if c.engine == "hf" and c.spec is not None else sizes[c.engine]
+            size = size_of(c, sizes)
             out.append(Job(c, r["setting"], "law", size["n2"], law_length(c.engine),
                            seed if c.engine == "vllm" else seed + 1))
     return out
@@ -111,7 +118,7 @@ def lead_jobs(rows: list[dict], configs: list[Config], sizes: dict, *, seed: int
     for r in rows:
         if r.get("status") == "reject" and r.get("stage") == 2 and r["p_value"] > lead_p and not r.get("impossible"):
             c = by[(r["engine"], r["configuration"])]
-            size = sizes["hf-spec"] if c.engine == "hf" and c.spec is not None else sizes[c.engine]
+            size = size_of(c, sizes)
             out.append(Job(c, r["setting"], "law", factor * size["n2"], law_length(c.engine),
                            seed if c.engine == "vllm" else seed + 2))
     return out

@@ -25,8 +25,8 @@ def _min(s: pd.Series) -> float:
 
 def law_values(laws: pd.DataFrame) -> dict:
     """Counts of the law rows that tested what they name (status pass / reject): vLLM's shipped
-    speculative rows rejected, patched rows passed, controls passed, the smallest power of vLLM's
-    passing rows and its smallest verified share; the other engines' rows passed and their range of
+    speculative rows rejected, patched rows passed, controls passed (and the TV they detect), the
+    smallest power of vLLM's passing speculative rows and their smallest verified share; the other engines' rows passed and their range of
     detectable TV; the negative controls rejected; the rows a lead's follow-up decided (stage 3)."""
     t = laws[laws["status"].isin(["pass", "reject"])]
     v, o = t[t["engine"] == "vllm"], t[t["engine"] != "vllm"]
@@ -39,7 +39,8 @@ def law_values(laws: pd.DataFrame) -> dict:
             "patched_pass": int((vp["status"] == "pass").sum()), "patched_n": len(vp),
             "vllm_controls_pass": int(((v["role"] == "control") & (v["status"] == "pass")).sum()),
             "vllm_controls": int((v["role"] == "control").sum()),
-            "vllm_min_power": _min(v[v["status"] == "pass"]["power"]),
+            "vllm_min_power": _min(v[(v["status"] == "pass") & (v["role"] == "speculative")]["power"]),
+            "vllm_controls_mdtv": _min(v[v["role"] == "control"]["mdtv"]),
             "vllm_min_share": _min(v[v["role"] == "speculative"]["verified_share"]),
             "neg_rejected": int((neg["status"] == "reject").sum()), "neg_n": len(neg),
             "others_pass": int((rest["status"] == "pass").sum()), "others_n": len(rest),
