@@ -34,13 +34,12 @@ def configs_of(P) -> list:
 
 
 def _sizes(P) -> dict:
-    """Per-prompt sizes (`tables.size_of`): vLLM's speculative rows at the design's n with their own
-    stage-1 share; every plain-decoding control, vLLM's too, at ``N_OURS``."""
-    return {e: {"n1": max(n // stage1, 40), "n2": n, "n_long": nl}
-            for e, n, nl, stage1 in (("vllm", P.N_VLLM, P.N_LONG, P.STAGE1_VLLM),
-                                     ("vllm-control", P.N_OURS, P.N_LONG, P.STAGE1),
-                                     ("ours", P.N_OURS, P.N_LONG, P.STAGE1), ("hf", P.N_OURS, P.N_LONG, P.STAGE1),
-                                     ("hf-spec", P.N_HF, P.N_LONG_HF, P.STAGE1))}
+    """Per-prompt sizes (`tables.size_of`): vLLM's speculative rows at the design's n; every
+    plain-decoding control, vLLM's too, at ``N_OURS``."""
+    return {e: {"n1": max(n // P.STAGE1, 40), "n2": n, "n_long": nl}
+            for e, n, nl in (("vllm", P.N_VLLM, P.N_LONG), ("vllm-control", P.N_OURS, P.N_LONG),
+                             ("ours", P.N_OURS, P.N_LONG), ("hf", P.N_OURS, P.N_LONG),
+                             ("hf-spec", P.N_HF, P.N_LONG_HF))}
 
 
 def recompute(P) -> dict:
