@@ -167,6 +167,18 @@ def test_notebook_renders_from_committed_results(rendered, nb):
     assert not _stderr(out / nb.name), "warnings in the rendered chapter"
 
 
+@BOOK
+def test_chapter_10s_verdict_tables_are_on_the_page(rendered):
+    """The tables that carry chapter 10's conclusion are read on the page, never only linked: a
+    selection wider or longer than a page allows shows only a CSV link (`table_text`)."""
+    out, failures = rendered
+    assert "10_engines" not in failures, failures.get("10_engines")
+    cells = json.loads((out / "10_engines.ipynb").read_text())["cells"]
+    shown = "".join(str(o.get("data", {}).get("text/markdown", "")) for c in cells for o in c.get("outputs", []))
+    assert "too large to read here" not in shown
+    assert shown.count("| verdict |") >= 2, "the law tables of vLLM and of the other engines"
+
+
 def test_a_chapter_run_from_the_notebooks_folder_writes_and_reads_under_the_repository(tmp_path):
     """JupyterLab starts kernels in notebooks/: a relative RESULTS_DIR must still mean the repository's
     folder, when writing (recompute) and when reading back (render)."""
