@@ -29,7 +29,9 @@ __all__ = [
     "speedup",
     "expected_tokens_from_positions",
     "optimal_k",
+    "best_k",
     "break_even_alpha",
+    "break_even_alpha_best_k",
     "draft_cost",
     "extended_speedup",
 ]
@@ -149,13 +151,26 @@ def expected_tokens_from_positions(alphas):
     return _out(1.0 + np.cumprod(a, axis=-1).sum(axis=-1))
 
 
+def _ratios(alpha, c, ks: np.ndarray, curve: dict | None) -> np.ndarray:
+    """S at each k of ``ks`` (first axis): unit verification cost, or T(k+1)/T(1) from ``curve``."""
+    vc = np.ones(ks.shape) if curve is None else \
+        np.array([curve[int(k) + 1] / curve[1] for k in ks.ravel()]).reshape(ks.shape)
+    return np.asarray(speedup(alpha, ks, c, verify_cost=vc))
+
+
+def _pick(s: np.ndarray):
+    """Index of the largest S along the first axis, ties (within 1e-12) to the first (the smaller k)."""
+    return np.argmax(s >= s.max(axis=0) - 1e-12, axis=0)
+
+
 def optimal_k(alpha, c, k_max: int = 64, curve: dict | None = None):
     """The draft length k in 0..k_max that maximizes the speed ratio; k = 0 means speculation does
-    not pay.  Ties go to the smaller k (cheaper, same speed).
+    not pay.  Ties go to the smaller k (cheaper, same speed).  Arrays of alpha and c broadcast.
 
     curve=None: the idealized model, toy_speedup(alpha, k, c).  A measured cost curve
     {n: seconds} holding T(1)..T(k_max+1) gives the extended model instead,
-    speedup(alpha, k, c, verify_cost=T(k+1)/T(1)).
+    speedup(alpha, k, c, verify_cost=T(k+1)/T(1)); a curve lacking one is an error (`best_k`
+    chooses among the k a partial curve holds).
 
     Example: optimal_k(0.8, 0.1) -> 6 ;  optimal_k(0.2, 0.1) -> 1 ;  optimal_k(0.05, 0.1) -> 0 ;
              optimal_k(0.0, 0.2, 1, curve={1: 1.0, 2: 1.1}) -> 0
@@ -164,17 +179,34 @@ def optimal_k(alpha, c, k_max: int = 64, curve: dict | None = None):
     a = _as_alpha(alpha)
     cc = _as_cost(c, "c")
     a, cc = np.broadcast_arrays(a, cc)
-    ks = np.arange(k_max + 1).reshape((-1,) + (1,) * a.ndim)  # (K, ...)
-    if curve is None:
-        vc = np.ones(ks.shape)
-    else:
+    if curve is not None:
         missing = [n for n in range(1, k_max + 2) if n not in curve]
         if missing:
             raise ValueError(f"cost curve lacks T(n) for n = {missing}")
-        vc = np.array([curve[k + 1] / curve[1] for k in range(k_max + 1)]).reshape(ks.shape)
-    s = np.asarray(speedup(a[None], ks, cc[None], verify_cost=vc))  # (K, ...)
-    best = np.argmax(s >= s.max(axis=0) - 1e-12, axis=0)
+    ks = np.arange(k_max + 1).reshape((-1,) + (1,) * a.ndim)  # (K, ...)
+    best = _pick(_ratios(a[None], cc[None], ks, curve))
     return int(best) if best.ndim == 0 else best
+
+
+def best_k(alpha: float, c: float, k_max: int, curve: dict | None = None, k_min: int = 0) -> tuple[int, float]:
+    """(k, S) of the fastest draft length in k_min..k_max, by `optimal_k`'s rule (ties to the smaller
+    k; k = 0 is plain decoding, S = 1).  With a measured ``curve`` {n: seconds} only the k whose
+    T(k+1) it holds are candidates (it must hold T(1)): a curve measured at a few n prices those.
+    ``k_min`` = 1 gives the best speculative k even where none pays.
+
+    Example: best_k(0.8, 0.1, 2, curve={1: 1.0, 2: 1.0, 3: 1.0}) -> (2, 2.44 / 1.2 = 2.033...)
+    """
+    k_max, k_min = int(_as_k(k_max)), int(_as_k(k_min))
+    if k_min > k_max:
+        raise ValueError(f"k_min must be <= k_max, got {k_min} > {k_max}")
+    if curve is not None and 1 not in curve:
+        raise ValueError(f"the cost curve needs T(1); it has n = {sorted(curve)}")
+    ks = np.array([k for k in range(k_min, k_max + 1) if curve is None or k == 0 or k + 1 in curve])
+    if not ks.size:
+        raise ValueError(f"the cost curve holds no T(k+1) for k in {k_min}..{k_max}: n = {sorted(curve)}")
+    s = _ratios(float(_as_alpha(alpha)), float(_as_cost(c, "c")), ks, curve)
+    i = int(_pick(s))
+    return int(ks[i]), float(s[i])
 
 
 def break_even_alpha(k, c, tol: float = 1e-12):
@@ -199,6 +231,22 @@ def break_even_alpha(k, c, tol: float = 1e-12):
     out = np.where((kk == 0) | (cc == 0), 0.0, out)
     out = np.where(kk + 1.0 < target, np.inf, out)
     return _out(out)
+
+
+def break_even_alpha_best_k(c: float, k_max: int, curve: dict | None = None, tol: float = 1e-6) -> float:
+    """The smallest alpha at which some k <= k_max pays (`best_k`'s S > 1): bisection, since each
+    k's speed ratio rises with alpha; inf when not even alpha = 1 pays.  In the idealized model it is
+    c (Leviathan et al.'s corollary: k = 1 is the first to pay, at alpha = c).
+
+    Example: break_even_alpha_best_k(0.1, 4) -> 0.1 (to tol);  with curve {1: 1.0, 2: 2.0}, k_max 1 -> inf
+    """
+    if best_k(1.0, c, k_max, curve)[1] <= 1:
+        return float("inf")
+    lo, hi = 0.0, 1.0
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if best_k(mid, c, k_max, curve)[1] > 1 else (mid, hi)
+    return hi
 
 
 def draft_cost(draft_t1: float, target_t1: float) -> float:

@@ -4,7 +4,7 @@ The rule: for each model draft d, its acceptance beta_d measured teacher-forced 
 (chapter 04, at the chapter's temperature) and its cost c_d = T_d(1) / T(1) measured here give the
 extended cost model's best speed ratio over k = 0..k_max,
 
-    S_d = max_k E[L](beta_d, k) / (T(k+1)/T(1) + k c_d)        (`specdec.core.cost.optimal_k`),
+    S_d = max_k E[L](beta_d, k) / (T(k+1)/T(1) + k c_d)        (`specdec.core.cost.best_k`),
 
 and the draft with the largest S_d is the chapter's draft (ties: the cheaper draft).  Where no
 drafter is predicted to pay (every S_d = 1, at k = 0), the rule ranks them by their best speculative
@@ -23,7 +23,7 @@ Example:
 
 from __future__ import annotations
 
-from specdec.core.cost import optimal_k, speedup
+from specdec.core.cost import best_k
 from specdec.io.results import records
 
 __all__ = ["draft_rule", "chosen", "decide", "best_of"]
@@ -39,13 +39,14 @@ def draft_rule(betas: dict, costs: dict, curve: dict, *, k_max: int) -> list[dic
     missing = [n for n in names if n not in betas or n not in costs]
     if missing or not names:
         raise ValueError(f"every candidate needs a beta and a cost; missing for {missing or 'all'}")
+    lacking = [j for j in range(1, k_max + 2) if j not in curve]
+    if lacking:  # every k is a candidate of the rule: a curve with holes would narrow it silently
+        raise ValueError(f"the cost curve lacks T(n) for n = {lacking}")
     rows = []
     for n in names:
-        k = int(optimal_k(betas[n], costs[n], k_max, curve=curve))
-        ratios = [float(speedup(betas[n], j, costs[n], verify_cost=curve[j + 1] / curve[1]))
-                  for j in range(1, k_max + 1)]  # S at k = 1..k_max
-        rows.append({"draft": n, "beta": float(betas[n]), "c": float(costs[n]), "k_best": k,
-                     "predicted": ratios[k - 1] if k else 1.0, "best_speculative": max(ratios)})
+        k, s = best_k(betas[n], costs[n], k_max, curve)
+        rows.append({"draft": n, "beta": float(betas[n]), "c": float(costs[n]), "k_best": k, "predicted": s,
+                     "best_speculative": best_k(betas[n], costs[n], k_max, curve, k_min=1)[1]})
     best = max(rows, key=_rank)
     for r in rows:
         r["chosen"] = r is best

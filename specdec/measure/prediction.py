@@ -38,11 +38,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from specdec.core.cost import speedup
+from specdec.core.cost import best_k, break_even_alpha_best_k
 from specdec.io.results import records
 
-__all__ = ["step_profile", "lookup", "predicted_steady_s", "paired_predictions", "best_speedup", "break_even",
-           "regime_rows", "regime_inputs", "regime_points", "break_even_words"]
+__all__ = ["step_profile", "lookup", "predicted_steady_s", "paired_predictions", "regime_rows", "regime_inputs", "regime_points", "break_even_words"]
 
 
 def step_profile(stats) -> str:
@@ -184,39 +183,14 @@ def paired_predictions(runs, T, draft: str, *, keys: tuple, context_of, baseline
     return out
 
 
-def best_speedup(alpha: float, curve: dict, c: float, k_max: int) -> tuple[int, float]:
-    """(k, S) maximizing the extended model's E[L](alpha, k) / (T(k+1)/T(1) + k c) over the k <= k_max
-    whose T(k+1) the curve holds (k = 0, S = 1: plain decoding).  Ties go to the smaller k."""
-    best = (0, 1.0)
-    for k in range(1, k_max + 1):
-        if k + 1 in curve:
-            s = float(speedup(alpha, k, c, verify_cost=curve[k + 1] / curve[1]))
-            if s > best[1]:
-                best = (k, s)
-    return best
-
-
-def break_even(curve: dict, c: float, k_max: int, tol: float = 1e-6) -> float:
-    """The smallest alpha at which some k <= k_max speeds up (best_speedup > 1): bisection, since
-    each k's speed ratio rises with alpha.  inf when not even alpha = 1 pays.
-    Example: curve {1: 1, 2: 1}, c = 0.1 -> 0.1 (at k = 1 the break-even alpha equals c)."""
-    if best_speedup(1.0, curve, c, k_max)[1] <= 1:
-        return float("inf")
-    lo, hi = 0.0, 1.0
-    while hi - lo > tol:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if best_speedup(mid, curve, c, k_max)[1] > 1 else (mid, hi)
-    return hi
-
-
 def regime_rows(pairs: dict, alphas, k_max: int) -> list[dict]:
     """The synthesis figure's curves: for each named (curve {n: seconds}, c), the best k and speed
     ratio at each alpha, with the pair's break-even alpha and T(2)/T(1) on every row."""
     out = []
     for name, (curve, c) in pairs.items():
-        be = break_even(curve, c, k_max)
+        be = break_even_alpha_best_k(c, k_max, curve)
         for a in alphas:
-            k, s = best_speedup(float(a), curve, c, k_max)
+            k, s = best_k(float(a), c, k_max, curve)
             out.append({"pair": name, "alpha": float(a), "k_best": k, "speedup": s, "c": float(c),
                         "t2_ratio": curve[2] / curve[1] if 2 in curve else float("nan"), "break_even": be})
     return out

@@ -31,7 +31,7 @@ num_drafts (tokens per step, the bonus or replacement token included: the book's
 book's alpha_i = per_pos[i] / per_pos[i - 1] (per_pos[-1] = num_drafts) is the conditional
 acceptance of position i, and its constant alpha is the truncated-geometric maximum likelihood
 S / (S + F).  Why acceptance rate misranks draft lengths: with one alpha per position, E[accepted]
-= alpha + ... + alpha^k grows with k while the rate E[accepted] / k falls (`iid_metrics`), so a
+= alpha + ... + alpha^k grows with k while the rate E[accepted] / k falls (`specdec.core.cost.expected_tokens`), so a
 longer draft that emits more tokens per step shows a lower rate.
 
 Example: expected_acceptance(p, q, "argmax") == p.gather(-1, q.argmax(-1, keepdim=True)).squeeze(-1)
@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from specdec.core.acceptance import context_beta
@@ -49,7 +48,7 @@ from specdec.core.sampling import SamplingConfig
 from specdec.core.stats import wilson_interval
 
 __all__ = ["RULES", "expected_acceptance", "first_step_expectation", "steps_of_ours", "conditional_acceptance",
-           "CONVENTIONS", "metrics_from_counters", "iid_metrics"]
+           "CONVENTIONS", "metrics_from_counters"]
 
 F64 = torch.float64
 RULES = ("sampled", "argmax", "match")
@@ -189,12 +188,3 @@ def metrics_from_counters(counters: dict) -> dict:
         out["alpha_mle"] = s / (s + f) if s + f else math.nan
         out["position_rate_interval"] = [wilson_interval(x, d) for x in per]
     return out
-
-
-def iid_metrics(alpha: float, k: int) -> dict:
-    """With one acceptance alpha per position: E[kept] = sum_{i<=k} alpha^i, the acceptance rate
-    E[kept] / k and E[L] = 1 + E[kept] (module docstring: the rate falls with k, E[L] rises)."""
-    if not 0 <= alpha <= 1 or k < 1:
-        raise ValueError(f"need alpha in [0, 1] and k >= 1, got {alpha}, {k}")
-    kept = float(np.sum(alpha ** np.arange(1, k + 1)))
-    return {"k": k, "expected_kept": kept, "acceptance_rate": kept / k, "mean_accepted_length": 1 + kept}

@@ -50,6 +50,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
+from specdec.core.acceptance import context_beta
 from specdec.core.sampling import SamplingConfig
 from specdec.core.verify import accept_prob, residual
 
@@ -188,7 +189,7 @@ def candidate_acceptance(ctx: PromptContexts, sampling: SamplingConfig, candidat
     p1 = sampling(ctx.target1).to(F64)[ctx.support]  # (S,)
     p, q = sampling(ctx.target2).to(F64), sampling(ctx.draft2).to(F64)  # (S, V)
     star = q.argmax(-1, keepdim=True)
-    exact = (lambda pp: torch.minimum(pp, q).sum(-1)) if rule == "sampled" else \
+    exact = (lambda pp: context_beta(pp, q)) if rule == "sampled" else \
         (lambda pp: pp.gather(-1, star).squeeze(-1))
     if candidate == "draft law":
         return float(p1.sum())

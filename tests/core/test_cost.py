@@ -7,7 +7,9 @@ import pytest
 
 from specdec.core.cost import (
     accepted_length_variance,
+    best_k,
     break_even_alpha,
+    break_even_alpha_best_k,
     draft_cost,
     expected_tokens,
     expected_tokens_from_positions,
@@ -196,3 +198,41 @@ def test_optimal_k_divides_the_measured_curve_by_t1():
     assert optimal_k(0.8, 0.1, 10, curve=curve) == 4
     assert optimal_k(0.8, 0.1, 10, curve={n: 1000 * t for n, t in curve.items()}) == 4
     assert optimal_k([0.8, 0.9], [0.1, 0.1], 10, curve=curve).tolist() == [4, 7]
+
+
+def test_best_k_is_optimal_ks_choice_with_its_ratio_and_prices_only_what_a_partial_curve_holds():
+    """best_k agrees with optimal_k wherever the curve is whole (one decision rule), returns the
+    ratio of that k, and with a partial curve chooses among the k whose T(k+1) it holds.  Hand case:
+    T = {1: 1, 2: 1, 5: 1.2}, alpha = 0.8, c = 0.1, k_max = 4: k = 1 gives 1.8 / 1.1 = 1.636, k = 4
+    gives 3.3616 / 1.6 = 2.101 (k = 2, 3 unpriced), so (4, 2.101); k_min = 1 where nothing pays gives
+    the least bad speculative k."""
+    curve = {n: 2.0 + 0.2 * n for n in range(1, 12)}
+    for a in (0.0, 0.3, 0.8, 0.95):
+        for c in (0.01, 0.1, 0.5):
+            k, s = best_k(a, c, 10, curve)
+            assert k == optimal_k(a, c, 10, curve=curve)
+            assert s == pytest.approx(float(speedup(a, k, c, verify_cost=curve[k + 1] / curve[1])))
+            assert best_k(a, c, 10)[0] == optimal_k(a, c, 10)
+    k, s = best_k(0.8, 0.1, 4, {1: 1.0, 2: 1.0, 5: 1.2})
+    assert k == 4 and s == pytest.approx(3.3616 / 1.6)
+    assert best_k(0.0, 0.5, 3) == (0, 1.0)
+    k, s = best_k(0.0, 0.5, 3, k_min=1)
+    assert k == 1 and s == pytest.approx(1 / 1.5)
+    with pytest.raises(ValueError, match="T\\(1\\)"):
+        best_k(0.5, 0.1, 2, {2: 1.0})
+    with pytest.raises(ValueError, match="k_min"):
+        best_k(0.5, 0.1, 1, k_min=2)
+    with pytest.raises(ValueError, match="holds no"):
+        best_k(0.5, 0.1, 2, {1: 1.0, 9: 1.0}, k_min=1)
+
+
+def test_the_best_k_break_even_is_c_in_the_idealized_model_and_rises_with_the_verification_cost():
+    """Leviathan et al.'s corollary: some k pays exactly when alpha > c, so the break-even of the
+    best k is c; a verification that costs more than one step raises it (T(2) = 1.5: k = 1 pays
+    when (1 + alpha) / (1.5 + c) > 1, alpha > 0.5 + c); a second token that costs a whole step
+    (T(2) = 2) never pays at k = 1."""
+    for c in (0.05, 0.1, 0.3):
+        assert break_even_alpha_best_k(c, 4) == pytest.approx(c, abs=1e-5)
+        assert break_even_alpha_best_k(c, 4) == pytest.approx(float(break_even_alpha(1, c)), abs=1e-5)
+    assert break_even_alpha_best_k(0.1, 1, {1: 1.0, 2: 1.5}) == pytest.approx(0.6, abs=1e-5)
+    assert break_even_alpha_best_k(0.1, 1, {1: 1.0, 2: 2.0}) == float("inf")

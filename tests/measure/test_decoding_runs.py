@@ -286,13 +286,15 @@ def test_break_even_and_regimes_hand_worked():
     """Unit verification cost: at k = 1 the break-even alpha equals c (Leviathan et al.'s corollary:
     some k pays exactly when alpha > c, and k = 1 is the first to); a curve where a second token costs
     a whole forward (T(2) = 2 T(1)) never pays at k = 1, since E[L] <= 2 < 2 + c."""
+    from specdec.core.cost import best_k, break_even_alpha_best_k
+
     flat = {1: 1.0, 2: 1.0, 3: 1.0}
-    assert pr.break_even(flat, 0.1, 2) == pytest.approx(0.1, abs=1e-5)
-    assert pr.best_speedup(0.05, flat, 0.1, 2) == (0, 1.0)
-    k, s = pr.best_speedup(0.8, flat, 0.1, 2)
+    assert break_even_alpha_best_k(0.1, 2, flat) == pytest.approx(0.1, abs=1e-5)
+    assert best_k(0.05, 0.1, 2, flat) == (0, 1.0)
+    k, s = best_k(0.8, 0.1, 2, flat)
     assert k == 2 and s == pytest.approx((1 + 0.8 + 0.64) / 1.2)
     steep = {1: 1.0, 2: 2.0}
-    assert pr.break_even(steep, 0.1, 1) == float("inf")
+    assert break_even_alpha_best_k(0.1, 1, steep) == float("inf")
     rows = pr.regime_rows({"flat": (flat, 0.1), "steep": (steep, 0.1)}, [0.5, 1.0], 2)
     assert [(r["pair"], r["k_best"]) for r in rows] == [("flat", 2), ("flat", 2), ("steep", 0), ("steep", 0)]
     assert rows[2]["t2_ratio"] == 2.0 and rows[0]["break_even"] == pytest.approx(0.1, abs=1e-5)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec.core.acceptance import context_beta
 from specdec.core.exact import one_step_law
 from specdec.core.sampling import process_logits
 from specdec.core.verify import accept_prob, residual, verify
@@ -44,7 +45,7 @@ def per_token_rows(p: torch.Tensor, q: torch.Tensor) -> list[dict]:
     """One row per token x: p, q, a = min{1, p/q}, the accepted mass q a = min{p, q}, the missing
     mass [p - q]_+, r(x), the rejection branch's mass (1 - beta) r(x), pi(x) and pi(x) - p(x)."""
     a = accept_prob(p, q)
-    beta = torch.minimum(p, q).sum().item()
+    beta = context_beta(p, q).item()
     r = residual(p, q)
     pi = one_step_law(p, q)
     return [dict(token=x, p=p[x].item(), q=q[x].item(), a=a[x].item(), accepted_qa=(q[x] * a[x]).item(),
@@ -105,7 +106,7 @@ def edge_case_rows(cases: dict) -> list[dict]:
     rows = []
     for name, (pe, qe) in cases.items():
         law = one_step_law(pe, qe)
-        rows.append(dict(case=name, beta=float(torch.minimum(pe, qe).sum()),
+        rows.append(dict(case=name, beta=float(context_beta(pe, qe)),
                          max_abs_pi_minus_p=float((law - pe).abs().max()), any_nan=bool(torch.isnan(law).any())))
     return rows
 
@@ -140,7 +141,7 @@ def replacement_laws(p: torch.Tensor, q: torch.Tensor, spread: int = 3) -> dict:
     a fresh sample from p, the argmax of p, or a uniform pick among the ``spread`` most likely
     tokens of p:  pi' = min{p, q} + (1 - beta) * (that distribution).  {rule name: (V,) law}."""
     V = p.shape[-1]
-    beta = torch.minimum(p, q).sum().item()
+    beta = context_beta(p, q).item()
     return {
         "residual r (correct)": one_step_law(p, q),
         "fresh sample from p": torch.minimum(p, q) + (1 - beta) * p,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from specdec.core.acceptance import context_beta
 from specdec.core.rules import alternatives
 from specdec.core.rules import approximate
 from specdec.core.rules import multidraft
@@ -200,7 +201,7 @@ def multidraft_rows(pairs: dict, n_max: int, lp_max_tuples: int = 4096) -> list[
             lp = multidraft.optimal_acceptance_lp(p, q, n) if p.size ** n <= lp_max_tuples else float("nan")
             rows.append({"pair": name, "vocabulary": p.size, "drafts": n, "rrs": multidraft.rrs_acceptance(p, q, n),
                          "optimal": multidraft.optimal_acceptance(p, q, n), "optimal_lp": lp,
-                         "single_draft": float(np.minimum(p, q).sum())})
+                         "single_draft": float(context_beta(torch.from_numpy(p), torch.from_numpy(q)))})
     return rows
 
 

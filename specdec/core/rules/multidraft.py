@@ -36,6 +36,7 @@ import itertools
 import numpy as np
 import torch
 
+from specdec.core.acceptance import context_beta
 from specdec.core.exact import all_sequences
 from specdec.core.sampling import sample_inverse_cdf
 from specdec.core.sampling import uniforms as draw_uniforms  # `uniforms` is verify_multi's argument
@@ -167,7 +168,7 @@ def rrs_acceptance(p, q, n: int) -> float:
     p, q = _dists(p, q, n)
     acc, reach, pc = 0.0, 1.0, p
     for _ in range(n):
-        beta = float(np.minimum(pc, q).sum())
+        beta = float(context_beta(torch.from_numpy(pc), torch.from_numpy(q)))
         acc += reach * beta
         reach *= 1 - beta
         r = np.clip(pc - q, 0, None)
