@@ -34,9 +34,9 @@ def config_text(r) -> str:
     return f"{r['config']}, batch {r['batch']}, {r['output_len']} tokens, {temp}"
 
 
-def temperature_text(t: float, label: str = "T = ") -> str:
-    """A sampling temperature in words, "greedy" at 0.  Example: temperature_text(0.0) -> "greedy";
-    temperature_text(1.0) -> "T = 1"; temperature_text(1.0, "temperature ") -> "temperature 1" """
+def temperature_text(t: float, label: str = "temperature ") -> str:
+    """A sampling temperature in words, "greedy" at 0 (never "T", the book's name for a forward's
+    time).  Example: temperature_text(0.0) -> "greedy"; temperature_text(1.0) -> "temperature 1" """
     return "greedy" if t == 0 else f"{label}{t:g}"
 
 

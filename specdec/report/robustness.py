@@ -64,8 +64,10 @@ def agreement(a, b, keys=KEYS) -> dict:
     """Two summary tables (chapter 06's ``summary``) on their shared speculative configurations:
     n, how many 95% intervals overlap (a lenient test: two 95% intervals of the same quantity
     overlap far more often than 95% of the time), how many verdicts are equal statements (two
-    refusals, "too few pairs", do not count as agreeing), and the configurations whose intervals
-    miss each other ("k=1, batch 1, 32 tokens, greedy: S [lo, hi] against S' [lo', hi']", a's first)."""
+    refusals, "too few pairs", do not count as agreeing) out of ``words_n``, the configurations on
+    which both runs made a statement (a configuration both refuse can never agree), and the
+    configurations whose intervals miss each other ("k=1, batch 1, 32 tokens, greedy: S [lo, hi]
+    against S' [lo', hi']", a's first)."""
     m = a[a["config"] != "baseline"].merge(b[b["config"] != "baseline"], on=list(keys), suffixes=("_a", "_b"))
     hit = (m["speedup_lo_a"] <= m["speedup_hi_b"]) & (m["speedup_lo_b"] <= m["speedup_hi_a"])
     miss = [f"{config_text(r)}: {r['speedup_a']:.3f} [{r['speedup_lo_a']:.3f}, {r['speedup_hi_a']:.3f}] against "
@@ -73,7 +75,8 @@ def agreement(a, b, keys=KEYS) -> dict:
             for r in m[~hit].to_dict("records")]
     va, vb = m["verdict_a"].replace(LEGACY_WORDS), m["verdict_b"].replace(LEGACY_WORDS)
     same = (va == vb) & va.isin(STATEMENTS)
-    return {"n": int(len(m)), "overlap": int(hit.sum()), "words_agree": int(same.sum()), "missed": miss}
+    return {"n": int(len(m)), "overlap": int(hit.sum()), "words_agree": int(same.sum()),
+            "words_n": int((va.isin(STATEMENTS) & vb.isin(STATEMENTS)).sum()), "missed": miss}
 
 
 def rerun_agreements(summary, reruns: Path = RERUNS_DIR / CHAPTERS["dec"]) -> list[tuple]:

@@ -31,6 +31,9 @@ def test_agreement_counts_overlaps_and_names_the_misses():
     assert rb.agreement(_summary(), old)["words_agree"] == 3  # an older table's words for the same statement
     refused = _summary().assign(verdict="too few pairs for this level")
     assert rb.agreement(refused, refused)["words_agree"] == 0  # two refusals are not an agreement
+    assert rb.agreement(refused, refused)["words_n"] == 0 and same["words_n"] == 3  # ... nor a word to count
+    half = _summary().assign(verdict=["(the baseline)", "faster", "too few pairs for this level", "slower"])
+    assert rb.agreement(half, _summary())["words_n"] == 2
 
 
 def test_rerun_values_read_every_rerun_folder(tmp_path):

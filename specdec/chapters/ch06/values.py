@@ -129,14 +129,16 @@ def curve_drift(*curves) -> dict:
 def pairs_needed(runs) -> dict:
     """How many (group, round) pairs each speculative configuration would need for a 3% half-width
     (`specdec.measure.protocol.repeats_for_half_width` on the relative standard deviation of its
-    paired speedups): the median and largest over configurations, and the pairs each had."""
+    paired speedups): the median and largest over configurations, and the fewest and most pairs a
+    configuration had."""
     rows = [r for r in paired(runs) if r["config"] != "baseline"]
     need, had = [], []
     for rr in groups(rows, CELL + ("config",)).values():
         v = np.array([r["speedup"] for r in rr])
         need.append(repeats_for_half_width(float(v.std(ddof=1) / np.median(v))) if v.size > 1 else 0)
         had.append(v.size)
-    return {"pairs_needed_median": int(np.median(need)), "pairs_needed_max": int(max(need)), "pairs_had": int(min(had))}
+    return {"pairs_needed_median": int(np.median(need)), "pairs_needed_max": int(max(need)), "pairs_had": int(min(had)),
+            "pairs_had_max": int(max(had))}
 
 
 def shown(summary):

@@ -169,8 +169,8 @@ def guide_rows(root: Path = RESULTS_DIR) -> list[dict]:
     greedy = float(spec.loc[spec["temperature"] == 0, "speedup"].median())
     pairs = "; ".join(f"{r['pair']}: T(2)/T(1) {r['t2_ratio']:.2f}, c in the loop {r['c']:.3f}, break-even alpha "
                       f"{r['break_even']:.2f}" for r in records(regimes))
-    ac = "; ".join(f"{r['draft']}: alpha while decoding {r['alpha_mle']:.2f} over c {r['c']:.3f}"
-                   for r in records(drafts))
+    ac = "; ".join(f"{r['draft']}: alpha while decoding (chapter 06, k = {int(r['k'])}) {r['alpha_mle']:.2f} "
+                   f"over c {r['c']:.3f}" for r in records(drafts))
     return [
         {"question": "Is the draft accepted often enough for its cost?",
          "rule": "In the idealized model some k pays exactly when alpha > c (at k = 1 the break-even alpha is c; "

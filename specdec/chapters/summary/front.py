@@ -1,10 +1,10 @@
-"""The front page's verdict box, scope line, pre-registered headline, null results with the effects
+"""The front page's verdict box, scope line, the headline stated before the lean runs, null results with the effects
 they cannot exclude, the cost regimes in words, and the short table beside published results -- all
 read from the chapters' committed tables under ``root`` (nothing here measures).
 
   * `verdicts`: what is proved (exact laws, the alpha > c corollary, Var(L)), what is measured and how
     well it replicated, and what is not measured;
-  * `reference`: chapter 06's pre-registered reference configuration (k = K_REF, temperature 1,
+  * `reference`: chapter 06's reference configuration, stated before the lean runs (k = K_REF, temperature 1,
     batch 1, the longest output), the headline, rather than the best of many (the winner's curse);
   * `replicated`: chapter 06's primary comparisons pooled over its runs in fresh processes
     (`specdec.chapters.ch06.replication`), the reference configuration's pooled interval among them;
@@ -65,6 +65,7 @@ def verdicts(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> dict:
             "var_configs": int(len(el)), "rep_runs": len(ag),
             "rep_agree": ", ".join(str(a["words_agree"]) for a in ag) or "none",
             "rep_overlap": ", ".join(str(a["overlap"]) for a in ag) or "none",
+            "rep_words_n": ", ".join(str(a["words_n"]) for a in ag) or "none",
             "rep_n": int(ag[0]["n"]) if ag else 0}
 
 
@@ -103,8 +104,9 @@ def engines_values(root: Path = RESULTS_DIR) -> dict:
 
 
 def reference(root: Path = RESULTS_DIR) -> dict:
-    """Chapter 06's pre-registered reference configuration: k = K_REF drafts, temperature 1, batch 1,
-    the longest output length; its speedup with interval and words, acceptance, tokens per step."""
+    """Chapter 06's reference configuration, stated before the lean runs (after exploratory eager
+    runs): k = K_REF drafts, temperature 1, batch 1, the longest output length; its speedup with
+    interval and words, acceptance, tokens per step."""
     p = _params(root, "dec")
     s = _t(root, "dec", "summary")
     k, L = int(p["K_REF"]), int(max(p["OUTPUT_LENS"]))
@@ -180,7 +182,7 @@ def regime_words(root: Path = RESULTS_DIR) -> str:
 
 def published_short(published, root: Path = RESULTS_DIR) -> list[dict]:
     """One row per method family (`FAMILIES`, the first row of each in ``published``) with the source
-    as an author-year label, then this report's pre-registered reference configuration; speedup first."""
+    as an author-year label, then this report's reference configuration (stated before the lean runs); speedup first."""
     rows = []
     for source, method in FAMILIES:
         hit = [r for r in records(published) if r["source"] == source and r["method"] == method]
@@ -196,7 +198,7 @@ def published_short(published, root: Path = RESULTS_DIR) -> list[dict]:
     ref, prm = reference(root), _params(root, "dec")
     target = _t(root, "family", "perplexity").set_index("model").loc["target", "params"]
     rows.append({"speedup": f"{ref['ref_speedup']:.2f} [{ref['ref_lo']:.2f}, {ref['ref_hi']:.2f}]",
-                 "source": "this report (chapter 06, pre-registered)", "method": "speculative sampling",
+                 "source": "this report (chapter 06, stated before the lean runs)", "method": "speculative sampling",
                  "setting": f"embedded GPT-2 ({float(target) / 1e6:.1f}M); CPU, {prm['THREADS']} thread",
                  "k": str(ref["ref_k"]), "acceptance": f"{ref['ref_alpha']:.2f}"})
     return rows
