@@ -73,3 +73,21 @@ def test_library_docstrings_and_comments_hold_no_measurements_hashes_or_issue_nu
     for path in sorted((ROOT / "specdec").rglob("*.py")):
         problems += text_problems(path.read_text(), str(path.relative_to(ROOT)))
     assert problems == []
+
+
+HISTORY = re.compile(r"gaps|issue_?\d+|regression_?\d+", re.I)  # a test file named after how it came about
+
+
+def test_tests_are_named_and_documented_after_what_they_check_not_their_history():
+    """A test file's name says what it checks; its docstrings and comments carry no issue number of
+    this project (the tracker's history is git's).  Planted names must trip the check."""
+    assert [n for n in ("test_engine_gaps.py", "test_issue12.py", "test_sampling.py") if HISTORY.search(n)] == [
+        "test_engine_gaps.py", "test_issue12.py"]
+    files = sorted((ROOT / "tests").rglob("*.py"))
+    assert [str(p.relative_to(ROOT)) for p in files if HISTORY.search(p.name)] == []
+    problems = []
+    for path in files:
+        if path.resolve() == Path(__file__).resolve():  # this file plants the patterns it checks
+            continue
+        problems += [p for p in text_problems(path.read_text(), str(path.relative_to(ROOT))) if "issue number" in p]
+    assert problems == []

@@ -1,4 +1,4 @@
-"""Bad inputs to the math modules (issue 11): float64 rows from a float32 softmax, block verification
+"""Bad inputs to the math modules: float64 rows from a float32 softmax, block verification
 with k = 0, the test-only `uniforms=` argument, and the already-handled cases that had no test yet
 (the others live in test_verify.py and test_sampling.py)."""
 

@@ -1,4 +1,4 @@
-"""Bad inputs to the engine (issue 11): a target that emits NaN / inf logits mid-run, greedy and
+"""Bad inputs to the engine: a target that emits NaN / inf logits mid-run, greedy and
 sampled, plain and speculative; and the already-handled cases that had no test yet (the others
 live in test_decode.py): k below 1 or beyond the context, more wrong argument types, empty
 prompt lists, cancellation from another thread.
@@ -73,7 +73,7 @@ def test_nan_logits_mid_run_raise_the_same_clear_error(tiny_pair, speculative, t
 @pytest.mark.parametrize("speculative", [False, True], ids=["plain", "speculative"])
 def test_inf_logits_mid_run_raise_when_sampling(tiny_pair, speculative, kind, match):
     """+inf logits, or a row of -inf logits (no token can be sampled), from the target's 3rd call
-    on: the sampled path (T = 1) raises a clear ValueError (already so before issue 11)."""
+    on: the sampled path (T = 1) raises a clear ValueError."""
     target, draft = tiny_pair
     with pytest.raises(ValueError, match=match):
         generate(_Poisoned(target, kind), PROMPT, drafter=draft if speculative else None, k=3, max_new_tokens=30,

@@ -1,4 +1,4 @@
-"""Corpus split, committed held-out text, tokenizer round trip, prompts (issue 4)."""
+"""Corpus split, committed held-out text, tokenizer round trip, prompts."""
 
 import hashlib
 import json

@@ -1,5 +1,5 @@
 """The one loader: sha256, safetensors only, offline hub ids, vocabulary check, names; the n-gram law;
-the committed family against its card (issue 4)."""
+the committed family against its card."""
 
 import json
 import math
@@ -155,7 +155,7 @@ def test_committed_family_checksums_and_perplexity_match_card():
 
 @committed
 def test_committed_family_meets_the_issue():
-    """Sizes as issue 4 asks (target ~15M, drafts ~0.7M and 2-3M); the target's validation
+    """Sizes as the model card states them (target ~15M, drafts ~0.7M and 2-3M); the target's validation
     perplexity at least 15% below every other model's, i.e. a loss margin >= -ln(0.85) = 0.1625
     nats; and the distilled draft learned from the committed target, not an earlier one."""
     card = json.loads((MODELS_DIR / "card.json").read_text())

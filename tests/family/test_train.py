@@ -1,4 +1,4 @@
-"""The training loop on a tiny config: loss goes down, schedule, resume, export (issue 4)."""
+"""The training loop on a tiny config: loss goes down, schedule, resume, export."""
 
 import math
 

@@ -1,9 +1,8 @@
-"""The engine's gaps deliberate small bugs slipped through (issue 11), each seen to fail on its bug:
+"""Small bugs planted in the engine that the law tests cannot see, each test seen to fail on its bug:
 a KV crop one slot short (outputs unchanged -- the extra slot is masked -- but the target is fed
 attention masks with holes and the cache grows by a slot per rejection), and prompt lookup taking
 the earliest instead of the latest earlier match; and rows that keep another row's generator after
-a row selection.  The math modules' gaps are in
-tests/core/test_planted_bug_gaps.py."""
+a row selection.  The math modules' planted bugs are in tests/core/test_planted_math_bugs.py."""
 
 import pytest
 import torch

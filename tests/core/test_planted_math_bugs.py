@@ -1,8 +1,8 @@
-"""The gaps deliberate small bugs slipped through (issue 11): one test per planted bug in the math
-modules, each hand-worked or pinned to an independent formula, each seen to fail on its bug.
+"""Small bugs planted in the math modules: one test per bug, each hand-worked or pinned to an
+independent formula, each seen to fail on its bug.
 
 The engine's two (a KV crop one slot short, prompt lookup taking the earliest match) are in
-tests/engine/test_engine_gaps.py.
+tests/engine/test_planted_engine_bugs.py.
 """
 
 import math
