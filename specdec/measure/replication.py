@@ -14,7 +14,8 @@ configuration's on the same prompt (or prompt group) and round of the same run.
 run, resample its prompts with replacement; take every round of each drawn (run, prompt)); the
 statistic is the median of the pooled ratios; the interval is the bootstrap's percentile interval at
 ``level``.  With R runs the first stage has only C(2R - 1, R) distinct outcomes (10 at R = 3): the
-interval is coarse, and widens as it should when runs disagree.
+interval is coarse, and widens as it should when runs disagree.  Its level is nominal: what R runs
+can carry about the run-to-run median without assuming the runs' distribution is `free_level`.
 
 `between_run`: the run component of the log ratios, from a two-way layout (every run decodes the same
 prompts: runs crossed with prompts), on the (run, prompt) means over rounds: sd_run =
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["hierarchical_interval", "between_run"]
+__all__ = ["hierarchical_interval", "between_run", "free_level"]
 
 
 def _layout(units) -> dict:
@@ -89,3 +90,17 @@ def between_run(units) -> dict:
     total = v_run + v_prompt + ms_res
     return {"sd_run": float(np.sqrt(v_run)), "share": float(v_run / total) if total > 0 else 0.0,
             "sd_residual": float(np.sqrt(ms_res))}
+
+
+def free_level(runs: int) -> float:
+    """The highest confidence a statement about the median of the runs' distribution can carry from
+    ``runs`` independent runs without assuming that distribution: [min, max] of R runs misses the
+    median only when all R fall on one side of it, so it covers with probability 1 - 2 (1/2)^R
+    (0.875 at R = 4, 0 at R = 1).  A bootstrap interval quoted at a higher level over R runs states
+    that level nominally.
+
+    Example: free_level(4) -> 0.875
+    """
+    if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
+        raise ValueError(f"runs must be an int >= 1, got {runs!r}")
+    return 1.0 - 2.0 * 0.5 ** int(runs)

@@ -35,7 +35,7 @@ import pandas as pd
 from specdec.chapters.ch06.summary import CELL, paired
 from specdec.report.formatting import config_text
 from specdec.measure.protocol import LEVEL, verdict
-from specdec.measure.replication import between_run, hierarchical_interval
+from specdec.measure.replication import between_run, free_level, hierarchical_interval
 from specdec.io.paths import CHAPTERS, RERUNS_DIR
 from specdec.io.results import read_table, records
 
@@ -224,14 +224,15 @@ def pooled_table(runs: dict, primary, *, level: float = LEVEL, seed: int = 0) ->
 
 
 def primary_values(table, left: list) -> dict:
-    """The prose's numbers: how many runs were pooled and left out (with why), the primary
-    comparisons' words, and the largest between-run sd among those where it is estimable (in words)."""
+    """The prose's numbers: how many runs were pooled and left out (with why), the level those runs
+    can carry without assumptions (`free_level`), the primary comparisons' words, and the largest between-run sd among those where it is estimable (in words)."""
     rows = [r for r in table if r["role"] == "primary"]
     said = lambda w: sum(r["verdict_sim"] == w for r in rows)  # noqa: E731
     estimable = [r["between_sd_run"] for r in rows if r["between_sd_run"] == r["between_sd_run"]]
     return {"pooled_runs": int(rows[0]["runs"]), "left_out_n": len(left),
             "left_out": "; ".join(f"{n}: {why}" for n, why in left) or "none",
             "n_primary": len(rows), "primary_level": float(rows[0]["level_sim"]),
+            "pooled_free_level": free_level(int(rows[0]["runs"])),
             "primary_faster": said("faster"), "primary_slower": said("slower"), "primary_undecided": said("undecided"),
             "between_words": _between_words(max(estimable, default=float("nan"))),
             "explore_faster": sum(r["verdict"] == "faster" for r in table if r["role"] == "exploratory"),

@@ -27,6 +27,7 @@ import numpy as np
 from specdec.io.paths import CHAPTERS, RERUNS_DIR, RESULTS_DIR
 from specdec.io.results import read_table, records
 from specdec.chapters.ch06 import replication
+from specdec.measure.replication import free_level
 from specdec.report.robustness import rerun_agreements
 
 __all__ = ["verdicts", "reference", "null_results", "pairs_to_detect", "regime_words", "published_short",
@@ -122,7 +123,8 @@ def reference(root: Path = RESULTS_DIR) -> dict:
 
 def replicated(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> dict:
     """Chapter 06's primary comparisons pooled over the committed run and its compatible re-runs:
-    how many runs, how many primary comparisons were faster / slower at the simultaneous level, and
+    how many runs, how many primary comparisons were faster / slower at the (nominal) simultaneous
+    level, the level those runs carry without assumptions (`free_level`), and
     the reference configuration's pooled median and simultaneous interval (rep_ref_*; NaN and
     "not a primary comparison" when PRIMARY does not hold it)."""
     p = _params(root, "dec")
@@ -136,7 +138,8 @@ def replicated(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> dict:
     return {"rep_pooled_runs": int(prim[0]["runs"]), "rep_n_primary": len(prim),
             "rep_primary_faster": sum(x["verdict_sim"] == "faster" for x in prim),
             "rep_primary_slower": sum(x["verdict_sim"] == "slower" for x in prim),
-            "rep_level": float(prim[0]["level_sim"]), "rep_ref": float(r["speedup"]), "rep_ref_lo": float(r["lo_sim"]),
+            "rep_level": float(prim[0]["level_sim"]), "rep_free_level": free_level(int(prim[0]["runs"])),
+            "rep_ref": float(r["speedup"]), "rep_ref_lo": float(r["lo_sim"]),
             "rep_ref_hi": float(r["hi_sim"]), "rep_ref_words": str(r["verdict_sim"])}
 
 
