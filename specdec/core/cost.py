@@ -235,8 +235,9 @@ def break_even_alpha(k, c, tol: float = 1e-12):
 
 def break_even_alpha_best_k(c: float, k_max: int, curve: dict | None = None, tol: float = 1e-6) -> float:
     """The smallest alpha at which some k <= k_max pays (`best_k`'s S > 1): bisection, since each
-    k's speed ratio rises with alpha; inf when not even alpha = 1 pays.  In the idealized model it is
-    c (Leviathan et al.'s corollary: k = 1 is the first to pay, at alpha = c).
+    k's speed ratio rises with alpha; inf when not even alpha = 1 pays (k_max = 0, or c >= 1 in the
+    idealized model).  In the idealized model with k_max >= 1 and 0 < c < 1 it is c to ``tol``
+    (Leviathan et al.'s corollary: k = 1 is the first to pay, at alpha = c).
 
     Example: break_even_alpha_best_k(0.1, 4) -> 0.1 (to tol);  with curve {1: 1.0, 2: 2.0}, k_max 1 -> inf
     """

@@ -116,9 +116,11 @@ def test_law_samples_drawn_in_processes_of_their_own_are_the_same_tokens(setup):
         runs.stage(jobs, engines, prompts, workers=0)
     with pytest.raises(TypeError, match="meanwhile"):
         runs.stage(jobs, engines, prompts, meanwhile="pit")
-    order = []  # work given as meanwhile runs after the in-process jobs, in this thread, once
-    runs.stage(jobs[:1], engines, prompts, meanwhile=lambda: order.append(len(order)))
-    assert order == [0]
+    import threading
+
+    seen = []  # work given as meanwhile runs once, in this thread
+    runs.stage(jobs[:1], engines, prompts, meanwhile=lambda: seen.append(threading.get_ident()))
+    assert seen == [threading.get_ident()]
     with pytest.raises(ValueError, match="VLLMSession"):
         runs.stage([runs.Job(audit.plan(2, DRAFT)[-1], "temperature 1", "law", 6, 2, 3)], {"vllm": None}, prompts)
 
@@ -132,6 +134,7 @@ def test_the_chapters_counts_read_what_the_tables_hold():
 
     laws = pd.DataFrame([
         {"engine": "vllm", "role": "control", "patched": "False", "status": "pass", "power": 0.4, "verified_share": float("nan"), "mdtv": 0.05},
+        {"engine": "vllm", "role": "control", "patched": "False", "status": "pass", "power": 0.5, "verified_share": float("nan"), "mdtv": 0.04},
         {"engine": "vllm", "role": "speculative", "patched": "False", "status": "reject", "power": 0.1, "verified_share": 0.99, "mdtv": 0.2},
         {"engine": "vllm", "role": "speculative", "patched": "True", "status": "pass", "power": 0.93, "verified_share": 0.97, "mdtv": 0.02},
         {"engine": "vllm", "role": "speculative", "patched": "False", "status": "ignored by this build", "power": float("nan"), "verified_share": float("nan"), "mdtv": float("nan")},
@@ -140,8 +143,8 @@ def test_the_chapters_counts_read_what_the_tables_hold():
         {"engine": "hf", "role": "speculative", "patched": "False", "status": "pass", "power": 0.2, "verified_share": 0.95, "mdtv": 0.12}])
     v = values.law_values(laws)
     assert (v["shipped_rejected"], v["shipped_n"], v["patched_pass"], v["patched_n"]) == (1, 1, 1, 1)
-    assert (v["vllm_controls_pass"], v["neg_rejected"], v["others_pass"], v["others_n"]) == (1, 1, 2, 2)
-    # the power quoted is the speculative rows'; the control, drawn smaller, states its detectable TV
+    assert (v["vllm_controls_pass"], v["neg_rejected"], v["others_pass"], v["others_n"]) == (2, 1, 2, 2)
+    # the power quoted is the speculative rows'; the controls, drawn smaller, state the TV the weaker detects
     assert v["vllm_min_power"] == 0.93 and v["vllm_controls_mdtv"] == 0.05
     assert v["others_mdtv_max"] == 0.12 and v["vllm_min_share"] == 0.97
     ran = pd.DataFrame([{"configuration": "a, block rejection", "ran": "ignored by this build", "ignored": "x"}])

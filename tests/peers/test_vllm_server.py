@@ -140,8 +140,8 @@ def test_a_server_killed_mid_run_ends_every_request_with_an_error(server):
     """Last in the module: it kills the module's server (the fixture then finds it stopped).  Six
     requests each ask for as many tokens as the context holds, so none can finish before the kill,
     which comes 0.3 s after two requests are seen running or 1.5 s after the first is sent, whichever
-    is first (a metrics page the busy server answers late, or not at all, cannot postpone it past
-    the requests' end: once, all three requests of an earlier version finished first)."""
+    is first: a metrics page the busy server answers late, or not at all, cannot postpone it past the
+    requests' end."""
     longest = server.max_model_len - len(PROMPT)
     reqs = [(0.0, PROMPT, longest, None)] * 4 + [(0.2, PROMPT, longest, None)] * 2
 

@@ -76,7 +76,7 @@ def random_pairs(n: int, V: int, generator: torch.Generator):
 def pair_errors(P: torch.Tensor, Q: torch.Tensor) -> dict:
     """Over (n, V) pairs: err_random = max |pi - p|, and mass_identity = max |sum [p - q]_+ - (1 - beta)|."""
     err = float((one_step_law(P, Q) - P).abs().max())
-    mass = float(((P - Q).clamp(min=0).sum(-1) - (1 - torch.minimum(P, Q).sum(-1))).abs().max())
+    mass = float(((P - Q).clamp(min=0).sum(-1) - (1 - context_beta(P, Q))).abs().max())
     return {"err_random": err, "mass_identity": mass}
 
 

@@ -62,7 +62,8 @@ def stage(jobs: list[Job], engines: dict, prompts, *, session=None, hold: int = 
     go to ``session`` (a `VLLMSession`; its rows carry the kernel check when asked), negative
     controls run `NegativeControl` on ``target`` and ``draft``.  ``meanwhile``: a callable of no
     arguments run in this thread once the in-process jobs are done, while vLLM's may still run (work
-    that needs no result of this stage keeps the second core busy); its exceptions propagate."""
+    that needs no result of this stage keeps the second core busy); its exceptions propagate once
+    vLLM's jobs have returned (the worker has its own timeout)."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an int >= 1, got {workers!r}")
     if meanwhile is not None and not callable(meanwhile):

@@ -40,7 +40,7 @@ def law_values(laws: pd.DataFrame) -> dict:
             "vllm_controls_pass": int(((v["role"] == "control") & (v["status"] == "pass")).sum()),
             "vllm_controls": int((v["role"] == "control").sum()),
             "vllm_min_power": _min(v[(v["status"] == "pass") & (v["role"] == "speculative")]["power"]),
-            "vllm_controls_mdtv": _min(v[v["role"] == "control"]["mdtv"]),
+            "vllm_controls_mdtv": float(v.loc[v["role"] == "control", "mdtv"].max()),  # the weakest row's
             "vllm_min_share": _min(v[v["role"] == "speculative"]["verified_share"]),
             "neg_rejected": int((neg["status"] == "reject").sum()), "neg_n": len(neg),
             "others_pass": int((rest["status"] == "pass").sum()), "others_n": len(rest),

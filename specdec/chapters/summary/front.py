@@ -13,7 +13,7 @@ read from the chapters' committed tables under ``root`` (nothing here measures).
   * `regime_words`: T(2)/T(1) per model shape, to say what separates this CPU from an accelerator;
   * `published_short`: one published row per method family and this report's reference row.
 
-Example: reference(root)["ref_speedup"] -> the median speedup of k=2, batch 1, 128 tokens, T = 1.
+Example: reference(root)["ref_speedup"] -> the median speedup of k=2, batch 1, 128 tokens, temperature 1.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def reference(root: Path = RESULTS_DIR) -> dict:
     k, L = int(p["K_REF"]), int(max(p["OUTPUT_LENS"]))
     sel = s[(s["config"] == f"k={k}") & (s["temperature"] == 1.0) & (s["batch"] == 1) & (s["output_len"] == L)]
     if len(sel) != 1:
-        raise ValueError(f"chapter 06's summary has {len(sel)} rows for its reference configuration k={k}, T = 1, "
+        raise ValueError(f"chapter 06's summary has {len(sel)} rows for its reference configuration k={k}, temperature 1, "
                          f"batch 1, {L} tokens (one expected)")
     r = sel.iloc[0]
     return {"ref_k": k, "ref_len": L, "ref_speedup": float(r["speedup"]), "ref_lo": float(r["speedup_lo"]),
