@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LEVEL", "HALF_WIDTH", "OUT_OF_REACH", "verdict", "paired_interval", "paired_speedups", "summarize",
+__all__ = ["LEVEL", "HALF_WIDTH", "OUT_OF_REACH", "verdict", "level_verdict", "paired_interval", "paired_speedups", "summarize",
            "bonferroni", "max_level", "pairs_for_level", "median_interval", "comparison", "simultaneous_words",
            "repeats_for_half_width", "spec_bench"]
 
@@ -170,13 +170,17 @@ def comparison(base, other, *, level: float = LEVEL, family_size: int = 1, seed:
     n = len(base)
     sim = bonferroni(level, family_size)
     slo, shi, _ = median_interval(np.asarray(base, dtype=np.float64) / np.asarray(other, dtype=np.float64), sim)
-
-    def words(a, b, lev):
-        return ONE_RUN if n < 2 else OUT_OF_REACH if max_level(n) < lev - 1e-12 else verdict(a, b)
-
     return {"median": med, "lo": lo, "hi": hi, "half_width": (hi - lo) / 2 / med if np.isfinite(lo) else float("nan"),
-            "verdict": words(lo, hi, level), "lo_sim": slo, "hi_sim": shi, "level_sim": sim,
-            "verdict_sim": words(slo, shi, sim), "pairs_sim": pairs_for_level(sim)}
+            "verdict": level_verdict(lo, hi, n, level), "lo_sim": slo, "hi_sim": shi, "level_sim": sim,
+            "verdict_sim": level_verdict(slo, shi, n, sim), "pairs_sim": pairs_for_level(sim)}
+
+
+def level_verdict(lo: float, hi: float, pairs: int, level: float = LEVEL) -> str:
+    """The words an interval from ``pairs`` pairs allows at ``level``: `ONE_RUN` under two pairs,
+    `OUT_OF_REACH` where even [min, max] of that many pairs falls short of the level (`max_level`),
+    else `verdict`.  Example: level_verdict(1.02, 1.1, 12) -> "faster";
+    level_verdict(1.02, 1.1, 4) -> "too few pairs for this level" """
+    return ONE_RUN if pairs < 2 else OUT_OF_REACH if max_level(pairs) < level - 1e-12 else verdict(lo, hi)
 
 
 def simultaneous_words(verdicts, pairs, family: int, level: float = LEVEL, words=(FASTER, SLOWER)) -> str:

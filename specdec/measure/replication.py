@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from specdec.measure.protocol import max_level
+
 __all__ = ["hierarchical_interval", "between_run", "free_level"]
 
 
@@ -94,13 +96,13 @@ def between_run(units) -> dict:
 
 def free_level(runs: int) -> float:
     """The highest confidence a statement about the median of the runs' distribution can carry from
-    ``runs`` independent runs without assuming that distribution: [min, max] of R runs misses the
-    median only when all R fall on one side of it, so it covers with probability 1 - 2 (1/2)^R
-    (0.875 at R = 4, 0 at R = 1).  A bootstrap interval quoted at a higher level over R runs states
-    that level nominally.
+    ``runs`` independent runs without assuming that distribution: `protocol.max_level` with runs as
+    the units ([min, max] of R runs misses the median only when all R fall on one side of it: 0.875
+    at R = 4, 0 at R = 1).  A bootstrap interval quoted at a higher level over R runs states that
+    level nominally.
 
     Example: free_level(4) -> 0.875
     """
     if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
         raise ValueError(f"runs must be an int >= 1, got {runs!r}")
-    return 1.0 - 2.0 * 0.5 ** int(runs)
+    return max_level(int(runs))

@@ -8,6 +8,7 @@ reference, and greedy differences classified against plain decoding at the share
 import pandas as pd
 import pytest
 
+from specdec.measure.protocol import OUT_OF_REACH
 from specdec.chapters.ch10 import audit, tables
 from specdec.chapters.ch10 import speed as runs
 from specdec.chapters.ch10.runs import Job
@@ -41,7 +42,7 @@ def test_rows_are_exact_by_their_own_outputs_at_greedy_and_by_the_law_test_when_
     rows = runs.speed_rows(pairs, {"ours": ours}, PROMPTS, failed=set(), **kw)
     assert len(rows) == 4 and all(r["pairs"] == 4 and r["prompts"] == 2 and r["speedup"] > 0 for r in rows)
     assert [r["law"] for r in rows] == ["greedy outputs equal", "law test at k = 2 passed"] * 2
-    assert all(r["verdict"] == runs.OUT_OF_REACH for r in rows)  # 4 pairs cannot carry a 95% interval
+    assert all(r["verdict"] == OUT_OF_REACH for r in rows)  # 4 pairs cannot carry a 95% interval
     enough = runs.speed_rows(pairs[:1], {"ours": ours}, PROMPTS, failed=set(), **{**kw, "rounds": 4,
                                                                                     "settings": ("greedy",)})
     assert enough[0]["pairs"] == 8 and enough[0]["verdict"] in ("faster", "slower", "undecided")
@@ -79,7 +80,7 @@ def test_plain_decoding_against_a_reference(ours):
     rows = runs.plain_rows(engines, "ours, eager", PROMPTS, batches=(1, 2), length=3, rounds=2,
                            settings=("greedy",), seed=0)
     assert [(r["engine"], r["batch"]) for r in rows] == [("ours, lean", 1), ("ours, lean", 2)]
-    assert all(r["pairs"] == 4 and r["verdict"] == runs.OUT_OF_REACH for r in rows)  # 2 prompts x 2 rounds
+    assert all(r["pairs"] == 4 and r["verdict"] == OUT_OF_REACH for r in rows)  # 2 prompts x 2 rounds
     assert all(r["relative_speed"] > 0 and r["relative_lo"] <= r["relative_speed"] <= r["relative_hi"]
                and r["tokens_per_s"] > 0 for r in rows)
     with pytest.raises(ValueError, match="reference"):

@@ -258,3 +258,17 @@ def test_one_pair_is_worded_by_the_caller_not_by_verdict():
             {"impl": "x", "cell": 0, "wall_s": 1.0, "tokens": 4}]
     out = summarize(paired_speedups(rows, baseline="base", keys=("cell",)), by=("impl",))
     assert [r["verdict"] for r in out] == [ONE_RUN, ONE_RUN]
+
+
+def test_level_verdict_is_the_rule_comparison_words_by():
+    """One rule for every page: under two pairs no interval, below the pairs a level needs no words
+    (6 pairs reach 95%: 96.9%; 5 reach 93.75%), else `verdict`; `comparison` words by it."""
+    from specdec.measure.protocol import ONE_RUN, OUT_OF_REACH, comparison, level_verdict
+
+    assert level_verdict(1.02, 1.1, 1) == ONE_RUN
+    assert level_verdict(1.02, 1.1, 5) == OUT_OF_REACH and level_verdict(1.02, 1.1, 6) == "faster"
+    assert level_verdict(0.9, 1.1, 12) == "undecided" and level_verdict(0.8, 0.9, 12, 0.99) == "slower"
+    base, other = [1.1 + 0.01 * i for i in range(8)], [1.0] * 8
+    c = comparison(base, other, family_size=4)
+    assert c["verdict"] == level_verdict(c["lo"], c["hi"], 8) == "faster"
+    assert c["verdict_sim"] == level_verdict(c["lo_sim"], c["hi_sim"], 8, c["level_sim"])

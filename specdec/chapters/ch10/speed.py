@@ -8,7 +8,7 @@ speculative, speculative, plain (each block rounds / 2 calls), so a linear drift
 cancels in the pairs; round j of the speculative blocks pairs with round j of the plain ones.  The
 pairs of every prompt are pooled: the speedup is plain's wall time over the configuration's,
 summarized by `specdec.measure.protocol.paired_interval` with its words; a row with fewer pairs
-than its level needs reads "too few pairs for this level" (`protocol.too_few`).
+than its level needs reads "too few pairs for this level" (`protocol.level_verdict`).
 A configuration whose law test failed is reported as "not the target's law here" and not timed at
 the sampled settings (its speed is not a speedup of this model's decoding); at greedy it is timed
 when its outputs equal plain decoding's, and reported "not the target's law here" when they differ.
@@ -24,7 +24,7 @@ import numpy as np
 import math
 
 from specdec.chapters.ch10.audit import SETTINGS, Config
-from specdec.measure.protocol import LEVEL, OUT_OF_REACH, paired_interval, pairs_for_level, verdict
+from specdec.measure.protocol import level_verdict, paired_interval
 from specdec.report.robustness import NOT_EXACT
 
 __all__ = ["speed_pairs", "at_k", "speed_rows", "plain_rows", "NOT_EXACT", "filled"]
@@ -76,10 +76,6 @@ def _cells(pairs, engines: dict, settings: tuple, batches: tuple) -> list[tuple]
             if not (spec.engine == "hf" and b > 1)]  # assisted generation takes batch 1 only
 
 
-def _words(lo: float, hi: float, pairs: int) -> str:
-    return verdict(lo, hi) if pairs >= pairs_for_level(LEVEL) else OUT_OF_REACH
-
-
 def speed_rows(pairs: list[tuple[Config, Config, Config]], engines: dict, prompts, *, batches: tuple, length: int,
                rounds: int, settings: tuple, seed: int, failed: set) -> list[dict]:
     """Paired ABBA timing of each (plain, speculative) pair of one engine on every prompt (module
@@ -127,7 +123,7 @@ def speed_rows(pairs: list[tuple[Config, Config, Config]], engines: dict, prompt
         out.append({**base, "k": spec.spec.k, "prompts": len(prompts), "pairs": len(tb), "speedup": med,
                     "speedup_lo": lo, "speedup_hi": hi, "plain_tokens_per_s": b * length / float(np.median(tb)),
                     "tokens_per_s": b * length / float(np.median(ts)), "law": law,
-                    "verdict": _words(lo, hi, len(tb)) if same else NOT_EXACT})
+                    "verdict": level_verdict(lo, hi, len(tb)) if same else NOT_EXACT})
     return filled(out)
 
 
@@ -227,5 +223,5 @@ def plain_rows(inprocess: dict, reference: str, prompts, *, batches: tuple, leng
                         "relative_speed": med, "relative_lo": lo, "relative_hi": hi,
                         "tokens_per_s": c[1] * length / float(np.median(t)),
                         "reference_tokens_per_s": c[1] * length / float(np.median(ref)),
-                        "verdict": _words(lo, hi, len(t))})
+                        "verdict": level_verdict(lo, hi, len(t))})
     return filled(out)
