@@ -71,3 +71,10 @@ def test_multidraft_and_precision_rows(pair):
     prec = {r["path"]: r for r in ev.precision_rows(*pair, 2, 2, CFG, 1e-3, 0.999)}
     assert prec["exact (float64)"]["tv_exact"] < 1e-15 and prec["exact (float64)"]["detect_exact"] == 0
     assert prec["bf16 softmax"]["tv_same_precision"] > 100 * prec["bf16 logits, float32 softmax"]["tv_same_precision"]
+
+
+def test_per_setting_labels_each_settings_rows():
+    seen = []
+    rows = ev.per_setting(lambda c: seen.append(c) or [{"t": c.temperature}, {"t": -1}], [[1.0, None, None], [1.2, 3, 0.9]])
+    assert [r["config"] for r in rows] == ["τ=1", "τ=1", "τ=1.2, top-k 3, top-p 0.9", "τ=1.2, top-k 3, top-p 0.9"]
+    assert rows[2]["t"] == 1.2 and seen[1].top_k == 3 and seen[1].top_p == 0.9

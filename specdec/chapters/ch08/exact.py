@@ -41,8 +41,9 @@ from specdec.core.toy import TableModel, sample_speculative
 from specdec.core.rules.variants import VARIANTS
 from specdec.core.verify import verify
 from specdec.chapters.ch02.frequency_tests import design, pooled_tv
+from specdec.chapters.ch02.sequence_laws import config_label
 
-__all__ = ["Entry", "entries", "exact_rows", "detect_samples", "frequency_rows", "small_pairs", "multidraft_rows",
+__all__ = ["Entry", "entries", "per_setting", "exact_rows", "detect_samples", "frequency_rows", "small_pairs", "multidraft_rows",
            "precision_rows", "positional_specs", "precision_law_rule"]
 
 F64 = torch.float64
@@ -93,6 +94,17 @@ def entries(n_drafts=(2, 3), typical_sweep=((0.3, 0.3), (0.01, 0.1)), lambdas=(0
     greedy = Entry("greedy draft, sampled target", "approximate", "token", verify, greedy_drafts=True,
                    description=VARIANTS["greedy_draft"].bug)
     return out + [_rule_entry(r) for r in rules] + [greedy]
+
+
+def per_setting(rows_of, configs) -> list[dict]:
+    """The rows ``rows_of(cfg)`` returns for each sampling setting of ``configs`` ([temperature,
+    top_k, top_p] lists), each led by the setting's label (column "config", `config_label`).
+    Example: per_setting(lambda c: [{"x": 1}], [[1.0, None, None]]) -> [{"config": "τ=1", "x": 1}]"""
+    out = []
+    for c in configs:
+        cfg = SamplingConfig(*c)
+        out += [{"config": config_label(cfg), **r} for r in rows_of(cfg)]
+    return out
 
 
 def _law(target, draft, e: Entry, n: int, k: int, cfg: SamplingConfig) -> torch.Tensor:

@@ -30,13 +30,14 @@ import numpy as np
 import torch
 
 from specdec.core.acceptance import distinct_ngram_ratio
+from specdec.core.rules import alternatives, approximate
 from specdec.core.sampling import process_logits
 from specdec.core.stats import cluster_ratio_interval, wilson_interval
 from specdec.engine.decode import generate
 from specdec.measure.harness import Cell, Config, protocol_sweep
 from specdec.measure.protocol import LEVEL, paired_speedups, summarize
 
-__all__ = ["AR", "TOKEN", "rule_configs", "alternative_runs", "continuation_nll", "speedup_rows",
+__all__ = ["AR", "TOKEN", "measured_rules", "rule_configs", "alternative_runs", "continuation_nll", "speedup_rows",
            "acceptance_rows", "quality_rows"]
 
 AR, TOKEN, BLOCK = "autoregressive", "token", "block"
@@ -71,6 +72,14 @@ def _run(target, draft, k: int, output_len: int, verifier, method: str = "token"
         return {**s, "engine_lossless": s["lossless"], **_position_counts(res.stats, k),
                 "continuation": res.tokens[0].tolist()}
     return go
+
+
+def measured_rules(lam: float, top_k: int) -> dict:
+    """The named rules the chapter measures beside token and block verification, by name: match
+    verification, typical acceptance at Medusa's published setting, relaxed acceptance at ``lam``
+    (standard residual) and top-``top_k`` membership."""
+    rules = [alternatives.MATCH, approximate.typical(), approximate.relaxed(lam), approximate.top_k_accept(top_k)]
+    return {r.name: r for r in rules}
 
 
 def rule_configs(target, draft, rules: dict, *, k: int, output_len: int, block: bool = False) -> list[Config]:

@@ -176,3 +176,10 @@ def test_quality_rows_against_the_autoregressive_reference(runs):
     assert [(r["temperature"], r["algorithm"]) for r in out][:1] == [(0.7, "autoregressive")]
     assert all(math.isfinite(r["nll"]) and r["nll"] > 0 for r in out)
 
+
+
+def test_measured_rules_name_the_match_rule_and_three_approximate_ones():
+    rules = ar.measured_rules(0.5, 2)
+    assert list(rules)[0] == MATCH.name and rules[MATCH.name].lossless
+    assert [r.lossless for r in list(rules.values())[1:]] == [False, False, False]
+    assert typical().name in rules and top_k_accept(2).name in rules
