@@ -68,6 +68,10 @@ def test_chapter_10s_configurations_and_verdicts_label_the_serving_runs(tmp_path
     assert set(serving_vllm.law_status(tmp_path / "none.csv", cfgs, "temperature 1").values()) == {"not tested"}
     names = [serving_vllm.policy_name(c, status[c.label]) for c in cfgs]
     assert names[0] == "vLLM n-gram prompt lookup, k = 2" and names[1].endswith(f"({NOT_EXACT})")
+    # the page reads a name back as its configuration and its law status
+    assert [serving_vllm.label_of(n) for n in names] == [c.label for c in cfgs]
+    assert [serving_vllm.law_of(n) for n in names] == ["passed", "rejected"]
+    assert serving_vllm.law_of(serving_vllm.policy_name(cfgs[0], "not tested")) == "not tested"
     vcfg = serving_vllm.labelled_configs([c.label for c in cfgs], 2, "draft-distilled", 1.0, laws_csv=laws)
     assert list(vcfg) == names and [s for _, s in vcfg.values()] == ["pass", "reject"]
     hotter = serving_vllm.labelled_configs([c.label for c in cfgs], 2, "draft-distilled", 1.5, laws_csv=laws)

@@ -1,1 +1,1 @@
-"""Chapter 09, serving: the checks of the serving loop, vLLM's server runs, the words of its tables."""
+"""Chapter 09, serving: the checks of the serving loop, vLLM's server runs, the tables and values its page shows."""

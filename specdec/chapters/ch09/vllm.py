@@ -5,7 +5,7 @@ exactly as our engine's runs are.
 
 Protocol, stated before any result: every server of the run is started first (all at once, each
 one thread, its log kept) and stopped in a ``finally``; the plain server is the baseline.  The
-configurations are chapter 10's (`engine_audit.plan`, by label), and each carries chapter 10's
+configurations are chapter 10's (`specdec.chapters.ch10.audit.plan`, by label), and each carries chapter 10's
 verdict at the chapter's sampling setting (`law_status`, read from its committed laws table): one
 whose law test rejected is run only under a label saying "not the target's law here", and its
 rows' verdicts say so instead of faster or slower.
@@ -25,7 +25,7 @@ from specdec.measure.serving_runs import speedups as paired_speedups
 from specdec.io.paths import CHAPTERS, RESULTS_DIR
 from specdec.report.robustness import NOT_EXACT
 
-__all__ = ["configs", "law_status", "policy_name", "labelled_configs", "serve", "labelled", "speedups", "LAWS",
+__all__ = ["configs", "law_status", "policy_name", "law_of", "label_of", "labelled_configs", "serve", "labelled", "speedups", "LAWS",
            "TIMEOUT_S"]
 
 LAWS = RESULTS_DIR / CHAPTERS["eng"] / "laws.csv"  # chapter 10's committed law tests
@@ -62,10 +62,27 @@ def law_status(laws_csv: Path, cfgs: list[Config], setting: str) -> dict:
     return {c.label: got.get(c.label, "not tested") for c in cfgs}
 
 
+MARKS = {"reject": f" ({NOT_EXACT})", "not tested": " (law not tested)"}  # a policy name's mark, by law status
+LAW_WORDS = {"reject": "rejected", "not tested": "not tested", "pass": "passed"}  # a law status on the page
+
+
 def policy_name(cfg: Config, status: str) -> str:
-    """The policy's name: vLLM's configuration, marked where chapter 10 rejected it or did not test it."""
-    mark = {"reject": f" ({NOT_EXACT})", "not tested": " (law not tested)"}.get(status, "")
-    return f"vLLM {cfg.label}{mark}"
+    """The policy's name: vLLM's configuration, marked where chapter 10 rejected it or did not test it
+    (`MARKS`), so that no row of the run reads as the target's law without chapter 10's pass."""
+    return f"vLLM {cfg.label}{MARKS.get(status, '')}"
+
+
+def law_of(policy: str) -> str:
+    """The law status a policy name carries (`policy_name`'s mark), as the page says it (`LAW_WORDS`).
+    Example: law_of("vLLM draft model, k = 2 (not the target's law here)") -> "rejected"."""
+    return LAW_WORDS[next((s for s, m in MARKS.items() if policy.endswith(m)), "pass")]
+
+
+def label_of(policy: str) -> str:
+    """The configuration's label in a policy name, without the "vLLM " prefix and the law mark.
+    Example: label_of("vLLM n-gram prompt lookup, k = 2 (law not tested)") -> "n-gram prompt lookup, k = 2"."""
+    mark = next((m for m in MARKS.values() if policy.endswith(m)), "")
+    return policy.removeprefix("vLLM ").removesuffix(mark)
 
 
 def labelled_configs(labels, k: int, draft: str, temperature: float, laws_csv: Path = LAWS) -> dict:

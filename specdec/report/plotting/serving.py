@@ -31,7 +31,7 @@ def latency_curves(lat):
 def speedup_vs_rate(speed, title: str = "Latency speedup against the arrival rate"):
     """Latency speedup over plain decoding (plain's mean end-to-end latency / the policy's) with its 95%
     interval against the arrival rate, one series per policy; the break-even level 1 (table speedup).
-    The title is the caller's: it should say what the data show (`specdec.chapters.ch09.words.trend_text`)."""
+    The title is the caller's; the finding belongs in the chapter's caption."""
     fig, ax = new(6.8, 4.0)
     for j, (name, g) in enumerate(_by_policy(speed)):
         x = g["rate"] * (1.0 + 0.06 * (j - 1))  # side by side at each rate
