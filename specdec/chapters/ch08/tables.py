@@ -159,7 +159,7 @@ def precision_values(prec, real, sampled, alpha: float) -> dict:
 
 def estimate_cell(mid, lo, hi, digits: int = 2, signed: bool = False) -> str:
     """An estimate with its interval as one table cell; blank when nothing was measured.
-    Example: estimate_cell(1.1, 1.03, 1.23) -> "1.10 [1.03, 1.23]"; signed: "+0.29 [+0.02, +0.58]" """
+    Example: estimate_cell(2, 1.5, 2.5) -> "2.00 [1.50, 2.50]"; with signed, "+2.00 [+1.50, +2.50]"."""
     if mid != mid:
         return ""
     f = f"{{:{'+' if signed else ''}.{digits}f}}"
