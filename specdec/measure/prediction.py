@@ -41,7 +41,7 @@ import numpy as np
 from specdec.core.cost import best_k, break_even_alpha_best_k
 from specdec.io.results import records
 
-__all__ = ["step_profile", "lookup", "predicted_steady_s", "paired_predictions", "regime_rows", "regime_inputs", "regime_points", "break_even_words"]
+__all__ = ["step_profile", "lookup", "predicted_steady_s", "paired_predictions", "regime_rows", "regime_inputs", "regime_points"]
 
 
 def step_profile(stats) -> str:
@@ -226,10 +226,3 @@ def regime_points(summary, real_vs_alpha, draft: str, *, batch: int) -> list[dic
             for r in records(real_vs_alpha) if r["batch"] == batch]
     return out
 
-
-def break_even_words(regimes) -> str:
-    """'pair 0.37, other none, ...': each pair's break-even alpha from a regime_rows table."""
-    seen: dict = {}
-    for r in records(regimes):
-        seen.setdefault(r["pair"], r["break_even"])
-    return ", ".join(f"{p} {'none' if v == float('inf') else format(v, '.2f')}" for p, v in seen.items())
