@@ -125,34 +125,6 @@ def test_law_samples_drawn_in_processes_of_their_own_are_the_same_tokens(setup):
         runs.stage([runs.Job(audit.plan(2, DRAFT)[-1], "temperature 1", "law", 6, 2, 3)], {"vllm": None}, prompts)
 
 
-def test_the_chapters_counts_read_what_the_tables_hold():
-    """`values` counts only rows that tested what they name; a patched flag read back from CSV as
-    text counts as patched; the every-position summary keeps the shipped rows apart."""
-    import pandas as pd
-
-    from specdec.chapters.ch10 import values
-
-    laws = pd.DataFrame([
-        {"engine": "vllm", "role": "control", "patched": "False", "status": "pass", "power": 0.4, "verified_share": float("nan"), "mdtv": 0.05},
-        {"engine": "vllm", "role": "control", "patched": "False", "status": "pass", "power": 0.5, "verified_share": float("nan"), "mdtv": 0.04},
-        {"engine": "vllm", "role": "speculative", "patched": "False", "status": "reject", "power": 0.1, "verified_share": 0.99, "mdtv": 0.2},
-        {"engine": "vllm", "role": "speculative", "patched": "True", "status": "pass", "power": 0.93, "verified_share": 0.97, "mdtv": 0.02},
-        {"engine": "vllm", "role": "speculative", "patched": "False", "status": "ignored by this build", "power": float("nan"), "verified_share": float("nan"), "mdtv": float("nan")},
-        {"engine": "ours", "role": "negative control", "patched": "False", "status": "reject", "power": 0.1, "verified_share": 1.0, "mdtv": 0.2},
-        {"engine": "ours", "role": "speculative", "patched": "False", "status": "pass", "power": 0.5, "verified_share": 1.0, "mdtv": 0.06},
-        {"engine": "hf", "role": "speculative", "patched": "False", "status": "pass", "power": 0.2, "verified_share": 0.95, "mdtv": 0.12}])
-    v = values.law_values(laws)
-    assert (v["shipped_rejected"], v["shipped_n"], v["patched_pass"], v["patched_n"]) == (1, 1, 1, 1)
-    assert (v["vllm_controls_pass"], v["neg_rejected"], v["others_pass"], v["others_n"]) == (2, 1, 2, 2)
-    # the power quoted is the speculative rows'; the controls, drawn smaller, state the TV the weaker detects
-    assert v["vllm_min_power"] == 0.93 and v["vllm_controls_mdtv"] == 0.05
-    assert v["others_mdtv_max"] == 0.12 and v["vllm_min_share"] == 0.97
-    ran = pd.DataFrame([{"configuration": "a, block rejection", "ran": "ignored by this build", "ignored": "x"}])
-    assert values.block_values(ran) == {"block_status": "ignored by this build", "block_ignored": "x"}
-    kernel = pd.DataFrame([{"dtype": "float32", "shipped_correct": "False"}, {"dtype": "int64", "shipped_correct": "True"}])
-    assert values.kernel_values(kernel) == {"kernel_affected": "affected", "kernel_wrong": "float32"}
-
-
 def test_only_a_lead_is_drawn_again_and_its_draw_decides():
     """Stage 3: a stage-2 rejection with lead_p < p and no impossible token gets factor x n2 fresh
     samples (in process seed + 2, vLLM its own seed); a rejection far below lead_p, one with an
