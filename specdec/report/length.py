@@ -26,7 +26,7 @@ FRONT_PAGE = "98_summary"
 
 _ARTICLE = re.compile(r"<article[^>]*>(.*)</article>", re.S)
 _DROP = re.compile(r"<(script|style)[^>]*>.*?</\1>", re.S)
-_TAG = re.compile(r"<[^>]+>")
+_TAG = re.compile(r"</?[A-Za-z!][^<>]*>")  # a tag, never a "< 1e-300" in a table cell
 _GLUE = re.compile(r"\{glue(?::text|:md|:math)?\}`([^`:]+)(?::[^`]*)?`")
 
 

@@ -16,6 +16,7 @@ def test_a_page_counts_the_article_only_every_token_and_no_script():
     # "Title here" 2 + "one two & three" 4 + "0.5 -" 2
     assert page_words(PAGE) == 8
     assert page_words("<html><body><p>no article</p></body></html>") == 0
+    assert page_words("<article><td>p &lt; 1e-300</td><a href='x.csv'>CSV</a></article>") == 4
 
 
 def test_html_words_skips_the_search_and_index_pages(tmp_path):
@@ -34,13 +35,13 @@ def test_a_notebook_counts_markdown_with_glued_values_and_displayed_output(tmp_p
     glue = {"output_type": "display_data", "metadata": {"scrapbook": {"name": "ratio"}},
             "data": {"application/papermill.record/text/plain": "'2.401 [2.1, 2.7]'"}}
     table = {"output_type": "execute_result", "metadata": {}, "execution_count": 1,
-             "data": {"text/markdown": "| a | b |\n|---|---|\n| 1 | 2 |", "text/plain": "ignored"}}
+             "data": {"text/markdown": "| a | b |\n|---|---|\n| 1 | < 2 |", "text/plain": "ignored"}}
     nb = _nb([{"cell_type": "markdown", "metadata": {}, "source": ["The ratio is {glue:text}`ratio:.3f` here."]},
               {"cell_type": "code", "metadata": {}, "source": ["x = 1"], "outputs": [glue, table], "execution_count": 1}])
     path = tmp_path / "06_x.ipynb"
     path.write_text(json.dumps(nb))
-    # "The ratio is 2.401 [2.1, 2.7] here." 7 + the table's 5 + 1 + 5 tokens
-    assert notebook_words(path) == 7 + 11
+    # "The ratio is 2.401 [2.1, 2.7] here." 7 + the table's 5 + 1 + 6 tokens
+    assert notebook_words(path) == 7 + 12
 
 
 def test_the_command_fails_over_budget_and_refuses_a_missing_folder(tmp_path, capsys):
