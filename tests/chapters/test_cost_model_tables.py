@@ -59,6 +59,19 @@ def test_corollary_holds_on_the_grid_with_exact_ties():
     assert rows[-1]["k1_break_even"] == np.inf                  # a draft dearer than the target never pays
 
 
+def test_the_optimal_k_table_speculates_where_the_corollary_says():
+    import pandas as pd
+
+    alphas = np.linspace(0, 1, 201)
+    cs = [0.05, 0.1, 0.5]
+    kgrid = pd.DataFrame(cost_model.optimal_k_grid(alphas, cs, 16))
+    assert cost_model.speedups_per_cost(kgrid, cs) == [r["n_speedup"] for r in cost_model.corollary_check(alphas, cs, 16)]
+    assert cost_model.speedups_per_cost(kgrid, cs) == [190, 180, 100]
+    # negative control: a table that speculates at one more alpha is counted differently
+    wrong = kgrid.assign(optimal_k=kgrid["optimal_k"].where(kgrid.index != 0, 1))
+    assert cost_model.speedups_per_cost(wrong, cs)[0] == 191
+
+
 def test_corollary_check_flags_wrong_speed_functions():
     alphas = np.linspace(0, 1, 201)
     dear_verify = lambda a, k, c: speedup(a, k, c, verify_cost=1.1)  # threshold moves above c

@@ -45,23 +45,29 @@ def test_frequency_tests_pass_the_correct_and_catch_the_wrong(pair):
             assert r["verdict"] == "passes" and r["exact_tv"] < 1e-12, r
         elif r["exact_tv_tested_cells"] >= 0.1:  # within the power guarantee: must be caught
             assert r["verdict"] == "caught", r
-    wrong = frequency_tests.wrong_variant_rows(rows)
-    assert [w["variant"] for w in wrong] == list(VARIANTS)
-    assert all((w["caught_by"] == "NOT CAUGHT") == (r["verdict"] == "passes") for w, r in zip(wrong, rows[2:]))
+        assert r["bug"] == ("(correct)" if r["algorithm"] in ("token", "block") else VARIANTS[r["algorithm"]].bug)
 
 
 def test_boundary_cases_behave_as_they_must(pair):
-    rows = {r["case"]: r["observed"] for r in boundaries.boundary_case_rows(*pair, 2000, torch.Generator().manual_seed(8))}
-    assert rows["zero probability"] == "accepted 0.0000; emitted 0x"
-    assert rows["equal distributions"] == "all accepted: yes; NaN: no"
-    assert rows["first-step rejection"].endswith("then token 2: yes")
-    rejected = float(rows["first-step rejection"].split()[1])
-    assert abs(rejected - 0.8) < 4 * np.sqrt(0.16 / 2000)
-    assert rows["full acceptance"] == "all 3 accepted: yes; bonus = 2: yes"
-    err = float(rows["stop token inside the draft"].split()[2].rstrip(";"))
-    assert err < 1e-12
-    p_text = rows["stop token inside the draft"].split("p-value ")[1]  # formatting.p_value_text: never "0"
-    assert p_text.startswith("< 1e-300") or 0 < float(p_text) <= 1
+    rows = boundaries.boundary_case_rows(*pair, 2000, torch.Generator().manual_seed(8), alpha=1e-3)
+    by = {(r["case"], r["quantity"]): r for r in rows}
+    assert len(by) == len(rows) == 8 and all(r["verdict"] == "holds" for r in rows), rows
+    assert by[("zero probability", "rows that output it")]["observed"] == 0
+    assert by[("equal distributions", "share all accepted")]["observed"] == 1
+    rejected = by[("first-step rejection", "share rejected")]
+    assert abs(rejected["observed"] - 0.8) < 4 * np.sqrt(0.16 / 2000) and rejected["must"] == "0.8 ± 0.036"
+    assert by[("first-step rejection", "rejections then token 2")]["observed"] == 1
+    assert by[("full acceptance", "share all kept, bonus 2")]["observed"] == 1
+    stop = {q: r for (c, q), r in by.items() if c == "stop token in the draft"}
+    assert stop["exact-law error"]["observed"] < 1e-12 and stop["p-value"]["observed"] > 1e-3
+    assert 0 < stop["share stopping early"]["observed"] < 1
+
+
+def test_a_boundary_check_that_fails_says_so(pair):
+    # negative control: a p-value threshold above 1 cannot be met, so the stop case's test must fail
+    rows = boundaries.boundary_case_rows(*pair, 500, torch.Generator().manual_seed(8), alpha=1.0)
+    verdicts = {r["quantity"]: r["verdict"] for r in rows if r["case"] == "stop token in the draft"}
+    assert verdicts["p-value"] == "fails" and verdicts["exact-law error"] == "holds"
 
 
 def test_greedy_is_token_identical_and_a_shared_seed_is_not(pair):

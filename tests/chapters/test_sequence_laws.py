@@ -25,7 +25,7 @@ def test_sun_toy_pair_gives_the_papers_expectations(pair):
 
 
 def test_exact_grid_is_float64_rounding(pair):
-    configs = [SamplingConfig(), SamplingConfig(0.0), SamplingConfig(1.2, 3, 0.8)]
+    configs = [SamplingConfig(), SamplingConfig(0.0), (1.2, 3, 0.8)]  # a config or its values
     rows = sequence_laws.exact_grid_rows(*pair, configs, 2, 3)
     assert len(rows) == len(configs) * 2 * 2 * 3
     assert {r["config"] for r in rows} == {"τ=1", "τ=0", "τ=1.2, top-k 3, top-p 0.8"}
@@ -42,6 +42,17 @@ def test_law_scatter_puts_correct_algorithms_on_the_diagonal_and_wrong_ones_off_
         assert len(rs) == 4 ** 3 and sum(r["algorithm_law"] for r in rs) == pytest.approx(1.0)
         gap = max(abs(r["algorithm_law"] - r["target_law"]) for r in rs)
         assert (gap < 1e-12) if name in ("token", "block") else (gap > 1e-2), name
+
+
+def test_largest_deviation_per_algorithm(pair):
+    import pandas as pd
+
+    laws = pd.DataFrame(sequence_laws.law_scatter_rows(*pair, 3, 2, SamplingConfig(1.2, 3, 0.9)))
+    dev = sequence_laws.largest_deviation(laws)
+    assert list(dev) == ["token", "block", "resample_from_p (wrong)", "raw_q (wrong)"]
+    assert dev["token"] < 1e-12 and dev["block"] < 1e-12 and dev["resample_from_p (wrong)"] > 1e-2
+    moved = laws.assign(algorithm_law=laws["algorithm_law"] + 0.25 * (laws.index == 0))  # token's first sequence
+    assert sequence_laws.largest_deviation(moved)["token"] == pytest.approx(0.25)
 
 
 def test_truncation_order_example_by_hand(pair):

@@ -26,8 +26,8 @@ positions are teacher-forced on the plain output, so one flip does not change th
 near ties per dtype and k; `gap_rows` one row per position with its gap and its largest difference
 over k (the data of the gap figure); `engine_rows` the consequence at the engine's level: per
 draft and prompt, whether `generate` with that draft (greedy) returns the tokens of plain greedy
-`generate`.  `dtype_values` and `position_values` total those tables per dtype under the glue
-names `DTYPE_KEYS` declares.
+`generate`.  `families_by_dtype`, `positions_by_dtype` and `engine_rows_by_dtype` run them for
+every dtype; `dtype_rows` totals the three tables per dtype.
 
 Example (a model whose logits do not depend on the forward's shape):
     summary_rows(pandas.DataFrame(position_rows(model, prompts, 16, [1, 4])))
@@ -43,19 +43,7 @@ from specdec.engine.decode import generate
 from specdec.engine.kv import engine_model
 
 __all__ = ["plain_greedy", "verification_logits", "position_rows", "summary_rows", "gap_rows", "engine_rows",
-           "DTYPE_KEYS", "dtype_values", "position_values"]
-
-# per dtype, the glue names of what `dtype_values` and `position_values` count (the chapter quotes them)
-DTYPE_KEYS = {
-    "float32": {"positions": "positions_float32", "flips": "flips_float32", "near_ties": "near_ties_float32",
-                "d": "d_float32", "gap": "gap_float32", "high": "high_float32", "eng_sum": "eng_sum_float32",
-                "eng_size": "eng_size_float32", "pos": "pos_float32", "pos_near": "pos_near_float32",
-                "pos_flip": "pos_flip_float32"},
-    "bfloat16": {"positions": "positions_bfloat16", "flips": "flips_bfloat16", "near_ties": "near_ties_bfloat16",
-                 "d": "d_bfloat16", "gap": "gap_bfloat16", "high": "high_bfloat16", "eng_sum": "eng_sum_bfloat16",
-                 "eng_size": "eng_size_bfloat16", "pos": "pos_bfloat16", "pos_near": "pos_near_bfloat16",
-                 "pos_flip": "pos_flip_bfloat16"},
-}
+           "families_by_dtype", "positions_by_dtype", "engine_rows_by_dtype", "dtype_rows"]
 
 
 def _forward(model, cache, feed: torch.Tensor, start: int) -> torch.Tensor:
@@ -179,38 +167,43 @@ def engine_rows(target, drafts: dict, prompts: torch.Tensor, n_new: int, k: int)
     return rows
 
 
-def _dtype_keys(dtype: str) -> dict:
-    """DTYPE_KEYS of one dtype; a dtype it does not name is an error."""
-    if dtype not in DTYPE_KEYS:
-        raise ValueError(f"no glue names for dtype {dtype!r}: declare them in DTYPE_KEYS")
-    return DTYPE_KEYS[dtype]
+def families_by_dtype(device: str, dtypes, allow_stand_in: bool, seed: int) -> dict:
+    """{dtype name: the embedded family (`specdec.measure.subjects.load_subjects`) in that dtype}."""
+    from specdec.measure.subjects import load_subjects
+
+    return {dt: load_subjects(device, dtype=dt, allow_stand_in=allow_stand_in, seed=seed) for dt in dtypes}
 
 
-def dtype_values(summary, engine) -> dict:
-    """Per dtype, totals over k of `summary_rows` (a DataFrame): positions, flips and near ties
-    (sums), d (the largest difference), gap (the smallest top-2 gap), high (the largest upper bound
-    on the flip rate); and of `engine_rows` (a DataFrame): eng_sum runs identical to plain greedy
-    `generate` of eng_size.  Keyed by the dtype's names in DTYPE_KEYS.
-    Example: one float32 row with 0 flips in 16 positions -> {"flips_float32": 0, "positions_float32": 16, ...}"""
-    out = {}
-    for dt, g in summary.groupby("dtype", sort=False):
-        keys = _dtype_keys(dt)
-        out.update({keys["positions"]: int(g["positions"].sum()), keys["flips"]: int(g["flips"].sum()),
-                    keys["near_ties"]: int(g["near_ties"].sum()), keys["d"]: float(g["max_abs_diff"].max()),
-                    keys["gap"]: float(g["min_top2_gap"].min()), keys["high"]: float(g["flip_rate_high"].max())})
-    for dt, g in engine.groupby("dtype", sort=False):
-        keys = _dtype_keys(dt)
-        out.update({keys["eng_sum"]: int(g["identical"].sum()), keys["eng_size"]: int(len(g))})
-    return out
+def positions_by_dtype(families: dict, prompts: torch.Tensor, n_new: int, ks) -> list[dict]:
+    """`position_rows` of every family's target (``families``: dtype -> family with ``.target``)."""
+    return [r for fam in families.values() for r in position_rows(fam.target, prompts, n_new, ks)]
 
 
-def position_values(gaps) -> dict:
-    """Per dtype of `gap_rows` (a DataFrame; each position once, over every k): pos positions,
-    pos_near near ties (a top-2 gap below the largest difference of the dtype) and pos_flip
-    positions that flipped at some k.  Keyed by the dtype's names in DTYPE_KEYS."""
-    out = {}
-    for dt, g in gaps.groupby("dtype", sort=False):
-        keys = _dtype_keys(dt)
-        out.update({keys["pos"]: len(g), keys["pos_near"]: int((g["top2_gap"] < g["max_abs_diff"].max()).sum()),
-                    keys["pos_flip"]: int(g["flip"].sum())})
+def engine_rows_by_dtype(families: dict, draft_names, prompts: torch.Tensor, n_new: int, k: int) -> list[dict]:
+    """`engine_rows` of every family's target with its drafts named ``draft_names``."""
+    return [r for fam in families.values()
+            for r in engine_rows(fam.target, {d: fam.drafts[d] for d in draft_names}, prompts, n_new, k)]
+
+
+def dtype_rows(summary, gaps, engine) -> list[dict]:
+    """One row per dtype, from DataFrames of `summary_rows`, `gap_rows` and `engine_rows`.
+
+    Over every k (``summary``): comparisons, flips and near_ties (sums), flip_rate_high (the largest
+    upper bound), max_abs_diff (the largest d) and min_top2_gap (the smallest gap).  Over each
+    position once (``gaps``): positions, near_tie_positions (a gap below the dtype's largest
+    difference) and flipped_positions (flipped at some k).  Over ``engine``: engine_runs and
+    engine_identical (runs equal to plain greedy `generate`).
+
+    Example: one float32 k with 0 flips in 16 positions and 2 identical engine runs of 3
+        -> [{"dtype": "float32", "comparisons": 16, "flips": 0, ..., "engine_runs": 3, "engine_identical": 2}]
+    """
+    out = []
+    for dt, s in summary.groupby("dtype", sort=False):
+        g, e = gaps[gaps["dtype"] == dt], engine[engine["dtype"] == dt]
+        out.append(dict(dtype=dt, comparisons=int(s["positions"].sum()), flips=int(s["flips"].sum()),
+                        flip_rate_high=float(s["flip_rate_high"].max()), max_abs_diff=float(s["max_abs_diff"].max()),
+                        min_top2_gap=float(s["min_top2_gap"].min()), near_ties=int(s["near_ties"].sum()),
+                        positions=len(g), near_tie_positions=int((g["top2_gap"] < g["max_abs_diff"].max()).sum()),
+                        flipped_positions=int(g["flip"].sum()), engine_runs=len(e),
+                        engine_identical=int(e["identical"].sum())))
     return out

@@ -27,7 +27,7 @@ from specdec.core.stats import counts_of, gof_test, pool_cells, sample_size
 from specdec.core.toy import TableModel, sample_speculative
 from specdec.core.rules.variants import VARIANTS, variant_law, variant_sample
 
-__all__ = ["design", "pooled_tv", "frequency_test_rows", "wrong_variant_rows"]
+__all__ = ["design", "pooled_tv", "frequency_test_rows"]
 
 
 def design(target: TableModel, n: int, cfg: SamplingConfig, eps: float, alpha: float, power: float) -> dict:
@@ -75,9 +75,3 @@ def frequency_test_rows(target: TableModel, draft: TableModel, n: int, k: int, c
                          verdict="passes" if r.p_value > alpha else "caught", bug=bug))
     return rows
 
-
-def wrong_variant_rows(frequency_rows: list[dict]) -> list[dict]:
-    """The wrong variants' rows of the frequency tests: their bug, exact TV, p-value, what caught them."""
-    return [dict(variant=r["algorithm"], bug=r["bug"], exact_tv=r["exact_tv"], p_value=r["p_value"],
-                 caught_by=("exact law and frequency test" if r["verdict"] == "caught" else "NOT CAUGHT"))
-            for r in frequency_rows if r["bug"] != "(correct)"]

@@ -24,7 +24,7 @@ from specdec.core.rules.variants import variant_law
 from specdec.core.verify import accept_prob, block_weights
 
 __all__ = ["SUN_TOY_EXAMPLE", "toy_pair", "sun_toy_pair", "config_label", "exact_grid_rows", "law_scatter_rows",
-           "truncation_placement_rows", "keep_at_least", "block_vs_token_rows", "all_kept_check"]
+           "largest_deviation", "truncation_placement_rows", "keep_at_least", "block_vs_token_rows", "all_kept_check"]
 
 F64 = torch.float64
 SUN_TOY_EXAMPLE = {"k": 2, "token_ninths": 10, "block_ninths": 11,  # Sun et al. 2025: E[accepted] = 10/9, 11/9
@@ -52,10 +52,12 @@ def config_label(c: SamplingConfig) -> str:
 
 
 def exact_grid_rows(target: TableModel, draft: TableModel, configs, k_max: int, n_max: int) -> list[dict]:
-    """max |spec_law - target_law| over all V^n outputs, for every config, method (token, block),
-    k = 1..k_max and n = 1..n_max (the law of n tokens is a marginal of the law of n_max)."""
+    """max |spec_law - target_law| over all V^n outputs, for every config (a SamplingConfig or its
+    (temperature, top_k, top_p) values), method (token, block), k = 1..k_max and n = 1..n_max (the
+    law of n tokens is a marginal of the law of n_max)."""
     rows = []
     for c in configs:
+        c = c if isinstance(c, SamplingConfig) else SamplingConfig(*c)
         ref = {n: target_law(target, n, c) for n in range(1, n_max + 1)}
         for method in ("token", "block"):
             for k in range(1, k_max + 1):
@@ -83,7 +85,15 @@ def law_scatter_rows(target: TableModel, draft: TableModel, n: int, k: int, cfg:
     return rows
 
 
+def largest_deviation(scatter) -> dict:
+    """{algorithm: max |algorithm_law - target_law|} over the rows of `law_scatter_rows` (a DataFrame).
+    Example: token and block -> ~1e-16; "resample_from_p (wrong)" -> far from 0."""
+    dev = (scatter["algorithm_law"] - scatter["target_law"]).abs().groupby(scatter["algorithm"], sort=False).max()
+    return {str(a): float(v) for a, v in dev.items()}
+
+
 def _probs_text(t: torch.Tensor) -> str:
+    """A probability vector as numbers to three decimals.  Example: [0.4, 0.6] -> "[0.400, 0.600]"."""
     return "[" + ", ".join(f"{float(x):.3f}" for x in t) + "]"
 
 

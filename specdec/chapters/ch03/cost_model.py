@@ -13,7 +13,7 @@ from specdec.core.acceptance import truncated_geometric_pmf
 from specdec.core.cost import accepted_length_variance, break_even_alpha, expected_tokens, optimal_k, toy_speedup
 
 __all__ = ["expected_tokens_check", "worked_example", "speed_ratio_grid", "optimal_k_grid", "break_even_grid",
-           "corollary_check", "sample_variance_se", "TIE"]
+           "corollary_check", "speedups_per_cost", "sample_variance_se", "TIE"]
 
 TIE = 1e-9  # |alpha - c| within this is the boundary case alpha = c (S(1) = 1 there, up to rounding)
 
@@ -121,3 +121,13 @@ def corollary_check(alphas, cs, k_max: int, speed=toy_speedup) -> list[dict]:
         rows.append(dict(c=c, n_alphas=int(a.size), n_above_c=int(above.sum()), n_ties=int(tie.sum()),
                          n_speedup=int(pays.sum()), n_disagree=int(wrong.sum()), k1_break_even=b1, break_even_gap=b1 - c))
     return rows
+
+
+def speedups_per_cost(kgrid, cs) -> list[int]:
+    """For each c in ``cs``, how many alphas of the optimal-k table (`optimal_k_grid`, as a DataFrame)
+    speculate (optimal_k > 0): must equal `corollary_check`'s n_speedup, the same question answered
+    by `specdec.core.cost.optimal_k` instead of a maximum over k.
+
+    Example: speedups_per_cost(pandas.DataFrame(optimal_k_grid([0.05, 0.1, 0.3], [0.1], 8)), [0.1]) -> [1]
+    """
+    return [int((kgrid.loc[kgrid["c"] == c, "optimal_k"] > 0).sum()) for c in cs]

@@ -132,16 +132,30 @@ def test_the_gap_figure_draws_every_series():
     assert len(series) == 5 and all(seen for _, _, seen in series)  # 2 curves, 2 lines, the flips
 
 
-def test_the_chapter_values_total_each_dtype_under_its_declared_names():
+def test_the_dtype_table_totals_each_dtype():
     pos, _ = _summary(BigramLM(bump=2 * TIE))
-    pos = pos.assign(dtype="float32")  # the stand-in computes in float64, a dtype the chapter does not quote
-    summary = pd.DataFrame(gt.summary_rows(pos))
-    engine = pd.DataFrame({"dtype": ["float32"] * 3, "identical": [True, False, True]})
-    v = gt.dtype_values(summary, engine)
-    assert set(v) == set(gt.DTYPE_KEYS["float32"].values()) - {"pos_float32", "pos_near_float32", "pos_flip_float32"}
-    assert (v["positions_float32"], v["flips_float32"], v["near_ties_float32"]) == (72, 18, 18)  # 3 k of 24 each
-    assert v["d_float32"] == pytest.approx(2 * TIE) and (v["eng_sum_float32"], v["eng_size_float32"]) == (2, 3)
-    assert gt.position_values(pd.DataFrame(gt.gap_rows(pos))) == {"pos_float32": 24, "pos_near_float32": 6,
-                                                                 "pos_flip_float32": 6}
-    with pytest.raises(ValueError, match="DTYPE_KEYS"):
-        gt.dtype_values(summary.assign(dtype="float64"), engine)
+    other = pos.assign(dtype="other", flip=False, max_abs_diff=0.0)  # a second dtype without differences
+    both = pd.concat([pos, other])
+    summary, gaps = pd.DataFrame(gt.summary_rows(both)), pd.DataFrame(gt.gap_rows(both))
+    engine = pd.DataFrame({"dtype": ["float64"] * 3 + ["other"] * 2, "identical": [True, False, True, True, True]})
+    rows = {r["dtype"]: r for r in gt.dtype_rows(summary, gaps, engine)}
+    assert list(rows) == ["float64", "other"]
+    r = rows["float64"]
+    assert (r["comparisons"], r["flips"], r["near_ties"]) == (72, 18, 18)  # 3 k of 24 positions each
+    assert r["max_abs_diff"] == pytest.approx(2 * TIE) and r["min_top2_gap"] == pytest.approx(TIE)
+    assert (r["positions"], r["near_tie_positions"], r["flipped_positions"]) == (24, 6, 6)
+    assert (r["engine_runs"], r["engine_identical"]) == (3, 2)
+    assert 0 < r["flip_rate_high"] < 1
+    o = rows["other"]
+    assert (o["flips"], o["near_ties"], o["near_tie_positions"], o["engine_runs"], o["engine_identical"]) == (0, 0, 0, 2, 2)
+
+
+def test_positions_and_engine_rows_run_every_dtype():
+    fams = {"a": SimpleNamespace(target=BigramLM()), "b": SimpleNamespace(target=BigramLM(bump=2 * TIE))}
+    rows = pd.DataFrame(gt.positions_by_dtype(fams, PROMPTS, N_NEW, KS))
+    assert len(rows) == 2 * len(KS) * len(PROMPTS) * N_NEW and int(rows.flip.sum()) == len(KS) * 6
+    target, draft = _tiny(0, 2, 32), _tiny(5, 1, 16)
+    prompts = torch.randint(1, 97, (2, 7), generator=torch.Generator().manual_seed(2))
+    fams = {"x": SimpleNamespace(target=target, drafts={"tiny": draft, "unused": None})}
+    eng = gt.engine_rows_by_dtype(fams, ["tiny"], prompts, 5, 2)
+    assert [(r["draft"], r["prompt"]) for r in eng] == [("tiny", 0), ("tiny", 1)]
