@@ -44,6 +44,9 @@ def test_bench_rows_summary_and_comparisons(tiny_pair, tmp_path):
     assert len(back) == len(comp) and back["target_met_by_interval"].dtype == bool
 
 
+PAIR_KEYS = ("mode", "temperature", "batch", "prompt", "repeat")  # how `make bench` pairs its runs
+
+
 def _run(mode, impl, k, prompt, repeat, wall, T=0.0, batch=1):
     """A synthetic bench row: wall seconds for 10 tokens over 5 steps (the first feeding 2)."""
     return {"mode": mode, "impl": impl, "k": k, "temperature": T, "batch": batch, "prompt": prompt, "repeat": repeat,
@@ -55,10 +58,10 @@ def test_bench_compares_each_mode_with_its_own_kind_and_counts_what_compiling_ga
     """Hand-made timings: compiled runs take 0.8 of eager ones, HF compiled 1.1 of ours compiled,
     HF eager 1.2 of ours eager.  compile_gain is eager / compiled of ours (1.25), baseline and
     vs_hf pair each engine with the other in the same mode, isolated_forwards is eager only, and the
-    chapter's values read each mode apart (an old table without a mode column reads as eager)."""
+    chapter's tables read each mode apart (an old table without a mode column reads as eager)."""
     import pandas as pd
 
-    from specdec.chapters.ch06 import bench_values as dv
+    from specdec.chapters.ch06 import baseline
 
     rows = []
     for p in range(4):
@@ -82,15 +85,19 @@ def test_bench_compares_each_mode_with_its_own_kind_and_counts_what_compiling_ga
     assert got["vs_hf_compiled_ar", "eager", 0]["median"] == pytest.approx(0.88)  # HF compiled plain / ours eager
     assert got["vs_hf_compiled_ar", "compiled", 0]["median"] == pytest.approx(1.1)
     assert got["vs_hf_compiled_ar", "eager", 2]["median"] == pytest.approx(0.88 / 0.7)
-    v = dv.engine_values(pd.DataFrame(comp))
-    assert v["base_t0_b1"] == pytest.approx(1.2) and v["cbase_t0_b1"] == pytest.approx(1.1)
-    assert v["gain_ar_min"] == pytest.approx(1.25) and v["gain_spec_n"] == 1 and v["cvs_hf_faster"] == 1
-    assert v["fast_base"] == pytest.approx(0.88) and v["fast_n"] == 4 and v["fast_slower"] == 1
-    assert v["fast_cbase"] == pytest.approx(1.1) and v["fast_cbase_lo"] <= 1.1 <= v["fast_cbase_hi"]
-    assert v["fast_max"] == pytest.approx(0.88 / 0.56) and v["fast_best_config"] == "k=2, compiled, batch 1, greedy"
+    fast = baseline.vs_fastest(pd.DataFrame(comp), "compiled")  # ours compiled over HF compiled plain generate
+    assert fast["ratio"].tolist() == pytest.approx([1.1]) and fast["verdict"].tolist() == ["faster"]
+    assert baseline.vs_fastest(pd.DataFrame(comp), "eager")["verdict"].tolist() == ["slower"]  # 0.88
+    v = baseline.baseline_values(pd.DataFrame(comp), "compiled")
+    assert (v["bench_batch"], v["fast_b1"], v["fast_bn"]) == (1, "faster", "faster")
+    summ = summarize(paired_speedups(rows, baseline="ours_ar", keys=PAIR_KEYS), by=PAIR_KEYS[:3] + ("impl", "k"))
+    modes = baseline.modes_table(pd.DataFrame(comp), pd.DataFrame(summ))
+    assert modes["mode"].tolist() == ["eager", "compiled"] and modes.shape[1] <= 7  # no lean runs: no lean row
+    assert modes["plain over HF"].tolist() == pytest.approx([1.2, 1.1])
+    assert modes["best speculative"].tolist() == pytest.approx([1 / 0.7, 1 / 0.7])
     old = pd.DataFrame([r for r in comp if r["mode"] == "eager"]).drop(columns="mode")
-    assert dv.engine_values(old)["base_t0_b1"] == pytest.approx(1.2) and "cbase_t0_b1" not in dv.engine_values(old)
-    assert "fast_cbase" not in dv.engine_values(old)  # an eager-only bench has no compiled baseline to quote
+    assert baseline.vs_fastest(old, "eager")["ratio"].tolist() == pytest.approx([0.88])
+    assert baseline.vs_fastest(old, "compiled").empty  # an eager-only bench has no compiled baseline to quote
     with pytest.raises(ValueError, match="mode"):
         bench.configs(None, None, [1], 0.0, 4, mode="graph")
     assert [c.labels["mode"] for c in bench.configs(None, None, [1], 0.0, 4, mode="compiled")] == ["compiled"] * 4
@@ -119,12 +126,14 @@ def test_bench_lean_mode_is_ours_only_and_pairs_with_hugging_faces_eager_runs():
     assert not any(name == "compile_gain" for name, _, _ in got)
     import pandas as pd
 
-    from specdec.chapters.ch06 import bench_values as dv
+    from specdec.chapters.ch06 import baseline
 
-    v = dv.engine_values(pd.DataFrame(list(bench.comparisons(rows, {1: 1.0, 3: 1.2, 4: 1.3}, 0.1))))
-    assert v["lbase_t0_b1"] == pytest.approx(1.2 / 0.7) and v["base_t0_b1"] == pytest.approx(1.2)
-    assert (v["lvs_hf_n"], v["vs_hf_n"]) == (2, 1) and v["lgain_ar_min"] == pytest.approx(1 / 0.7)
-    assert v["lgain_spec_n"] == 1 and "gain_ar_min" not in v
+    comp = pd.DataFrame(list(bench.comparisons(rows, {1: 1.0, 3: 1.2, 4: 1.3}, 0.1)))
+    summ = summarize(paired_speedups(rows, baseline="ours_ar", keys=PAIR_KEYS), by=PAIR_KEYS[:3] + ("impl", "k"))
+    modes = baseline.modes_table(comp, pd.DataFrame(summ))
+    assert modes["mode"].tolist() == ["eager", "lean"]
+    assert modes["plain over HF"].tolist() == pytest.approx([1.2, 1.2 / 0.7])  # lean against HF's eager runs
+    assert modes["best speculative"].tolist() == pytest.approx([1 / 0.8, 1 / 0.75])  # lean also ran k = 3
     lean_cfgs = bench.configs(None, None, [1, 2], 0.0, 4, mode="lean")
     assert [c.labels["impl"] for c in lean_cfgs] == ["ours_ar", "ours_spec", "ours_spec"]
     eager = bench.configs(None, None, [2], 0.0, 4, hf_ks=[1, 2, 3])
@@ -185,15 +194,22 @@ def test_bench_families_set_the_simultaneous_intervals():
     check("vs_hf_compiled_ar", "eager", 2, ("compiled", "hf_ar", 0), ("eager", "ours_spec", 2), 10)  # 2 modes x 5
 
 
-def test_engine_values_refuse_a_baseline_cell_without_declared_names():
+def test_the_chapter_rewords_each_bench_interval_by_the_protocol():
+    """The bench table's own words ("no difference detected at this precision") are not the page's:
+    chapter 06 re-reads each interval with `protocol.level_verdict`, so an interval across 1 reads
+    "undecided", one from a single pair "one run: no interval", and greedy batch 1 and the largest
+    batch are told apart."""
     import pandas as pd
 
-    from specdec.chapters.ch06 import bench_values as dv
+    from specdec.chapters.ch06 import baseline
 
-    row = {"comparison": "baseline", "mode": "eager", "temperature": 0.7, "batch": 1, "k": 0, "median": 1.0, "lo": 0.9,
-           "hi": 1.1, "verdict": "undecided", "target": ">= 1", "target_met_by_median": True,
-           "target_met_by_interval": False}
-    with pytest.raises(ValueError, match="BASELINE_KEYS"):
-        dv.engine_values(pd.DataFrame([row]))
-    v = dv.engine_values(pd.DataFrame([{**row, "temperature": 1.0}]))
-    assert v["base_t1_b1_words"] == "undecided" and v["bench_batch"] == 1 and v["overhead_n"] == 0
+    row = {"comparison": "vs_hf_compiled_ar", "mode": "lean", "temperature": 0.0, "batch": 1, "k": 0, "median": 1.04,
+           "lo": 1.03, "hi": 1.05, "runs": 24, "verdict": "faster"}
+    wide = {**row, "batch": 8, "median": 0.95, "lo": 0.89, "hi": 1.08, "runs": 3,
+            "verdict": "no difference detected at this precision"}
+    single = {**row, "temperature": 1.0, "batch": 8, "lo": float("nan"), "hi": float("nan"), "runs": 1}
+    t = baseline.vs_fastest(pd.DataFrame([wide, row, single]), "lean")
+    assert list(zip(t["temperature"], t["batch"], t["verdict"])) == [
+        ("greedy", 1, "faster"), ("1", 8, "one run: no interval"), ("greedy", 8, "too few pairs for this level")]
+    v = baseline.baseline_values(pd.DataFrame([row, {**wide, "runs": 12}]), "lean")
+    assert (v["bench_batch"], v["fast_b1"], v["fast_bn"]) == (8, "faster", "undecided")

@@ -1,7 +1,8 @@
-"""Chapter 06's measurement and summaries (specdec.chapters.ch06.runs / decoding_summary /
-prediction / draft_choice) on the tiny random-weight pair: the rows' shape, labels and pairing,
-seeding that does not depend on run order, hand-worked predictions and summaries, the draft rule,
-and the figures drawn from the tables.  Timings are never asserted."""
+"""Chapter 06's measurement and summaries (specdec.chapters.ch06.runs / summary / page, and
+measure.prediction / draft_choice) on the tiny random-weight pair: the rows' shape, labels and
+pairing, seeding that does not depend on run order, hand-worked predictions and summaries, the draft
+rule, the page's counts and small tables, and the figures drawn from the tables.  Timings are never
+asserted."""
 
 import math
 
@@ -12,7 +13,7 @@ import torch
 from specdec.engine.history import PromptLookupDrafter
 from specdec.chapters.ch06 import runs as dr
 from specdec.chapters.ch06 import summary as ds
-from specdec.chapters.ch06 import bench_values, values as dv
+from specdec.chapters.ch06 import baseline, page
 from specdec.measure import prediction as pr
 from specdec.measure.draft_choice import best_of, chosen, draft_rule
 from specdec.report import plotting
@@ -41,8 +42,6 @@ def test_cost_curves_per_batch_and_context(measured):
         (m, n, B, ctx) for B in BATCHES for m, n in [
             ("target", 1), ("target", 2), ("target", 3), ("draft", 1), ("draft", 2), ("target after draft", 1),
             ("target after draft", 2), ("target after draft", 3), ("draft after target", 1), ("draft after target", 2)]]
-    v = dv.interleave_values(curve, 1, ctx, 3, "draft")
-    assert v["loop_ratio"] > 0 and v["loop_draft_ratio"] > 0
     t, c = dr.curve_at(curve, 2, ctx, "draft")
     d1 = next(r["median_s"] for r in curve if r["model"] == "draft" and r["batch"] == 2 and r["n"] == 1)
     assert set(t) == {1, 2, 3} and c == pytest.approx(d1 / t[1])
@@ -105,8 +104,12 @@ def test_draft_and_hf_runs(tiny_pair, measured):
     assert sorted(r["config"] for r in hf) == sorted(2 * ["HF assisted k=2", "HF generate", "ours plain (lean)",
                                                           "ours plain (eager)"])
     h = ds.hf_summary(hf)
-    assert h["hf_pairs"] == 2 and h["hf_ratio_lo"] <= h["hf_ratio"] <= h["hf_ratio_hi"]
-    assert h["lean_hf_pairs"] == h["lean_eager_pairs"] == 2 and h["lean_eager_ratio"] > 0
+    assert [r["comparison"] for r in h] == ["HF assisted k=2 over HF generate", "ours plain (lean) over HF generate",
+                                            "ours plain (lean) over ours plain (eager)"]
+    assert all(r["pairs"] == 2 and r["lo"] <= r["median"] <= r["hi"] and r["tokens_per_s"] > 0 for r in h)
+    shown = page.hf_table(h)
+    assert list(shown.columns) == ["comparison", "ratio", page.INTERVAL, "verdict", "pairs"]
+    assert shown[page.INTERVAL].tolist() == [f"[{r['lo']:.3f}, {r['hi']:.3f}]" for r in h]
     # each comparison pairs named configurations: one missing is an error, not a silent other pairing
     with pytest.raises(ValueError, match="ours plain"):
         ds.hf_summary([r for r in hf if r["config"] != "ours plain (eager)"])
@@ -130,21 +133,27 @@ def test_summaries_predictions_and_figures_of_a_real_run(measured):
     assert len(preds) == len(runs) * 3 // 4 and all(p["predicted"] > 0 for p in preds)
     ps = ds.prediction_summary(preds)
     assert len(ps) == 3 * 3 and all((p["reason"] == "") == p["within"] for p in ps)
-    h = dv.headline(summary, ps, temperature=1.0, output_len=LENS[0], batch=1, k_ref=2)
-    assert h["n_spec"] == 9 and h["n_faster"] + h["n_slower"] + h["n_undecided"] == 9 and h["n_pred"] == 9
+    assert {p["reason"] for p in ps} <= {"", *ds.REASONS}
+    h = page.sweep_values(summary)
+    # every speculative configuration has 4 or 2 pairs: too few for a 95% interval, none worded undecided
+    assert (h["n_spec"], h["n_short"], h["n_faster"], h["n_slower"], h["n_undecided"]) == (9, 9, 0, 0, 0)
+    assert (h["pairs_had"], h["pairs_had_max"]) == (2, 4) and h["best_lo"] <= h["best_speedup"] <= h["best_hi"]
+    p = page.prediction_values(ps, 0.10)
+    assert p["n_pred"] == 9 and p["n_pred_within"] + p["n_miss"] == 9 and p["n_over"] + p["n_under"] == 9
+    assert p["n_miss_forwards"] + p["n_miss_spread"] <= p["n_miss"] and p["fwd_min"] <= p["fwd_max"]
     dyn = ds.dynamic_vs_fixed(runs)
     assert len(dyn) == 3 and all(d["best_fixed"] in ("k=1", "k=2") and d["lo"] <= d["dynamic_over_best"] <= d["hi"]
                                  for d in dyn)
     bd = ds.time_breakdown(runs, 1.0, LENS[0], 1)
     assert len(bd) == 4 * len(ds.BREAKDOWN_PARTS)
-    v = dv.breakdown_values(bd, "k=2")
+    v = page.breakdown_values(bd, "k=2")
     assert 0 < v["target_share_kref"] < 1 and 0 <= v["overhead_share_kref"] < 1
     ctx = dr.mid_context(PROMPT, LENS[0])
-    cv = dv.curve_values(measured["curve"], 1, ctx, 3, "draft")
+    cv = page.curve_values(measured["curve"], 1, ctx, 3, "draft")
     assert cv["tk_n"] == 3 and cv["c_b1"] > 0
     after = [{**r, "when": "after", "median_s": 1.1 * r["median_s"]} for r in measured["curve"]]
-    assert dv.curve_drift(measured["curve"], after)["drift_max"] == pytest.approx(0.1)
-    assert math.isnan(dv.curve_drift(measured["curve"])["drift_median"])  # nothing after: no drift measured
+    assert page.curve_drift(measured["curve"], after)["drift_max"] == pytest.approx(0.1)
+    assert math.isnan(page.curve_drift(measured["curve"])["drift_median"])  # nothing after: no drift measured
 
     from specdec.report.plotting import visible_series
 
@@ -301,60 +310,58 @@ def test_break_even_and_regimes_hand_worked():
 
 
 def test_long_drafts_counts_what_the_bench_measured_beyond_the_cut():
-    rows = [{"impl": "ours_spec", "k": k, "speedup_median": m, "verdict": v}
-            for k, m, v in ((4, 1.2, "faster"), (5, 0.9, "slower"), (8, 1.05, "faster"))] + [
-        {"impl": "ours_ar", "k": 0, "speedup_median": 1.0, "verdict": "faster"}]
-    v = bench_values.long_drafts(rows, 5)
-    assert (v["long_n"], v["long_faster"], v["long_max"], v["long_k_to"], v["long_mode"]) == (2, 1, 1.05, 8, "eager")
-    gappy = [{**r, "mode": "eager"} for r in rows if r["k"] != 5] + [  # eager skips k = 5..7: the lean mode ran them
-        {"mode": "lean", "impl": "ours_spec", "k": k, "speedup_median": 1.1 + k / 100, "verdict": "faster"}
-        for k in range(1, 9)]
-    v = bench_values.long_drafts(gappy, 5)
+    """Faster is re-read from each interval (`protocol.level_verdict`): k = 8's interval lies above 1 but
+    from one pair, so it is not counted faster."""
+    ci = lambda m, n=12: {"speedup_median": m, "speedup_lo": m - 0.04, "speedup_hi": m + 0.04, "runs": n}  # noqa: E731
+    rows = [{"impl": "ours_spec", "k": 4, **ci(1.2)}, {"impl": "ours_spec", "k": 5, **ci(0.9)},
+            {"impl": "ours_spec", "k": 6, **ci(1.1)}, {"impl": "ours_spec", "k": 8, **ci(1.05, 1)},
+            {"impl": "ours_ar", "k": 0, **ci(1.0)}]
+    v = baseline.long_drafts(rows, 5)
+    assert (v["long_n"], v["long_faster"], v["long_max"], v["long_k_to"], v["long_mode"]) == (3, 1, 1.1, 8, "eager")
+    gappy = [{**r, "mode": "eager"} for r in rows if r["k"] not in (5, 6)] + [  # eager skips k = 5..7: lean ran them
+        {"mode": "lean", "impl": "ours_spec", "k": k, **ci(1.1 + k / 100)} for k in range(1, 9)]
+    v = baseline.long_drafts(gappy, 5)
     assert (v["long_n"], v["long_faster"], v["long_mode"]) == (4, 4, "lean") and v["long_max"] == pytest.approx(1.18)
 
 
 def test_pairs_needed_follows_the_spread(measured):
-    v = dv.pairs_needed(measured["runs"])
-    assert v["pairs_had"] == 2 and 2 <= v["pairs_needed_median"]  # the fewest: batch 2, 1 group x 2 rounds
-    assert v["pairs_had_max"] == 4  # the most: batch 1, 2 prompt groups x 2 rounds
+    v = page.pairs_needed(measured["runs"])
     assert 2 <= v["pairs_needed_median"] <= v["pairs_needed_max"]
 
 
-def test_presentation_helpers_hand_worked():
-    """The chapter's one-line helpers: the draft decision (rule or forced), the misses list, the
-    dynamic-rule counts, the best draft, the break-even words and the shown summary columns."""
+def test_the_pages_tables_and_counts_hand_worked():
+    """The draft decision (rule or forced), the dynamic-rule counts, the chosen draft, and the small
+    tables the page shows: the drafts fastest first, the configurations below 1 slowest first, one
+    row per regime pair."""
     from specdec.measure.draft_choice import decide
 
     rule = draft_rule({"a": 0.6, "b": 0.5}, {"a": 0.1, "b": 0.1}, {1: 1.0, 2: 1.2, 3: 1.4}, k_max=2)
     assert decide(rule) == ("a", {"rule_draft": "a", "draft_name": "a", "forced": "(the rule's choice)"})
     assert decide(rule, "b")[1]["forced"] == "(forced by DRAFT; the rule chose a)"
     assert decide(rule, "nope")[0] == "a"  # not a candidate: the rule's choice stands
-    pred = [{"config": "k=2", "batch": 8, "output_len": 256, "temperature": 1.0, "ratio": 0.85, "ratio_lo": 0.8,
-             "ratio_hi": 0.9, "reason": "why", "within": False},
-            {"config": "k=1", "batch": 1, "output_len": 32, "temperature": 0.0, "ratio": 1.0, "ratio_lo": 0.9,
-             "ratio_hi": 1.1, "reason": "", "within": True}]
-    assert dv.misses_markdown(pred) == "* k=2, batch 8, 256 tokens, temperature 1: measured/predicted 0.85 (0.80-0.90); why."
-    assert dv.misses_markdown(pred[1:]).startswith("*Every configuration")
     out = "too few pairs for this level"
-    assert dv.dynamic_values([{"verdict": "faster", "verdict_sim": out, "pairs": 6},
-                              {"verdict": "slower", "verdict_sim": out, "pairs": 6},
-                              {"verdict": "slower", "verdict_sim": out, "pairs": 6}]) == {
-        "dyn_n": 3, "dyn_faster": 1, "dyn_slower": 2, "dyn_sim_words": (
-            "a simultaneous statement over all 3 comparisons is out of reach: 6 pairs give a median interval of "
-            "at most 96.9%, and 3 comparisons together need 98.33% each, that is 7 pairs")}
-    b = dv.best_draft_values([{"draft": "x", "speedup": 1.1, "speedup_lo": 1.0, "speedup_hi": 1.2, "verdict": "v",
-                               "chosen": False, "rule_predicted": float("nan"), "verdict_sim": "faster", "runs": 12},
-                              {"draft": "y", "speedup": 0.9, "speedup_lo": 0.8, "speedup_hi": 1.0, "verdict": "w",
-                               "chosen": True, "rule_predicted": 1.2, "verdict_sim": "w", "runs": 12}])
-    assert b["best_draft"] == "x" and b["best_draft_words"] == "v"
-    assert b["draft_sim_words"] == "with simultaneous intervals over all 2 comparisons (97.5% each): 1 faster, 0 slower"
-    assert (b["chosen_predicted"], b["chosen_speedup"], b["chosen_words"]) == (1.2, 0.9, "w")
-    assert pr.break_even_words([{"pair": "p", "break_even": 0.3712}, {"pair": "p", "break_even": 0.3712},
-                                {"pair": "q", "break_even": float("inf")}]) == "p 0.37, q none"
-    cols = {c: 1 for c in dv.SHOWN if c != "setting"} | {"temperature": 0.0, "output_len": 32, "batch": 1}
-    s = pd.DataFrame([cols | {"config": "baseline", "verdict": "x"}, cols | {"config": "k=1", "verdict": "faster"}])
-    assert list(dv.shown(s)["verdict"]) == ["(the baseline)", "faster"] and list(dv.shown(s)) == dv.SHOWN
-    assert list(dv.shown(s)["setting"]) == ["baseline, batch 1, 32 tokens, greedy", "k=1, batch 1, 32 tokens, greedy"]
+    assert page.dynamic_values([{"verdict": "faster"}, {"verdict": "slower"}, {"verdict": out}]) == {
+        "dyn_n": 3, "dyn_faster": 1, "dyn_slower": 1, "dyn_short": 1}
+    drafts = [{"draft": "x", "speedup": 1.1, "speedup_lo": 1.0, "speedup_hi": 1.2, "verdict": "undecided",
+               "chosen": False, "rule_predicted": 1.0, "beta": 0.5, "c": 0.1},
+              {"draft": "a", "speedup": 0.9, "speedup_lo": 0.8, "speedup_hi": 0.95, "verdict": "slower",
+               "chosen": True, "rule_predicted": 1.2, "beta": 0.6, "c": 0.1}]
+    v = page.draft_values(drafts, rule)
+    # a's best k: 1.6 / 1.3 = 1.231 at k = 1 against 1.96 / 1.6 = 1.225 at k = 2
+    assert (v["rule_predicted"], v["rule_k"], v["chosen_speedup"], v["chosen_verdict"]) == (1.2, 1, 0.9, "slower")
+    t = page.draft_table(drafts)
+    assert t["draft"].tolist() == ["x", "a"] and t[page.INTERVAL].tolist() == ["[1.000, 1.200]", "[0.800, 0.950]"]
+    assert t.shape[1] <= 7
+    base = {"temperature": 0.0, "output_len": 32, "batch": 1, "speedup_lo": 0.8, "speedup_hi": 1.1,
+            "verdict": "undecided"}
+    summ = pd.DataFrame([{**base, "config": "baseline", "speedup": 1.0}, {**base, "config": "k=1", "speedup": 1.05},
+                         {**base, "config": "k=2", "speedup": 0.97}, {**base, "config": "k=4", "speedup": 0.9}])
+    low = page.unfavourable(summ)
+    assert low["config"].tolist() == ["k=4", "k=2"] and low["temperature"].tolist() == ["greedy", "greedy"]
+    assert low.shape[1] <= 7
+    regimes = pr.regime_rows({"flat": ({1: 1.0, 2: 1.0}, 0.1), "steep": ({1: 1.0, 2: 2.0}, 0.1)}, [0.5, 1.0], 1)
+    r = page.regime_table(regimes)
+    assert r["pair"].tolist() == ["flat", "steep"] and r.iloc[:, 3].tolist() == ["0.10", "none"]
 
 
 def test_tokens_per_step_is_per_row_at_every_batch():
@@ -417,25 +424,23 @@ def test_a_miss_is_explained_only_when_its_measured_term_closes_it():
     closed = [_pred_row(1.2 + 0.01 * i, 1.0, 1.2 + 0.01 * i, 0.8) for i in range(6)]  # re-priced: exact
     (r,) = ds.prediction_summary(closed)
     assert not r["within"] and r["explained"] and r["ratio_inloop"] == pytest.approx(1.0)
-    assert "reconstruction with those forwards at their measured time is 1.00 (within the tolerance" in r["reason"]
+    assert r["reason"] == "verification forwards"
     # control: the same miss, but re-pricing the target leaves it outside (the draft's forwards miss too)
     open_ = [_pred_row(1.2 + 0.01 * i, 1.0, 1.0, 0.8) for i in range(6)]
     (r,) = ds.prediction_summary(open_)
-    assert not r["within"] and not r["explained"] and "still outside" in r["reason"]
+    assert not r["within"] and not r["explained"] and r["reason"] == "verification forwards"
     # a miss whose verification forwards cost what the curve says is not the forwards' doing: even where the
     # reconstruction happens to land within the tolerance, it is not counted as explained by that term
     other = [_pred_row(1.2 + 0.01 * i, 1.0, 1.07, 0.97) for i in range(6)]
     (r,) = ds.prediction_summary(other)
-    assert not r["within"] and not r["explained"] and "reconstruction" not in r["reason"]
+    assert not r["within"] and not r["explained"] and r["reason"] == "unexplained"
     # rows made before the column: no re-pricing, and nothing claimed explained beyond the tolerance
     old = [{k: v for k, v in row.items() if k != "predicted_inloop"} for row in closed]
     (r,) = ds.prediction_summary(old)
-    assert math.isnan(r["ratio_inloop"]) and not r["explained"] and "reconstruction" not in r["reason"]
-    # the page's words count the misses the term closes, and never claim it for a table without the column
+    assert math.isnan(r["ratio_inloop"]) and not r["explained"] and r["reason"] == "verification forwards"
+    # the page counts the misses by reason and those the in-loop term closes, never for a table without it
     both = ds.prediction_summary(closed) + ds.prediction_summary([{**x, "config": "k=4"} for x in open_])
-    assert dv.explained_words(both).startswith("1 of the 2 misses come within the tolerance")
-    two = ds.prediction_summary(closed) + ds.prediction_summary([{**x, "config": "k=4"} for x in closed])
-    assert dv.explained_words(two).startswith("both misses come within")
-    assert dv.explained_words(ds.prediction_summary(closed)).startswith("the one miss comes within")
-    assert dv.explained_words(ds.prediction_summary(open_)).startswith("the one miss does not come within")
-    assert "not computed" in dv.explained_words(ds.prediction_summary(old))
+    v = page.prediction_values(both, 0.10)
+    assert (v["n_miss"], v["n_miss_forwards"], v["n_miss_spread"], v["n_closed"]) == (2, 2, 0, 1)
+    assert {r["reason"] for r in both} == {"verification forwards"}
+    assert page.prediction_values(ds.prediction_summary(old), 0.10)["n_closed"] == 0

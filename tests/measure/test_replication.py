@@ -3,6 +3,8 @@ of it (specdec.chapters.ch06.replication): a planted run-level shift is carried 
 recovered by the between-run component, the controls without one are not, and the runs pooled are
 exactly those with the same sweep."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -75,22 +77,25 @@ def test_chapter_06_pools_only_runs_of_the_same_sweep(tmp_path):
     assert sorted(runs) == ["committed", "run_a"]
     # make replicate computes a run inside the re-runs folder: that folder is not also one of its re-runs
     assert sorted(rep.pooled_runs(reruns / "run_a", reruns)[0]) == ["committed"]
-    assert dict(left) == {"old": "no runs table (an earlier layout)", "run_b": "another sweep, model or mode",
-                          "run_c": "another draft (other)"}
+    assert dict(left) == {"old": "no runs table", "run_b": "another sweep", "run_c": "another draft"}
     table = rep.pooled_table(runs, [[2, 1.0, 128, 1]])
     (row,) = table
     assert row["role"] == "primary" and row["runs"] == 2 and row["pairs"] == 8 and row["speedup"] > 1.19
     assert row["lo_sim"] <= row["lo"] and row["verdict_sim"] == "faster" and row["level_sim"] == pytest.approx(0.95)
     v = rep.primary_values(table, left)
     assert (v["pooled_runs"], v["left_out_n"], v["primary_faster"], v["n_primary"]) == (2, 3, 1, 1)
-    assert v["between_words"].endswith("of a run's mean log speedup")
+    assert v["pooled_free_level"] == 0.5 and v["between_sd_max"] == row["between_sd_run"]
     one = rep.primary_values([{**row, "runs": 1, "between_sd_run": float("nan")}], left)
-    assert one["between_words"].startswith("not estimable from one run")
+    assert math.isnan(one["between_sd_max"]) and one["pooled_free_level"] == 0.0  # one run: no run component
     # a primary setting with no between-run estimate (NaN) listed first does not hide the others'
     mixed = rep.primary_values([{**row, "between_sd_run": float("nan")}, {**row, "between_sd_run": 0.04}], left)
-    assert mixed["between_words"] == "4.0% of a run's mean log speedup"
-    shown = rep.pooled_shown(table)
-    assert list(shown.columns) == list(rep.POOLED_COLUMNS) and shown["words"].tolist() == ["faster"]
+    assert mixed["between_sd_max"] == 0.04
+    summary = [{"temperature": 1.0, "output_len": 128, "batch": 1, "config": "k=2", "speedup": 1.2, "speedup_lo": 1.1,
+                "speedup_hi": 1.3, "verdict": "faster"}]
+    shown = rep.primary_shown(table, summary)
+    assert shown.shape == (1, 7) and shown["pooled verdict"].tolist() == ["faster"]
+    assert shown["setting"].tolist() == ["k=2, batch 1, 128 tokens, temperature 1"]
+    assert shown["95% interval"].tolist() == ["[1.100, 1.300]"] and shown["this run"].tolist() == [1.2]
     with pytest.raises(ValueError, match="not among the runs"):
         rep.pooled_table(runs, [[4, 1.0, 128, 1]])
     with pytest.raises(ValueError, match="distinct primary"):
@@ -127,15 +132,13 @@ def test_each_run_on_its_own_says_whether_the_headline_reproduced(tmp_path):
         (3, 4, 2, 3), (2, 4, 2, -1)]  # 1.0 and 1.05 within 10% of 1; b has no steps-based column
     assert rec[0]["fwd_min"] == 0.9 and rec[0]["fwd_max"] == 1.2 and rec[0]["wall_min"] == 10
     v = rep.record_values(rec)
-    assert v["ref_overlap"] == "overlap" and v["primary_agree"] == 1 and v["record_n"] == 2
-    assert v["record_pred"].startswith("a 3 of 4 (in-loop/curve 0.90-1.20; misses closed in-loop +1)")
-    assert "b 2 of 4 (in-loop/curve 0.80-1.00; misses closed in-loop n/a)" in v["record_pred"]
+    assert v == {"record_n": 2, "ref_overlap": "overlap", "primary_agree": 1}
     # the control: a run whose reference interval lies apart from the others' is caught
     far = rep.record_values(rep.runs_record({"a": tmp_path / "a", "c": tmp_path / "c"}, ref=primary[0],
                                             primary=primary, tolerance=0.1))
-    assert far["ref_overlap"] == "do not all overlap" and far["primary_agree"] == 2
+    assert far["ref_overlap"] == "disjoint" and far["primary_agree"] == 2
     shown = rep.record_shown(rec)
-    assert list(shown.columns) == list(rep.RECORD_COLUMNS) and shown["surface"].tolist() == ["2 / 3 of 3", "2 / n/a of 3"]
+    assert list(shown.columns) == list(rep.RECORD_COLUMNS) and shown["forward"].tolist() == ["0.90-1.20", "0.80-1.00"]
     assert shown["within"].tolist() == ["3 of 4 (+1)", "2 of 4 (n/a)"]
     # a run still being computed (make replicate's own folder) has no run.json and no surface yet: n/a
     (tmp_path / "b" / "run.json").unlink()
@@ -143,7 +146,7 @@ def test_each_run_on_its_own_says_whether_the_headline_reproduced(tmp_path):
     running = rep.runs_record({"a": tmp_path / "a", "b": tmp_path / "b"}, ref=primary[0], primary=primary, tolerance=0.1)
     assert running[1]["wall_min"] != running[1]["wall_min"] and rep.record_shown(running)["wall_min"].tolist() == [
         "10.0", "n/a"]
-    assert rep.record_shown(running)["surface"].tolist() == ["2 / 3 of 3", "n/a / n/a of 0"]
+    assert [(r["surface_ext"], r["surface_n"]) for r in running] == [(2, 3), (-1, 0)]
 
 
 def test_a_rerun_is_named_on_the_page_by_its_start_time_not_its_folder():

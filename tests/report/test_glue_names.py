@@ -95,5 +95,5 @@ def test_a_name_only_an_f_string_composes_or_a_docstring_mentions_is_reported():
 
 
 def test_the_real_library_does_not_declare_a_made_up_name():
-    page = "{glue:text}`base_t0_b1:.2f` and {glue:text}`base_t9_b1:.2f`"
-    assert undeclared(page, "", library_names()) == ["base_t9_b1"]
+    page = "{glue:text}`pooled_free_level:.2f` and {glue:text}`pooled_free_level_9:.2f`"
+    assert undeclared(page, "", library_names()) == ["pooled_free_level_9"]

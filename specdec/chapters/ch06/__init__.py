@@ -1,1 +1,1 @@
-"""Chapter 06, measured decoding: the timed runs, their paired summaries, the values the prose quotes, the real-size surface."""
+"""Chapter 06, measured decoding: timed runs, paired summaries, pooled replication, the real-size surface, the page's tables."""

@@ -22,7 +22,7 @@ from specdec.io.results import read_table
 from specdec.chapters.ch06 import pilot as pilot_lib
 from specdec.chapters.ch06 import runs as runs_lib
 from specdec.chapters.ch06 import summary as summ_lib
-from specdec.chapters.ch06 import values as vals
+from specdec.chapters.ch06.page import curve_values
 from specdec.measure import draft_choice, prediction
 from specdec.chapters.ch06 import real_size as real_size_runs
 
@@ -83,7 +83,7 @@ class Measurements:
         beta_from = {d: "chapter 04" if d in betas else "pilot" for d in drafts}
         betas.update({d: prices[(d, 1)][1] for d in drafts if d not in betas})
         priced = self.priced(curve, pilot)
-        costs = {d: vals.curve_values(priced, 1, self.ctx_long, 1, d)["c_b1"] for d in drafts}
+        costs = {d: curve_values(priced, 1, self.ctx_long, 1, d)["c_b1"] for d in drafts}
         t = runs_lib.curve_at(priced, 1, self.ctx_long, drafts[0])[0]
         rows = draft_choice.draft_rule(betas, costs, t, k_max=self.k_max)
         return [{**r, "beta_from": beta_from[r["draft"]],

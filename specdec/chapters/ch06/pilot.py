@@ -29,7 +29,7 @@ import torch
 from specdec.engine.decode import generate
 from specdec.io.results import records
 
-__all__ = ["TOKENS", "REPEATS", "pilot_runs", "pilot_prices", "curve_rows", "pilot_values"]
+__all__ = ["TOKENS", "REPEATS", "pilot_runs", "pilot_prices", "curve_rows"]
 
 TOKENS, REPEATS = 32, 3  # a chapter's pilot: tokens per run and runs per (drafter, batch size)
 
@@ -84,17 +84,3 @@ def curve_rows(rows, curve) -> list[dict]:
                 out += [row, {**row, "model": f"{name} after target"}]
         out += [{**r, "model": f"target after {name}"} for r in target]
     return out
-
-
-def pilot_values(pilot, rule) -> dict:
-    """The pilot's price per drafted token at batch 1 in words ("<drafter> <milliseconds> ms, ..."), each history
-    drafter's c from the rule, the rule's choice with its predicted speedup and k, and the pilot's size."""
-    rows = [r for r in records(pilot) if int(r["batch"]) == 1]
-    names = sorted({r["drafter"] for r in rows})
-    per = {n: 1e3 * float(np.median([r["s_per_drafted"] for r in rows if r["drafter"] == n])) for n in names}
-    c = {r["draft"]: float(r["c"]) for r in records(rule)}
-    best = next(r for r in records(rule) if bool(r["chosen"]))
-    return {"pilot_words": ", ".join(f"{n} {per[n]:.3f} ms" for n in names) or "nothing (no history drafter)",
-            "pilot_c_words": ", ".join(f"{n} {c[n]:.3f}" for n in names if n in c) or "none",
-            "rule_predicted": float(best["predicted"]), "rule_k": int(best["k_best"]),
-            "pilot_tokens": int(rows[0]["tokens"]) if rows else 0, "pilot_repeats": len({r["repeat"] for r in rows})}

@@ -38,10 +38,10 @@ from specdec.family.architectures import build_model, param_count, real_size_con
 from specdec.measure.controlled import ControlledAcceptance
 from specdec.measure.cost_curve import cost_curve
 from specdec.measure.harness import Cell, Config, sweep
-from specdec.measure.protocol import comparison, simultaneous_words
+from specdec.measure.protocol import comparison
 from specdec.io.results import records
 
-__all__ = ["controlled_runs", "speedup_vs_alpha", "size_label", "headline"]
+__all__ = ["controlled_runs", "speedup_vs_alpha", "size_label", "surface_values"]
 
 
 def _configs(target, draft, alphas, ks, new_tokens: int, temperature: float, mode: str) -> list[Config]:
@@ -161,62 +161,35 @@ def speedup_vs_alpha(controlled, level: float = 0.95) -> list[dict]:
     return out
 
 
-def _by_length(table: list[dict]) -> dict:
-    """At the largest batch: median measured / predicted (E[L], steps) over the shorter and the
-    longer half of the draft lengths (k at most the median k, and above it)."""
-    bmax = max(r["batch"] for r in table)
-    rows = [r for r in table if r["batch"] == bmax]
-    mid = float(np.median([r["k"] for r in rows]))
-    med = lambda col, long: float(np.median([r["speedup_median"] / r[col] for r in rows  # noqa: E731
-                                             if (r["k"] > mid) == long]))
-    return {"real_bmax": int(bmax), "real_ext_short": med("predicted_ext", False), "real_ext_long": med("predicted_ext", True),
-            "real_steps_short": med("predicted_steps", False), "real_steps_long": med("predicted_steps", True)}
-
-
-def _inloop_words(table: list[dict], tolerance: float) -> str:
-    """How many points the in-loop pricing (`_inloop`) brings within ``tolerance``, in words; a
-    surface made before that column says so."""
-    loop = [r["speedup_median"] / r["predicted_inloop"] for r in table]
-    if any(x != x for x in loop):
-        return "not computed for this run (its table predates the in-loop pricing)"
-    return (f"median {float(np.median(loop)):.2f}, {sum(abs(x - 1) <= tolerance for x in loop)} of {len(loop)} "
-            f"points within {tolerance:.0%}")
-
-
 def size_label(params: int) -> str:
     """A parameter count as prose: 124439808 -> "124M", 3290000 -> "3.3M"."""
     return f"{params / 1e6:.0f}M" if params >= 1e7 else f"{params / 1e6:.1f}M"
 
 
-def headline(cost_curve, controlled, draft_params: int, n: int, tolerance: float = 0.10) -> dict:
-    """The numbers the prose quotes, for the last decoded target: T(n)/T(1) and c at batch 1, the
-    surface's points and how many were faster / slower, the best median with its interval, and the
-    median measured / predicted speedup (extended with E[L], extended with the run's steps, and
-    idealized) over the points with the share within ``tolerance``; and every shape's size."""
+def surface_values(cost_curve, controlled, draft_params: int, n: int, tolerance: float = 0.10) -> dict:
+    """The surface's numbers for the last decoded target: T(n)/T(1) and c at batch 1; how many points
+    were faster / slower by their 95% interval; the best median with its interval and where
+    (alpha, k, batch); the median measured / predicted over the points with the count within
+    ``tolerance``, for the extended model with E[L] (``real_ratio_*``), with the run's steps
+    (``real_steps_*``) and for the idealized model (``real_toy_med``); the
+    median relative half-width; the sizes of that target and of the draft."""
     curve, ctrl = records(cost_curve), records(controlled)
-    sizes = {r["target"]: r["params"] for r in curve}
     name = [r["target"] for r in ctrl][-1]
     last = [r for r in curve if r["target"] == name and r.get("batch", 1) == 1]
-    table = [r for r in speedup_vs_alpha([r for r in ctrl if r["target"] == name])]
+    table = speedup_vs_alpha([r for r in ctrl if r["target"] == name])
     best = max(table, key=lambda r: r["speedup_median"])
-    ext = [r["speedup_median"] / r["predicted_ext"] for r in table]
-    steps = [r["speedup_median"] / r["predicted_steps"] for r in table]
-    return {"real_name": name, "real_ratio": float(next(r["ratio"] for r in last if r["n"] == n)),
-            "real_c": float(last[0]["c"]), "real_points": len(table),
-            "real_faster": sum(r["verdict"] == "faster" for r in table),
+    ratio = lambda col: [r["speedup_median"] / r[col] for r in table]  # noqa: E731
+    near = lambda col: sum(abs(x - 1) <= tolerance for x in ratio(col))  # noqa: E731
+    return {"real_ratio": float(next(r["ratio"] for r in last if r["n"] == n)), "real_c": float(last[0]["c"]),
+            "real_points": len(table), "real_faster": sum(r["verdict"] == "faster" for r in table),
             "real_slower": sum(r["verdict"] == "slower" for r in table),
-            "real_sim_words": simultaneous_words([r["verdict_sim"] for r in table], [r["runs"] for r in table],
-                                                 len(table)),
             "real_best": float(best["speedup_median"]), "real_best_lo": float(best["speedup_lo"]),
-            "real_best_hi": float(best["speedup_hi"]),
-            "real_best_at": f"alpha {best['alpha_set']:g}, k = {best['k']}, batch {best['batch']}",
-            "real_ratio_med": float(np.median(ext)),
-            "real_within": sum(abs(x - 1) <= tolerance for x in ext),
-            "real_steps_med": float(np.median(steps)), "real_steps_within": sum(abs(x - 1) <= tolerance for x in steps),
-            "real_inloop_words": _inloop_words(table, tolerance),
-            **_by_length(table),
+            "real_best_hi": float(best["speedup_hi"]), "real_best_alpha": float(best["alpha_set"]),
+            "real_best_k": int(best["k"]), "real_best_batch": int(best["batch"]),
+            "real_ratio_med": float(np.median(ratio("predicted_ext"))), "real_within": near("predicted_ext"),
+            "real_steps_med": float(np.median(ratio("predicted_steps"))), "real_steps_within": near("predicted_steps"),
+            "real_toy_med": float(np.median(ratio("predicted_toy"))),
             "real_half_width": float(np.median([(r["speedup_hi"] - r["speedup_lo"]) / 2 / r["speedup_median"]
                                                 for r in table])),
-            "real_toy_med": float(np.median([r["speedup_median"] / r["predicted_toy"] for r in table])),
-            "real_shapes": ", ".join(f"{t}: {size_label(p)}" for t, p in sizes.items()),
+            "real_target_size": size_label(next(r["params"] for r in curve if r["target"] == name)),
             "real_draft_size": size_label(draft_params)}

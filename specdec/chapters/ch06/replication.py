@@ -1,17 +1,18 @@
 """Chapter 06 pooled over its runs in fresh processes: the primary comparisons stated before the
-runs, decided by the pooled analysis (`specdec.measure.replication`), and every other configuration
+lean runs, decided by the pooled analysis (`specdec.measure.replication`), and every other configuration
 pooled the same way as exploratory.
 
 The runs pooled: the committed run (``data/results/06_measured_decoding/runs.csv``) and every
 re-run folder under ``data/reruns/06_measured_decoding/`` (written by `make replicate`) whose runs
 table was made with the same sweep: equal SWEEP_PARAMETERS, the same model weights (sha256) and
-the same draft.  Every other folder is listed with the reason it was left out, never pooled.  Every
+the same draft.  Every other folder is listed with a one-label reason, never pooled.  Every
 run decodes the same prompts with the same seeds (common random numbers), so what the runs differ
 in is their timing: the machine's state and the process, which is what a replication of a timing
 measures.
 
 Primary comparisons: PRIMARY, at most five settings [draft length k (or "dynamic"), temperature,
-output length, batch], stated in the chapter's parameters before any result.  Each gets the pooled median with its
+output length, batch], stated in the chapter's parameters before the lean runs (after exploratory
+eager ones).  Each gets the pooled median with its
 two-stage bootstrap interval at 95% and at the simultaneous level 1 - 0.05 / m over the m primary
 comparisons (Bonferroni); its words follow the simultaneous interval.  Everything else is
 exploratory: pooled at 95% on its own, and says so.
@@ -30,29 +31,25 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from specdec.chapters.ch06.summary import CELL, paired
-from specdec.report.formatting import config_text
-from specdec.measure.protocol import LEVEL, verdict
+from specdec.report.formatting import config_text, interval_column
+from specdec.measure.protocol import LEVEL, level_verdict
 from specdec.measure.replication import between_run, free_level, hierarchical_interval
 from specdec.io.paths import CHAPTERS, RERUNS_DIR
 from specdec.io.results import read_table, records
 
-__all__ = ["SWEEP_PARAMETERS", "MAX_PRIMARY", "POOLED_COLUMNS", "RECORD_COLUMNS", "analysis", "pooled_runs", "setting",
-           "pooled_table", "primary_values", "pooled_shown", "runs_record", "record_values", "record_shown",
-           "run_label"]
+__all__ = ["SWEEP_PARAMETERS", "MAX_PRIMARY", "RECORD_COLUMNS", "analysis", "pooled_runs", "setting", "pooled_table",
+           "primary_values", "primary_shown", "runs_record", "record_values", "record_shown", "run_label"]
 
 SWEEP_PARAMETERS = ("MODE", "DTYPE", "THREADS", "SEED", "PROMPT_LEN", "TEMPERATURES", "OUTPUT_LENS", "BATCHES",
                     "GREEDY_BATCHES", "KS", "PROMPTS", "REPEATS", "WARMUP", "PILOT_STEPS", "PILOT_K")
 MAX_PRIMARY = 5
 SETTING = CELL + ("config",)
 RECORD_COLUMNS = {"run": None, "wall_min": "wall (min)", "reference": "reference (95%)",
-                  "primary_words": "primary, within the run",
-                  "within": "cost model within (+ misses the in-loop term closes)",
-                  "forward": "in-loop / curve", "surface": "surface within (E[L] / steps)"}
-POOLED_COLUMNS = {"setting": None, "role": None, "runs": None, "speedup": "pooled median", "lo": "low (95%)",
-                  "hi": "high (95%)", "words": "words (primary: simultaneous)"}
+                  "within": "cost model within (+ closed in the loop)", "forward": "in-loop / curve"}
 
 
 def _signature(meta: dict) -> tuple:
@@ -72,13 +69,13 @@ def pooled_runs(committed: Path, reruns: Path) -> tuple[dict, list]:
     for d in sorted(p for p in Path(reruns).glob("*") if p.is_dir() and p.resolve() != here) \
             if Path(reruns).is_dir() else []:
         if not (d / "runs.csv").exists():
-            left.append((run_label(d.name), "no runs table (an earlier layout)"))
+            left.append((run_label(d.name), "no runs table"))
             continue
         t = read_table(d / "runs.csv")
         if _signature(t.attrs["meta"]) != sig:
-            left.append((run_label(d.name), "another sweep, model or mode"))
+            left.append((run_label(d.name), "another sweep"))
         elif set(t["draft"]) - {""} != draft:
-            left.append((run_label(d.name), f"another draft ({', '.join(sorted(set(t['draft']) - {''}))})"))
+            left.append((run_label(d.name), "another draft"))
         else:
             runs[d.name] = t.to_dict("records")
     return runs, left
@@ -86,7 +83,7 @@ def pooled_runs(committed: Path, reruns: Path) -> tuple[dict, list]:
 
 def analysis(committed: Path, primary, tolerance: float, *, reruns: Path = RERUNS_DIR / CHAPTERS["dec"],
              seed: int = 0):
-    """(`pooled_table` of the committed run and its compatible re-runs, the prose's values
+    """(`pooled_table` of the committed run and its compatible re-runs, the page's numbers
     (`primary_values`, `record_values`), `runs_record` of the same runs, whose reference setting is
     the first primary comparison)."""
     runs, left = pooled_runs(committed, reruns)
@@ -131,20 +128,14 @@ def runs_record(folders: dict, *, ref, primary, tolerance: float) -> list[dict]:
 
 
 def record_values(record) -> dict:
-    """The prose's numbers from `runs_record`: whether the reference intervals all overlap, how many
-    primary comparisons have the same within-run words in every run, and each run's prediction
-    counts in words."""
+    """From `runs_record`: how many runs, whether their reference intervals share a point
+    ("overlap", else "disjoint"), and how many primary comparisons get the same within-run
+    verdict in every run."""
     rows = records(record)
     words = [r["primary_words"].split(", ") for r in rows]
     return {"record_n": len(rows),
-            "ref_overlap": "overlap" if max(r["ref_lo"] for r in rows) <= min(r["ref_hi"] for r in rows)
-            else "do not all overlap",
-            "primary_agree": sum(len(set(w)) == 1 for w in zip(*words)),
-            "record_pred": "; ".join(f"{r['run']} {r['pred_within']} of {r['pred_n']} (in-loop/curve "
-                                     f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f}; misses closed in-loop "
-                                     f"{_closed(r)})" for r in rows),
-            "record_surface": "; ".join(f"{r['run']} {_count(r['surface_ext'])} and {_count(r['surface_steps'])} of "
-                                        f"{r['surface_n']}" for r in rows)}
+            "ref_overlap": "overlap" if max(r["ref_lo"] for r in rows) <= min(r["ref_hi"] for r in rows) else "disjoint",
+            "primary_agree": sum(len(set(w)) == 1 for w in zip(*words))}
 
 
 def run_label(name: str) -> str:
@@ -170,9 +161,7 @@ def record_shown(record):
     return t.assign(wall_min=[_count(-1) if w != w else f"{w:.1f}" for w in t["wall_min"]],
                     reference=[f"{r['ref']:.3f} [{r['ref_lo']:.3f}, {r['ref_hi']:.3f}]" for r in records(t)],
                     within=[f"{r['pred_within']} of {r['pred_n']} ({_closed(r)})" for r in records(t)],
-                    forward=[f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f}" for r in records(t)],
-                    surface=[f"{_count(r['surface_ext'])} / {_count(r['surface_steps'])} of {r['surface_n']}" for r in records(t)]
-                    )[list(RECORD_COLUMNS)]
+                    forward=[f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f}" for r in records(t)])[list(RECORD_COLUMNS)]
 
 
 def _units(runs: dict) -> dict:
@@ -196,8 +185,9 @@ def setting(primary) -> tuple:
 
 def pooled_table(runs: dict, primary, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
     """One row per speculative setting, primary ones first (in PRIMARY's order): pooled median, 95%
-    interval, the simultaneous interval and words (primary), the runs, prompts and pairs, the
-    between-run sd of the log speedup and its share, each run's median, and the role."""
+    interval, the simultaneous interval (primary), each with its verdict as `protocol.level_verdict`
+    words it from the pooled pairs, the runs, prompts and pairs, the between-run sd of the log
+    speedup and its share, each run's median, and the role."""
     if not 1 <= len(primary) <= MAX_PRIMARY or len({repr(p) for p in primary}) != len(primary):
         raise ValueError(f"state 1 to {MAX_PRIMARY} distinct primary comparisons, got {primary}")
     units = _units(runs)
@@ -212,43 +202,44 @@ def pooled_table(runs: dict, primary, *, level: float = LEVEL, seed: int = 0) ->
         h = hierarchical_interval(u, level=level, seed=seed)
         row = {**dict(zip(SETTING, key)), "role": "primary" if key in primary else "exploratory",
                "runs": h["runs"], "prompts": h["prompts"], "pairs": h["pairs"], "speedup": h["median"],
-               "lo": h["lo"], "hi": h["hi"], "verdict": verdict(h["lo"], h["hi"]),
+               "lo": h["lo"], "hi": h["hi"], "verdict": level_verdict(h["lo"], h["hi"], h["pairs"], level),
                "lo_sim": float("nan"), "hi_sim": float("nan"), "verdict_sim": "", "level_sim": float("nan"),
                **{f"between_{k}": v for k, v in between_run(u).items()},
                "run_medians": " ".join(f"{m:.3f}" for m in h["run_medians"])}
         if key in primary:
             s = hierarchical_interval(u, level=level_sim, seed=seed)
-            row.update(lo_sim=s["lo"], hi_sim=s["hi"], verdict_sim=verdict(s["lo"], s["hi"]), level_sim=level_sim)
+            row.update(lo_sim=s["lo"], hi_sim=s["hi"], level_sim=level_sim,
+                       verdict_sim=level_verdict(s["lo"], s["hi"], s["pairs"], level_sim))
         out.append(row)
     return out
 
 
 def primary_values(table, left: list) -> dict:
-    """The prose's numbers: how many runs were pooled and left out (with why), the level those runs
-    can carry without assumptions (`free_level`), the primary comparisons' words, and the largest between-run sd among those where it is estimable (in words)."""
+    """From `pooled_table`: how many runs were pooled and left out, the primary comparisons' count,
+    simultaneous level and verdicts, the level those runs carry without assumptions (`free_level`),
+    the largest between-run sd of a run's mean log speedup among the primary comparisons (NaN when
+    no run component is estimable: one run), and the exploratory rows faster by their 95% interval."""
     rows = [r for r in table if r["role"] == "primary"]
     said = lambda w: sum(r["verdict_sim"] == w for r in rows)  # noqa: E731
-    estimable = [r["between_sd_run"] for r in rows if r["between_sd_run"] == r["between_sd_run"]]
-    return {"pooled_runs": int(rows[0]["runs"]), "left_out_n": len(left),
-            "left_out": "; ".join(f"{n}: {why}" for n, why in left) or "none",
-            "n_primary": len(rows), "primary_level": float(rows[0]["level_sim"]),
-            "pooled_free_level": free_level(int(rows[0]["runs"])),
+    return {"pooled_runs": int(rows[0]["runs"]), "left_out_n": len(left), "n_primary": len(rows),
+            "primary_level": float(rows[0]["level_sim"]), "pooled_free_level": free_level(int(rows[0]["runs"])),
             "primary_faster": said("faster"), "primary_slower": said("slower"), "primary_undecided": said("undecided"),
-            "between_words": _between_words(max(estimable, default=float("nan"))),
+            "between_sd_max": float(np.nanmax([r["between_sd_run"] for r in rows])
+                                    if any(r["between_sd_run"] == r["between_sd_run"] for r in rows) else np.nan),
             "explore_faster": sum(r["verdict"] == "faster" for r in table if r["role"] == "exploratory"),
             "explore_n": sum(r["role"] == "exploratory" for r in table)}
 
 
-def _between_words(sd: float) -> str:
-    """The largest between-run sd in words: a run component needs two runs or more to be estimated."""
-    if sd != sd:
-        return "not estimable from one run (make replicate adds runs)"
-    return f"{sd:.1%} of a run's mean log speedup"
-
-
-def pooled_shown(table):
-    """The pooled table as the page shows it (`POOLED_COLUMNS`): the setting in words, and the words
-    a row is read by (a primary comparison's simultaneous ones, an exploratory row's 95% ones)."""
-    t = pd.DataFrame(records(table))
-    return t.assign(setting=[config_text(r) for r in records(t)],
-                    words=t["verdict_sim"].where(t["role"] == "primary", t["verdict"]))[list(POOLED_COLUMNS)]
+def primary_shown(table, summary) -> pd.DataFrame:
+    """The primary comparisons as the page shows them: each setting's speedup in the committed run
+    (a `summary.summary_table`) with its 95% interval and verdict, beside its pooled median with the
+    simultaneous interval and verdict over the runs (`pooled_table`)."""
+    prim = [r for r in records(table) if r["role"] == "primary"]
+    summ = {tuple(r[k] for k in SETTING): r for r in records(summary)}
+    one = pd.DataFrame([summ[tuple(r[k] for k in SETTING)] for r in prim])
+    pooled = pd.DataFrame(prim)
+    return pd.DataFrame({"setting": [config_text(r) for r in prim], "this run": one["speedup"].to_numpy(),
+                         "95% interval": interval_column(one, "speedup_lo", "speedup_hi"),
+                         "verdict": one["verdict"].to_numpy(), "pooled": pooled["speedup"].to_numpy(),
+                         "simultaneous interval": interval_column(pooled, "lo_sim", "hi_sim"),
+                         "pooled verdict": pooled["verdict_sim"].to_numpy()})

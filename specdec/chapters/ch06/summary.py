@@ -1,7 +1,7 @@
 """Chapter 06's summaries of its timed runs, by the protocol of `specdec.measure.protocol`: paired
 speedups with intervals and the words they allow, the field's convention beside them, and the cost
-model's prediction against every configuration (the numbers the prose quotes from these tables:
-`specdec.chapters.ch06.values`).
+model's prediction against every configuration (what the page shows of these tables:
+`specdec.chapters.ch06.page`).
 
 Per (temperature, output length L, batch B, configuration), over prompt groups x repeats:
     speedup_*       end-to-end: the baseline's wall time per token over the configuration's, paired
@@ -27,8 +27,9 @@ import numpy as np
 from specdec.measure.protocol import LEVEL, comparison, paired_interval, paired_speedups, spec_bench, summarize
 from specdec.io.results import records
 
-__all__ = ["CELL", "PAIR", "DYN_INTERVALS", "HF_PLAIN", "OURS_PLAIN", "SUMMARY_INTERVALS", "PREDICTION_INTERVALS", "paired", "summary_table",
-           "prediction_summary", "draft_summary", "dynamic_vs_fixed", "hf_summary", "time_breakdown", "groups", "per_row_tokens_per_step"]
+__all__ = ["CELL", "PAIR", "DYN_INTERVALS", "HF_PLAIN", "OURS_PLAIN", "REASONS", "SUMMARY_INTERVALS",
+           "PREDICTION_INTERVALS", "paired", "summary_table", "prediction_summary", "draft_summary", "dynamic_vs_fixed",
+           "hf_summary", "time_breakdown", "groups", "per_row_tokens_per_step"]
 
 CELL = ("temperature", "output_len", "batch")
 SUMMARY_INTERVALS = [["speedup", "speedup_lo", "speedup_hi"], ["speedup", "speedup_lo_sim", "speedup_hi_sim"],
@@ -39,10 +40,9 @@ PAIR = CELL + ("group", "repeat")
 DYN_INTERVALS = [["dynamic_over_best", "lo", "hi"]]  # [estimate, low, high] of the dynamic_vs_fixed table
 HF_PLAIN = "HF generate"
 OURS_PLAIN = {"lean": "ours plain (lean)", "eager": "ours plain (eager)"}  # the HF runs' configurations of ours
-HF_KEYS = {"assisted": ("hf_ratio", "hf_ratio_lo", "hf_ratio_hi", "hf_words", "hf_pairs"),  # hf_summary's glue names
-           "lean_hf": ("lean_hf_ratio", "lean_hf_ratio_lo", "lean_hf_ratio_hi", "lean_hf_words", "lean_hf_pairs"),
-           "lean_eager": ("lean_eager_ratio", "lean_eager_ratio_lo", "lean_eager_ratio_hi", "lean_eager_words",
-                          "lean_eager_pairs")}
+# why a prediction misses (`prediction_summary`'s ``reason``): its verification forwards inside the loop
+# against the calibrated curve, the spread of the pairs, or neither
+REASONS = ("verification forwards", "pairs spread", "unexplained")
 BREAKDOWN_PARTS = (("t_draft_forward", "draft forwards"), ("t_draft_other", "draft bookkeeping"),
                    ("t_target", "target forward"), ("t_accept", "process + verify"), ("t_rollback", "rollback"),
                    ("t_other", "other"))
@@ -120,9 +120,11 @@ def prediction_summary(pred_rows, *, level: float = LEVEL, seed: int = 0, tolera
     """Per (temperature, L, B, configuration) of `specdec.measure.prediction.paired_predictions`
     rows: measured and predicted steady speedups (medians with intervals over the pairs), their
     ratio's median and interval, whether it is within ``tolerance`` of 1, the ratio with the
-    isolated curve alone (uncalibrated) and the calibration, and for a miss its measured reason:
-    the verification forwards inside the loop against the calibrated curve, or the spread of the
-    pairs (the ratio's interval reaches into the tolerance band).  ``ratio_inloop``: measured over
+    isolated curve alone (uncalibrated) and the calibration, and for a miss its measured reason
+    (`REASONS`): its verification forwards inside the loop off the calibrated curve by more than half
+    the tolerance (``forward_vs_curve``; ``context_ratio`` beside it, since a ragged batch's cache
+    holds masked holes), else the pairs' spread (the ratio's interval reaches into the tolerance
+    band), else unexplained; "" for a configuration within.  ``ratio_inloop``: measured over
     the reconstruction with the verification forwards at their in-loop time (NaN for rows made
     before that column); ``explained``: within the tolerance, or a miss whose reason is the
     verification forwards and which that reconstruction brings within it (the one measured term
@@ -142,19 +144,12 @@ def prediction_summary(pred_rows, *, level: float = LEVEL, seed: int = 0, tolera
         if within:
             reason = ""
         elif abs(fwd - 1) > tolerance / 2:
-            reason = f"in the loop its verification forwards took {fwd:.2f}x what the calibrated curve prices them at"
-            if rr[0]["batch"] > 1:
-                reason += (f" (a ragged batch: its cache held masked holes, mean context {ctx:.2f}x the baseline's, "
-                           "and every forward carries the attention mask the curve's forwards do not)")
-            if loop == loop:
-                closed = abs(loop - 1) <= tolerance
-                reason += (f"; measured over the reconstruction with those forwards at their measured time is "
-                           f"{loop:.2f} " + ("(within the tolerance: the miss is that term)" if closed
-                                             else "(still outside: the draft's forwards miss too)"))
+            reason = REASONS[0]
+            closed = loop == loop and abs(loop - 1) <= tolerance
         elif qlo <= 1 + tolerance and qhi >= 1 - tolerance:
-            reason = f"the pairs spread: the ratio's interval {qlo:.2f}-{qhi:.2f} reaches the {tolerance:.0%} band"
+            reason = REASONS[1]
         else:
-            reason = "not explained by the forward times or the spread"
+            reason = REASONS[2]
         out.append({**dict(zip(CELL + ("config",), key)), "k": rr[0]["k"], "pairs": len(rr), "measured": m,
                     "measured_lo": mlo, "measured_hi": mhi, "predicted": p, "predicted_lo": plo,
                     "predicted_hi": phi, "ratio": q, "ratio_lo": qlo, "ratio_hi": qhi, "within": bool(within),
@@ -215,30 +210,30 @@ def dynamic_vs_fixed(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]
     return out
 
 
-def hf_summary(hf_rows, *, level: float = LEVEL, seed: int = 0) -> dict:
-    """The Hugging Face comparison, paired on (prompt, repeat): HF's assisted generation over its own
-    plain `generate` (hf_*), our lean plain decoding over HF's `generate` (lean_hf_*) and over our
-    eager plain decoding (lean_eager_*), each with median, interval and words; end-to-end rates."""
+def hf_summary(hf_rows, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
+    """The Hugging Face comparison, paired on (prompt, repeat), one row per ratio of time per token:
+    HF's assisted generation over its own plain `generate`, our lean plain decoding over HF's
+    `generate`, and our lean over our eager plain decoding; each with median, interval, verdict and
+    pairs, and both sides' median tokens/s end to end."""
     rr = records(hf_rows)
     names = {r["config"] for r in rr}
     assisted = [n for n in names if n.startswith("HF assisted")]
     if HF_PLAIN not in names or len(assisted) != 1 or not set(OURS_PLAIN.values()) <= names:
         raise ValueError(f"the HF runs need {HF_PLAIN!r}, one 'HF assisted k=..' and {sorted(OURS_PLAIN.values())}; "
                          f"got {sorted(names)}")
+    rate = lambda name: float(np.median([r["tokens"] / r["wall_s"] for r in rr if r["config"] == name]))  # noqa: E731
 
-    def compare(base: str, other: str, names: tuple) -> dict:
+    def compare(base: str, other: str) -> dict:
         rows = paired_speedups([r for r in rr if r["config"] in (base, other)], baseline=base,
                                keys=("group", "repeat"), impl="config")
         sel = [r for r in rows if r["config"] == other]
         c = comparison([r["base_s_per_token"] for r in sel], [r["wall_s"] / r["tokens"] for r in sel], level=level,
                        seed=seed)
-        return dict(zip(names, (c["median"], c["lo"], c["hi"], c["verdict"], len(sel)), strict=True))
-    rate = lambda name: float(np.median([r["tokens"] / r["wall_s"] for r in rr if r["config"] == name]))  # noqa: E731
-    return {**compare(HF_PLAIN, assisted[0], HF_KEYS["assisted"]),
-            **compare(HF_PLAIN, OURS_PLAIN["lean"], HF_KEYS["lean_hf"]),
-            **compare(OURS_PLAIN["eager"], OURS_PLAIN["lean"], HF_KEYS["lean_eager"]),
-            "hf_plain_tps": rate(HF_PLAIN), "hf_assisted_tps": rate(assisted[0]),
-            "lean_plain_tps": rate(OURS_PLAIN["lean"]), "eager_plain_tps": rate(OURS_PLAIN["eager"])}
+        return {"comparison": f"{other} over {base}", "median": c["median"], "lo": c["lo"], "hi": c["hi"],
+                "verdict": c["verdict"], "pairs": len(sel), "tokens_per_s": rate(other),
+                "base_tokens_per_s": rate(base)}
+    return [compare(HF_PLAIN, assisted[0]), compare(HF_PLAIN, OURS_PLAIN["lean"]),
+            compare(OURS_PLAIN["eager"], OURS_PLAIN["lean"])]
 
 
 def time_breakdown(runs, temperature: float, output_len: int, batch: int) -> list[dict]:
