@@ -159,7 +159,7 @@ def precision_values(prec, real, sampled, alpha: float) -> dict:
 
 def estimate_cell(mid, lo, hi, digits: int = 2, signed: bool = False) -> str:
     """An estimate with its interval as one table cell; blank when nothing was measured.
-    Example: estimate_cell(2, 1.5, 2.5) -> "2.00 [1.50, 2.50]"; with signed, "+2.00 [+1.50, +2.50]"."""
+    Example: estimate_cell(2, 1, 3, digits=0) -> "2 [1, 3]"; with signed, "+2 [+1, +3]"."""
     if mid != mid:
         return ""
     f = f"{{:{'+' if signed else ''}.{digits}f}}"
