@@ -91,3 +91,71 @@ def test_tests_are_named_and_documented_after_what_they_check_not_their_history(
             continue
         problems += [p for p in text_problems(path.read_text(), str(path.relative_to(ROOT))) if "issue number" in p]
     assert problems == []
+
+
+# --- no library function writes the page's sentences ----------------------------------------------
+# A name that announces prose, and the number and label formatters that may keep a "_text" name.
+PROSE_NAME = re.compile(r"words|sentence|headline|caption|finding|prose|_text$")
+FORMATTERS = {"config_text", "temperature_text", "detect_text", "p_value_text", "fraction_text", "table_text",
+              "as_text", "machine_text", "split_text", "load_text", "_probs_text"}
+SENTENCE_WORDS = 8  # a string literal with this many words is a sentence (labels and states are shorter)
+ERROR_CALLS = {"warn", "error", "exit", "add_argument", "ArgumentParser", "SystemExit", "ValueError", "TypeError",
+               "RuntimeError", "KeyError", "FileNotFoundError"}
+
+
+def prose_problems(source: str, name: str = "<source>") -> list[str]:
+    """Each function of `source` named like a sentence builder (outside `FORMATTERS`), and each
+    string literal (an f-string's literal parts joined) of `SENTENCE_WORDS` or more words outside a
+    docstring, a `raise`, an `assert` or an error or argparse call: the page's sentences belong in
+    the notebooks' markdown."""
+    tree = ast.parse(source)
+    skip, out = set(), []
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            if n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant):
+                skip.add(id(n.body[0].value))
+            if not isinstance(n, ast.Module) and PROSE_NAME.search(n.name) and n.name not in FORMATTERS:
+                out.append(f"{name}:{n.lineno}: a sentence builder's name ({n.name})")
+        called = n.func.attr if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) else \
+            n.func.id if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) else None
+        if isinstance(n, (ast.Raise, ast.Assert)) or called in ERROR_CALLS:
+            skip |= {id(m) for m in ast.walk(n)}
+    for n in ast.walk(tree):
+        if id(n) in skip:
+            continue
+        if isinstance(n, ast.JoinedStr):
+            skip |= {id(v) for v in n.values}
+            text = " ".join(v.value for v in n.values if isinstance(v, ast.Constant))
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            text = n.value
+        else:
+            continue
+        text = re.sub(r"\{[^{}]*\}|`[^`]*`", " ", text)  # MyST roles and directives, code: markup
+        if len(re.findall(r"[A-Za-z]{2,}", text)) >= SENTENCE_WORDS:
+            out.append(f"{name}:{n.lineno}: a sentence ({text[:50]!r})")
+    return out
+
+
+PROSE_PLANTED = '''"""A module docstring may say as much as it likes about what this module is for and why."""
+def headline(x):
+    return f"the fastest drafter measured {x} times faster than plain decoding here"
+def verdict(lo):
+    if lo != lo:
+        raise ValueError("a missing bound cannot be turned into a verdict by this function at all")
+    return "faster" if lo > 1 else "undecided"
+'''
+
+
+def test_a_planted_sentence_builder_is_caught_and_states_errors_and_docstrings_pass():
+    found = prose_problems(PROSE_PLANTED)
+    assert len(found) == 2 and "headline" in found[0] and "a sentence" in found[1]
+    assert prose_problems(PROSE_PLANTED.split("def headline")[0] + "def verdict(lo):\n    return 'undecided'\n") == []
+
+
+def test_no_chapter_or_report_function_returns_a_sentence():
+    problems = []
+    for folder in ("chapters", "report"):
+        for path in sorted((ROOT / "specdec" / folder).rglob("*.py")):
+            if "plotting" not in path.parts:  # axis labels and figure titles are not the page's prose
+                problems += prose_problems(path.read_text(), str(path.relative_to(ROOT)))
+    assert problems == []

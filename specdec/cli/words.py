@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from specdec.report.length import BOOK_WORDS, FRONT_PAGE, FRONT_WORDS, html_words, notebook_words
+from specdec.report.length import BOOK_WORDS, FRONT_PAGE, FRONT_WORDS, html_count, notebook_count
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,8 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not args.root.is_dir():
         ap.error(f"{args.root} is not a folder")
-    pages = ({p.stem: notebook_words(p) for p in sorted(args.root.glob("[0-9][0-9]_*.ipynb"))}
-             if args.notebooks else html_words(args.root))
+    pages = ({p.stem: notebook_count(p) for p in sorted(args.root.glob("[0-9][0-9]_*.ipynb"))}
+             if args.notebooks else html_count(args.root))
     if not pages:
         ap.error(f"no pages under {args.root}")
     for name, n in pages.items():

@@ -247,28 +247,20 @@ class Chapter:
         path = self.dir / RUN_FILE
         return json.loads(path.read_text()) if path.exists() else {}
 
-    def reproduce_box(self, knobs: tuple = ()):
-        """A Markdown box for the end of the chapter: the command, the parameters that matter
-        (``knobs``: names), and the wall time of the recorded recompute on its machine."""
-        from IPython.display import Markdown
-
+    def glue_run_record(self) -> None:
+        """Glue the recorded recompute of this chapter for the page's closing box (whose sentence is
+        the notebook's): ``run_wall`` ("812 s"), ``run_cpu`` ("Some CPU, 2 cores"), ``run_date``
+        (YYYY-MM-DD) and ``run_commit`` (12 hex digits, "+dirty" kept when the tree had uncommitted
+        changes); each reads "not recorded" until notebooks/run.py has recorded a recompute."""
         rec = self.run_record()
-        number = rec.get("chapter", self.name).split("_", 1)[0]
-        p = self.P.as_dict()
-        shown = ", ".join(f"`{k} = {as_text(p[k])}`" for k in knobs if k in p) or "the defaults of its parameters cell"
-        if rec:
-            hw = rec.get("hardware", {})
-            commit = str(rec.get("commit", ""))
-            dirty = " with uncommitted changes" if commit.endswith("+dirty") else ""
-            when = (f"{rec['wall_s']:.0f} s on {hw.get('cpu', 'an unknown CPU')} ({hw.get('cpu_count', '?')} cores), "
-                    f"{rec.get('date', '')[:10]}, commit `{commit.removesuffix('+dirty')[:12]}`{dirty}")
-        else:
-            when = "not recorded yet (no recompute of this chapter has been run by `notebooks/run.py`)"
-        return Markdown(
-            ":::{admonition} Reproduce this chapter\n:class: tip\n"
-            f"`make reproduce` recomputes every chapter; this one alone: "
-            f"`python notebooks/run.py --out build/notebooks --only {number} RECOMPUTE=True`.  "
-            f"Parameters: {shown}.  Wall time of the recorded run: {when}.\n:::\n")
+        if not rec:
+            self.glue(**dict.fromkeys(("run_wall", "run_cpu", "run_date", "run_commit"), "not recorded"))
+            return
+        hw = rec.get("hardware", {})
+        commit = str(rec.get("commit", ""))
+        self.glue(run_wall=f"{rec['wall_s']:.0f} s", run_date=rec.get("date", "")[:10] or "not recorded",
+                  run_cpu=f"{hw.get('cpu', 'an unknown CPU')}, {hw.get('cpu_count', '?')} cores",
+                  run_commit=commit.removesuffix("+dirty")[:12] + ("+dirty" if commit.endswith("+dirty") else ""))
 
 
 def chapter_dirs(root: Path = RESULTS_ROOT) -> list[Path]:

@@ -209,7 +209,7 @@ def _csv_link(csv, rows: int, cols: int, shown: bool) -> str:
     if shown:  # under the table, as under a figure
         return f"{{download}}`Data (CSV) <../{path.as_posix()}>`"
     size = f"{rows} row{'' if rows == 1 else 's'}, {cols} column{'' if cols == 1 else 's'}"
-    return f"The full table ({size}) is too large to read here: {{download}}`{path.name} <../{path.as_posix()}>`."
+    return f"{{download}}`Full table: {path.name} ({size}) <../{path.as_posix()}>`"
 
 
 def table_text(frame, columns=None, *, csv=None, digits: int = 3, formats: dict | None = None,

@@ -6,9 +6,9 @@ reader scrolls through, counted the strict way.  The budget
 (`BUDGET`) is the reading time a busy engineer grants: the whole book in an afternoon (about
 20,000 words at ~150 words a minute with tables), the front page in five minutes.
 
-`notebook_words` estimates a chapter's page from its executed notebook (markdown with glued values
+`notebook_count` estimates a chapter's page from its executed notebook (markdown with glued values
 substituted, plus the markdown its cells display), so a chapter can be measured without building
-the book; `html_words` is the measure of record.
+the book; `html_count` is the measure of record.
 
 Example: a page whose article reads "<p>one two</p><table><td>3</td></table>" has 3 words.
 """
@@ -30,25 +30,25 @@ _TAG = re.compile(r"</?[A-Za-z!][^<>]*>")  # a tag, never a "< 1e-300" in a tabl
 _GLUE = re.compile(r"\{glue(?::text|:md|:math)?\}`([^`:]+)(?::[^`]*)?`")
 
 
-def _words(text: str) -> int:
+def _count(text: str) -> int:
     return len(text.split())
 
 
-def page_words(page: str) -> int:
+def page_count(page: str) -> int:
     """Words in one rendered page's article body (0 when the page has no article)."""
     m = _ARTICLE.search(page)
     if not m:
         return 0
-    return _words(_html.unescape(_TAG.sub(" ", _DROP.sub("", m.group(1)))))
+    return _count(_html.unescape(_TAG.sub(" ", _DROP.sub("", m.group(1)))))
 
 
-def html_words(html_root: Path) -> dict[str, int]:
+def html_count(html_root: Path) -> dict[str, int]:
     """{page stem: words} for every page of a built book (index, search and genindex excluded)."""
     out = {}
     for f in sorted(Path(html_root).rglob("*.html")):
         if "_static" in f.parts or f.stem in ("index", "search", "genindex"):
             continue
-        n = page_words(f.read_text(errors="replace"))
+        n = page_count(f.read_text(errors="replace"))
         if n:
             out[f.stem] = n
     return out
@@ -67,7 +67,7 @@ def _glued(nb: dict) -> dict[str, str]:
     return values
 
 
-def notebook_words(executed: Path) -> int:
+def notebook_count(executed: Path) -> int:
     """Estimated words of an executed chapter's page: its markdown with glued values put in, and
     the markdown or plain text its code cells display (code itself is hidden on the page)."""
     nb = json.loads(Path(executed).read_text())
@@ -76,12 +76,12 @@ def notebook_words(executed: Path) -> int:
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
             src = "".join(cell["source"])
-            total += _words(_GLUE.sub(lambda m: glued.get(m.group(1), "x").strip("'\""), src))
+            total += _count(_GLUE.sub(lambda m: glued.get(m.group(1), "x").strip("'\""), src))
             continue
         for o in cell.get("outputs", []):
             if "scrapbook" in o.get("metadata", {}) or o["output_type"] not in ("execute_result", "display_data"):
                 continue
             d = o.get("data", {})
             v = d.get("text/markdown") or d.get("text/html") or d.get("text/plain") or ""
-            total += _words(_TAG.sub(" ", "".join(v) if isinstance(v, list) else v))
+            total += _count(_TAG.sub(" ", "".join(v) if isinstance(v, list) else v))
     return total

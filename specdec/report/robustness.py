@@ -19,12 +19,11 @@ from pathlib import Path
 from specdec.io.paths import CHAPTERS, RERUNS_DIR
 from specdec.io.results import read_table
 
-__all__ = ["NOT_EXACT", "INSTRUMENT", "agreement", "rerun_agreements"]
+__all__ = ["NOT_EXACT", "agreement", "rerun_agreements"]
 
 KEYS = ("temperature", "output_len", "batch", "config")
 STATEMENTS = ("faster", "slower", "undecided")  # what a verdict can say
 NOT_EXACT = "not the target's law here"  # a speed row of a configuration that failed its exactness test
-INSTRUMENT = "an instrument: forced acceptance, not the target's law"  # a speed row that is never a speedup
 LEGACY_WORDS = {"no difference detected at this precision": "undecided"}  # the same statement in older tables
 
 

@@ -63,18 +63,24 @@ def test_figures_with_invisible_series_are_refused(tmp_path):
     assert all(seen for _, _, seen in plotting.visible_series(fig))
 
 
-def test_the_reproduce_box_reads_the_run_record(tmp_path):
+def test_the_run_record_is_glued_as_values_and_reads_not_recorded_before_a_recompute(tmp_path, monkeypatch):
+    import specdec.report.chapter as chapter_mod
+
+    glued = {}
+    monkeypatch.setattr(chapter_mod.Chapter, "glue", lambda self, **v: glued.update(v))
     ch = Chapter(_ns(tmp_path))
-    assert "not recorded yet" in ch.reproduce_box(("N",)).data
+    ch.glue_run_record()
+    assert set(glued.values()) == {"not recorded"} and len(glued) == 4
     (tmp_path / "07_x" / "run.json").write_text(json.dumps({
         "chapter": "07_x", "wall_s": 12.3, "date": "2026-11-30T00:00:00", "commit": "abc",
         "hardware": {"cpu": "Some CPU", "cpu_count": 2}}))
-    box = ch.reproduce_box(("N", "KS"))
-    assert "--only 07" in box.data and "12 s on Some CPU (2 cores)" in box.data and "`KS = 1, 2`" in box.data
-    assert "uncommitted" not in box.data
+    ch.glue_run_record()
+    assert glued == {"run_wall": "12 s", "run_cpu": "Some CPU, 2 cores", "run_date": "2026-11-30", "run_commit": "abc"}
     (tmp_path / "07_x" / "run.json").write_text(json.dumps({
-        "chapter": "07_x", "wall_s": 12.3, "date": "2026-11-30T00:00:00", "commit": "abc+dirty", "hardware": {}}))
-    assert "commit `abc` with uncommitted changes" in ch.reproduce_box(("N",)).data  # the flag is kept
+        "chapter": "07_x", "wall_s": 12.3, "date": "2026-11-30T00:00:00", "commit": "0123456789abcdef+dirty",
+        "hardware": {}}))
+    ch.glue_run_record()
+    assert glued["run_commit"] == "0123456789ab+dirty"  # the flag is kept
 
 
 def test_the_page_states_the_machine_of_the_run_it_shows(tmp_path, monkeypatch):

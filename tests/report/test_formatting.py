@@ -81,14 +81,13 @@ def test_a_table_too_large_to_read_becomes_a_link_to_its_csv_never_a_cut_table()
     with pytest.raises(ValueError, match="too large to read"):
         table_text(wide)
     text = table_text(wide, csv="data/results/06_measured_decoding/surface.csv")
-    assert text == ("The full table (3 rows, 8 columns) is too large to read here: "
-                    "{download}`surface.csv <../data/results/06_measured_decoding/surface.csv>`.")
+    assert text == "{download}`Full table: surface.csv (3 rows, 8 columns) <../data/results/06_measured_decoding/surface.csv>`"
     long = pd.DataFrame({"k": range(100)})
     assert "100 rows, 1 column)" in table_text(long, csv=ROOT / "data/results/x/long.csv")
     shown = table_text(wide, ["c0", "c1"], csv="data/results/x/wide.csv")  # a selection that fits, and the link
     assert shown.startswith("| c0 | c1 |") and shown.endswith("\n\n{download}`Data (CSV) <../data/results/x/wide.csv>`")
     # a run written outside the repository (SMOKE, tests) links where the committed table lives
-    assert table_text(long, csv="/elsewhere/08_x/long.csv").endswith("<../data/results/08_x/long.csv>`.")
+    assert table_text(long, csv="/elsewhere/08_x/long.csv").endswith("<../data/results/08_x/long.csv>`")
 
 
 def test_booleans_read_yes_no_and_counts_take_their_plural():

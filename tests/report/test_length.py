@@ -5,7 +5,7 @@ import json
 import pytest
 
 from specdec.cli.words import main
-from specdec.report.length import html_words, notebook_words, page_words
+from specdec.report.length import html_count, notebook_count, page_count
 
 PAGE = """<html><head><script>var a = 'not counted';</script></head><body><nav>menu words</nav>
 <article class="bd-article"><h1>Title here</h1><p>one two &amp; three</p><style>.x{}</style>
@@ -14,17 +14,17 @@ PAGE = """<html><head><script>var a = 'not counted';</script></head><body><nav>m
 
 def test_a_page_counts_the_article_only_every_token_and_no_script():
     # "Title here" 2 + "one two & three" 4 + "0.5 -" 2
-    assert page_words(PAGE) == 8
-    assert page_words("<html><body><p>no article</p></body></html>") == 0
-    assert page_words("<article><td>p &lt; 1e-300</td><a href='x.csv'>CSV</a></article>") == 4
+    assert page_count(PAGE) == 8
+    assert page_count("<html><body><p>no article</p></body></html>") == 0
+    assert page_count("<article><td>p &lt; 1e-300</td><a href='x.csv'>CSV</a></article>") == 4
 
 
-def test_html_words_skips_the_search_and_index_pages(tmp_path):
+def test_html_count_skips_the_search_and_index_pages(tmp_path):
     (tmp_path / "index.html").write_text(PAGE)
     (tmp_path / "search.html").write_text(PAGE)
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "06_x.html").write_text(PAGE)
-    assert html_words(tmp_path) == {"06_x": 8}
+    assert html_count(tmp_path) == {"06_x": 8}
 
 
 def _nb(cells):
@@ -41,7 +41,7 @@ def test_a_notebook_counts_markdown_with_glued_values_and_displayed_output(tmp_p
     path = tmp_path / "06_x.ipynb"
     path.write_text(json.dumps(nb))
     # "The ratio is 2.401 [2.1, 2.7] here." 7 + the table's 5 + 1 + 6 tokens
-    assert notebook_words(path) == 7 + 12
+    assert notebook_count(path) == 7 + 12
 
 
 def test_the_command_fails_over_budget_and_refuses_a_missing_folder(tmp_path, capsys):

@@ -133,8 +133,7 @@ class EmbeddedPair:
         """The chapter's setup values: models used, drafts, prompt checksum, notes, weight sha256."""
         notes = list(self.subjects.notes)
         if self.target_wanted != "embedded":
-            notes.append(f"this chapter measures the embedded family; TARGET = {self.target_wanted!r} is measured "
-                         "by the GPU run (chapter 07)")
+            notes.append(f"TARGET = {self.target_wanted!r} ignored here: the GPU run (chapter 07)")
         return {"models": self.subjects.kind, "mode": self.mode, "drafts": list(self.drafts),
                 "model_drafts": list(self.model_drafts),
                 "prompt_sha256": prompt_checksum(self.prompts), "notes": notes,
