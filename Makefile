@@ -74,9 +74,14 @@ $(ENV_STAMP): environment.yml
 	@rm -f $(VENV)/.env-* && touch $@
 endif
 
+# make reproduce: when make started and whether the environment existed then (a fresh clone has none);
+# its last step records the wall time in data/results/99_reproduction/make_reproduce.csv
+REPRODUCE_T0 := $(shell date +%s)
+FRESH_ENV := $(if $(wildcard $(VENV)/bin/python),false,true)
 reproduce: $(ENV_STAMP) $(VLLM_STAMP) ## recompute every chapter (resuming; chapters 09-10 run vLLM from .venv-vllm), compare with the committed results, render the README, build the book
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks RECOMPUTE=True $(NB_PARAMS)
 	$(MAKE) --no-print-directory readme book
+	$(PY) -m specdec.chapters.reproduction.budget --since $(REPRODUCE_T0) --fresh-env $(FRESH_ENV)
 	@echo "Reproduction status: data/results/99_reproduction/ (the book's last page)"
 
 # make replicate: where chapter 06's runs in fresh processes go, and which of a run's files stay

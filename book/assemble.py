@@ -36,13 +36,13 @@ def mathjax_dir() -> Path:
 
 
 def gpu_part_status(status: Path = ROOT / "data" / "results" / "07_gpu_decoding" / "status.csv") -> str:
-    """The GPU part's caption: "measured" once chapter 07's committed status records a real GPU run,
-    else "the protocol, not yet run" (so the table of contents never implies GPU measurements)."""
+    """The GPU appendix's status in the table of contents: "measured" once chapter 07's committed
+    status records a real GPU run, else "ready, not yet run" (the contents never imply GPU measurements)."""
     import csv
 
     rows = list(csv.DictReader(status.open())) if status.exists() else []
     real = bool(rows) and rows[0].get("real_gpu", "").strip().lower() in ("true", "1")
-    return "measured" if real else "the protocol, not yet run"
+    return "measured" if real else "ready, not yet run"
 
 
 def assemble(notebooks: Path, out: Path) -> None:

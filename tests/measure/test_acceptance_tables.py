@@ -75,6 +75,12 @@ def test_position_rows_count_an_unreached_position_as_one_trial():
     assert (last["reached"], last["accepted"], last["conditional_rate"]) == (0, 0, 0.0)
 
 
+def test_position_constancy_asks_for_one_value_inside_every_interval():
+    pos = pd.DataFrame({"draft": ["a", "a", "b", "b"], "lo": [0.2, 0.5, 0.1, 0.5], "hi": [0.6, 0.9, 0.2, 0.9]})
+    assert at.position_constancy(pos) == {"pos_common": 1, "pos_drafts": 2, "pos_verdict": "inconsistent"}
+    assert at.position_constancy(pos[pos["draft"] == "a"])["pos_verdict"] == "consistent"  # 0.5-0.6 in both
+
+
 def test_geometric_rows_by_hand(summary):
     assert at.shown_draft(summary["draft"].unique()) == "draft-small"
     assert at.shown_draft(["ngram", "draft-medium"]) == "ngram"
@@ -107,28 +113,29 @@ def test_gof_counts_rejections_per_temperature(summary):
     assert gof["min_p"].tolist() == [1e-5, 0.3, 0.02]  # a NaN p-value (no test) is neither a rejection nor a minimum
     scope = at.gof_scope(gof)
     assert scope == {"gof_greedy_rejected": 1, "gof_greedy_n": 2, "gof_sampled_rejected": 0, "gof_sampled_n": 4,
-                     "gof_scope": "only for greedy decoding", "gof_greedy_rejected_ind": 1,
+                     "gof_rejected_all": 1, "gof_n_all": 6, "gof_greedy_rejected_ind": 1,
                      "gof_sampled_rejected_ind": 0, "gof_deff_min": 1.0, "gof_deff_max": 1.0}
     # per prompt: the corrected p beside the one as if steps were independent, and the design effect
     s = summary.assign(gof_p_independent=summary["gof_p"] / 100, gof_deff=2.0)
     g = at.gof_by_temperature(s, 1e-3)
     assert g["rejected_independent"].tolist() == [1, 0, 1] and g["rejected"].tolist() == [1, 0, 0]
     assert g["deff"].tolist() == [2.0] * 3 and at.gof_scope(g)["gof_sampled_rejected_ind"] == 1
-    assert at.gof_scope(at.gof_by_temperature(summary, 0.05))["gof_scope"] == "for greedy and sampled decoding"
-    assert at.gof_scope(at.gof_by_temperature(summary, 1e-9))["gof_scope"] == "in no configuration"
+    wide = at.gof_scope(at.gof_by_temperature(summary, 0.05))  # p 0.02 (nucleus) now rejected too
+    assert (wide["gof_greedy_rejected"], wide["gof_sampled_rejected"], wide["gof_rejected_all"]) == (1, 1, 2)
+    assert at.gof_scope(at.gof_by_temperature(summary, 1e-9))["gof_rejected_all"] == 0
 
 
 def test_greedy_vs_text_says_whether_the_ranges_overlap(summary):
     g = at.greedy_vs_text(summary)  # alpha 0.2-0.45, real text 0.5-0.6
     assert (g["greedy_alpha_min"], g["greedy_alpha_max"], g["greedy_real_min"], g["greedy_real_max"]) == (
         0.2, 0.45, 0.5, 0.6)
-    assert g["greedy_ranges_overlap"] is False and g["greedy_overlap"].startswith("do not overlap")
+    assert g["greedy_ranges_overlap"] is False and g["greedy_overlap"] == "disjoint"
     assert g["greedy_distinct"] == pytest.approx(0.55) and g["t_high_distinct"] == 1.0
     assert g["t_high_gap"] == pytest.approx(0.05)
     s = summary.copy()
     s.loc[0, "beta_real_text"] = 0.3
     g = at.greedy_vs_text(s)
-    assert g["greedy_ranges_overlap"] is True and g["greedy_overlap"].startswith("overlap: these runs do not show")
+    assert g["greedy_ranges_overlap"] is True and g["greedy_overlap"] == "overlap"
     assert math.isnan(at.greedy_vs_text(summary[summary["temperature"] > 0])["greedy_alpha_min"])
 
 
@@ -140,19 +147,20 @@ def test_prediction_check_by_hand(summary):
 
 def test_block_vs_token_is_paired_on_prompts(summary):
     """Each prompt's tokens twice (8 prompts): ngram's per-prompt ratios 2.3/1.8, 2.7/2.2, 2.4/2.0,
-    2.6/2.1, all above 1 -> more tokens per step, also with the simultaneous interval over the 2
+    2.6/2.1, all above 1 -> more (tokens per step), also with the simultaneous interval over the 2
     settings ([min, max] of 8 pairs covers the median with 99.2% >= 97.5%); draft-small: 0.9, 1.1,
     1.0, 1.2 straddle 1 -> undecided (its mean gain 1.1 alone would not say so)."""
     twice = summary.assign(el_by_prompt=summary["el_by_prompt"] + " " + summary["el_by_prompt"])
     rows = {r["draft"]: r for r in at.block_vs_token(twice)}
     assert set(rows) == {"ngram", "draft-small"}
     ng, ds = rows["ngram"], rows["draft-small"]
-    assert ng["words"] == "more tokens per step" and ng["lo"] > 1 and ng["prompts"] == 8
-    assert ng["words_sim"] == "more tokens per step" and ng["lo_sim"] == pytest.approx(2.4 / 2.0)
+    assert ng["words"] == "more" and ng["lo"] > 1 and ng["prompts"] == 8
+    assert ng["words_sim"] == "more" and ng["lo_sim"] == pytest.approx(2.4 / 2.0)
     assert ng["gain"] == pytest.approx(float(np.median([2.3 / 1.8, 2.7 / 2.2, 2.4 / 2.0, 2.6 / 2.1])))
     assert ds["words"] == "undecided" and ds["lo"] <= 1 <= ds["hi"]
     v = at.block_vs_token_values(at.block_vs_token(twice))
-    assert (v["bt_n"], v["bt_more"], v["bt_fewer"]) == (2, 1, 0)
+    assert (v["bt_n"], v["bt_more"], v["bt_fewer"], v["bt_more_sim"], v["bt_short_sim"]) == (2, 1, 0, 1, 0)
+    assert v["bt_level_sim"] == pytest.approx(0.975) and v["bt_max"] == pytest.approx(ng["gain"])
 
 
 def test_block_vs_token_refuses_a_level_four_prompts_cannot_reach(summary):
@@ -160,7 +168,8 @@ def test_block_vs_token_refuses_a_level_four_prompts_cannot_reach(summary):
     so the words say so instead of a verdict, although every ngram prompt gained."""
     rows = {r["draft"]: r for r in at.block_vs_token(summary)}
     assert rows["ngram"]["words"] == rows["ngram"]["words_sim"] == "too few pairs for this level"
-    assert at.block_vs_token_values(at.block_vs_token(summary))["bt_more"] == 0
+    v = at.block_vs_token_values(at.block_vs_token(summary))
+    assert (v["bt_more"], v["bt_more_sim"], v["bt_short_sim"]) == (0, 0, 2)
 
 
 def test_derived_tables_survive_the_results_round_trip(summary, tmp_path):

@@ -112,3 +112,16 @@ def test_agreement_summary_by_hand():
     assert (s["best_beta"], s["worst_beta"], s["agree_min"], s["agree_max"]) == (0.6, 0.4, 0.3, 0.45)
     assert s["distilled_gain"] == pytest.approx(0.1)
     assert math.isnan(fq.agreement_summary(beta[beta["draft"] == "ngram"])["distilled_gain"])
+
+
+def test_the_shown_tables_keep_the_orders_of_their_rows():
+    """Samples: the prompt first, then the models in the order sampled; beta: drafts in their order,
+    temperatures ascending with the greedy column named as such."""
+    samples = pd.DataFrame({"model": ["target", "draft-small"], "continuation": [" a\nb", " c"]})
+    rows = [["prompt", "P"], ["target", " a\nb"], ["draft-small", " c"]]
+    assert fq.sample_rows("P", samples).values.tolist() == rows
+    beta = pd.DataFrame({"draft": ["b", "b", "a", "a"], "temperature": [1.0, 0.0, 1.0, 0.0],
+                         "beta": [0.5, 0.3, 0.6, 0.4]})
+    wide = fq.beta_by_temperature(beta)
+    assert list(wide.columns) == ["draft", "greedy agreement (τ = 0)", "β at τ = 1"]
+    assert wide.values.tolist() == [["b", 0.3, 0.5], ["a", 0.4, 0.6]]

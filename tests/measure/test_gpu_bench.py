@@ -72,19 +72,22 @@ def test_llama_configs_have_the_stated_sizes():
 
 
 def _page(path):
-    """All text (streams, displays, glued values) and the number of images of an executed notebook."""
+    """The glued status word, all displayed text, and the number of images of an executed notebook."""
     import nbformat
 
     outs = [o for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" for o in c.outputs]
-    text = "".join(o.get("text", "") + "".join(v for v in o.get("data", {}).values() if isinstance(v, str))
-                   for o in outs)
-    # a figure is glued (ch.figure), so its image is stored as a papermill record
-    return text, sum(any(k.endswith("image/png") for k in o.get("data", {})) for o in outs)
+    glued = {o["metadata"]["scrapbook"]["name"]: next((v for k, v in o["data"].items() if k.endswith("text/plain")), "")
+             for o in outs if "scrapbook" in o.get("metadata", {})}
+    shown = "".join("".join(v for v in o.get("data", {}).values() if isinstance(v, str)) for o in outs
+                    if "scrapbook" not in o.get("metadata", {}))
+    return glued["gpu_status"].strip("'"), shown, sum(any(k.endswith("image/png") for k in o.get("data", {}))
+                                                      for o in outs)
 
 
 def test_chapter_07_labels_non_gpu_tables_and_shows_them(smoke_run, tmp_path):
-    """07 reads GPU tables; fed the CPU smoke tables it must say they are not from a GPU and draw
-    both figures, then render the same page from its own tables; with no GPU tables it says so."""
+    """07 reads GPU tables; fed the CPU smoke tables its status is "not from a GPU" and it shows their
+    tables (no figure: the protocol page draws none), then renders the same page from its own tables;
+    with no GPU tables its status is "none" and it shows none."""
     import sys
     from pathlib import Path
 
@@ -96,15 +99,16 @@ def test_chapter_07_labels_non_gpu_tables_and_shows_them(smoke_run, tmp_path):
     nb = root / "notebooks" / "07_gpu_decoding.ipynb"
     r07 = str(tmp_path / "r07")
     run.execute(nb, tmp_path / "07.ipynb", {"RECOMPUTE": True, "RESULTS_DIR": r07, "GPU_RESULTS": str(out)}, "test")
-    text, images = _page(tmp_path / "07.ipynb")
-    assert "NOT from a GPU" in text and images == 2
+    status, shown, images = _page(tmp_path / "07.ipynb")
+    assert status == "not from a GPU" and images == 0
+    assert "gpu_cost_and_controlled.csv" in shown and "gpu_batch_throughput.csv" in shown and "| section |" in shown
     assert read_table(tmp_path / "r07" / "status.csv")["real_gpu"].tolist() == [False]
     run.execute(nb, tmp_path / "07r.ipynb", {"RECOMPUTE": False, "RESULTS_DIR": r07}, "test")
-    assert _page(tmp_path / "07r.ipynb") == (text, images)
+    assert _page(tmp_path / "07r.ipynb") == (status, shown, images)
     run.execute(nb, tmp_path / "07n.ipynb", {"RECOMPUTE": True, "RESULTS_DIR": str(tmp_path / "n07"),
                                              "GPU_RESULTS": str(tmp_path / "none")}, "test")
-    text, images = _page(tmp_path / "07n.ipynb")
-    assert "no GPU results are committed" in text and "NOT from a GPU" not in text and images == 0
+    status, shown, images = _page(tmp_path / "07n.ipynb")
+    assert status == "none" and ".csv" not in shown and images == 0
 
 
 def test_every_section_checks_the_budget_before_it_builds_or_loads_a_model(tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
-"""Chapter 07's reading of the GPU run (specdec.chapters.ch07.gpu_tables): no tables says so, smoke or CPU
-tables are labelled "NOT from a GPU", a CUDA run is named with its GPU, and the reduced tables hold
-what the figures draw (hand-made tables in a temp folder)."""
+"""Chapter 07's reading of the GPU run (specdec.chapters.ch07.gpu_tables): no tables is status "none", smoke
+or CPU tables are "not from a GPU", a CUDA run is "measured" and named with its GPU, and the reduced
+tables hold what the plots draw (hand-made tables in a temp folder)."""
 
 import math
 
@@ -10,7 +10,7 @@ import pytest
 from specdec.chapters.ch07 import gpu_tables as gt
 from specdec.report import plotting
 from specdec.report.plotting import visible_series
-from specdec.io.results import provenance, write_table
+from specdec.io.results import provenance, read_table, write_table
 
 
 def _write(folder, device: str, smoke: bool):
@@ -38,17 +38,17 @@ def _write(folder, device: str, smoke: bool):
 def test_no_tables(tmp_path):
     tables = gt.read_gpu_tables(tmp_path / "missing")
     assert tables == {} and not gt.is_gpu_run(tables)
-    s = gt.status_row(tables, "data/results/gpu", cuda_here=False)
-    assert s["gpu_tables"] == "none" and s["real_gpu"] is False and "There is nothing to show" in s["status"]
-    assert "without a CUDA device" in s["status"]
+    s = gt.status_row(tables, cuda_here=False)
+    assert s["gpu_tables"] == "none" and s["real_gpu"] is False and s["cuda_here"] is False
+    assert s["status"] == gt.status_word(s) == gt.NONE == "none"
 
 
 def test_cpu_smoke_tables_are_labelled_not_from_a_gpu(tmp_path):
     _write(tmp_path, "cpu", smoke=True)
     tables = gt.read_gpu_tables(tmp_path)
     assert set(tables) == {"run_summary", "cost_curve", "controlled", "batch", "embedded"}
-    s = gt.status_row(tables, "gpu", cuda_here=True)
-    assert s["real_gpu"] is False and "NOT from a GPU" in s["status"] and "NOT from a GPU" in s["label"]
+    s = gt.status_row(tables, cuda_here=True)
+    assert s["real_gpu"] is False and s["status"] == gt.NOT_GPU and s["device"] == "cpu"
     assert s["gpu_tables"] == "batch controlled cost_curve embedded run_summary"
 
 
@@ -56,8 +56,8 @@ def test_a_cuda_run_is_named_and_reduced(tmp_path):
     _write(tmp_path, "cuda", smoke=False)
     tables = gt.read_gpu_tables(tmp_path)
     assert gt.is_gpu_run(tables)
-    s = gt.status_row(tables, "gpu", cuda_here=False)
-    assert s["real_gpu"] is True and s["gpu"] == "NVIDIA H200" and "NVIDIA H200 (driver 550.1" in s["status"]
+    s = gt.status_row(tables, cuda_here=False)
+    assert s["real_gpu"] is True and s["gpu"] == "NVIDIA H200" and s["driver"] == "550.1" and s["status"] == gt.MEASURED
     prov = {r["item"]: r["value"] for r in gt.provenance_rows(tables)}
     assert prov["gpu"] == "NVIDIA H200" and prov["parameter smoke"] == "False" and "package torch" in prov
     assert prov["embedded model target/model.safetensors"] == "abc"
@@ -75,21 +75,27 @@ def test_a_cuda_run_is_named_and_reduced(tmp_path):
     assert [(r["k"], r["runs"]) for r in ps] == [(0, 2), (2, 2)] and math.isnan(ps[0]["alpha_mle"])
     assert ps[1]["alpha_mle"] == pytest.approx(0.65) and ps[1]["tokens_per_s"] == 5.5
 
-    for fig in (plotting.gpu_cost_and_controlled(pd.DataFrame(cc), s["label"]),
-                plotting.gpu_batch_throughput(pd.DataFrame(bt), s["label"])):
+    for fig in (plotting.gpu_cost_and_controlled(pd.DataFrame(cc), s["gpu"]),
+                plotting.gpu_batch_throughput(pd.DataFrame(bt), s["gpu"])):
         assert visible_series(fig) and all(seen for _, _, seen in visible_series(fig))
 
 
-def test_gpu_captions_state_the_findings():
-    from specdec.chapters.ch07.gpu_tables import cost_caption, throughput_caption
+def test_the_status_word_reads_a_status_row_as_written_or_as_read_back(tmp_path):
+    """The page glues the word from the committed row: booleans may come back as text."""
+    assert gt.status_word({"real_gpu": "True", "gpu_tables": "batch"}) == gt.MEASURED
+    assert gt.status_word({"real_gpu": "False", "gpu_tables": "batch run_summary"}) == gt.NOT_GPU
+    assert gt.status_word(pd.Series({"real_gpu": False, "gpu_tables": "none"})) == gt.NONE
+    write_table([gt.status_row({}, cuda_here=False)], tmp_path / "status.csv", {}, kind="exact")
+    back = read_table(tmp_path / "status.csv")
+    assert gt.status_word(back) == gt.NONE and gt.found(back) == set()
+    assert gt.found({"gpu_tables": "batch run_summary"}) == {"batch", "run_summary"}
 
-    rows = [dict(panel="cost_curve", pair="llama", x=2.0, k=None, measured=1.05, predicted=None, c=0.1),
-            dict(panel="cost_curve", pair="llama", x=3.0, k=None, measured=1.1, predicted=None, c=0.1),
-            dict(panel="controlled", pair="llama", x=0.9, k=4, measured=2.31, predicted=2.4, c=None),
-            dict(panel="controlled", pair="llama", x=0.5, k=1, measured=1.2, predicted=1.3, c=None)]
-    assert cost_caption(rows, "H200") == ("On H200: verifying 2 tokens costs 1.05 times one for llama; best controlled "
-                                          "speedup 2.31x (llama, k = 4, alpha 0.9; extended prediction 2.40x).")
-    bt = [dict(pair="llama", k=0, batch=1, tokens_per_s=100.0, alpha_set=0.8),
-          dict(pair="llama", k=0, batch=8, tokens_per_s=600.0, alpha_set=0.8),
-          dict(pair="llama", k=2, batch=8, tokens_per_s=650.0, alpha_set=0.8)]
-    assert throughput_caption(bt, "H200") == "On H200, at batch 8: llama plain 600 tokens/s, best speculative 650 (k = 2)."
+
+def test_protocol_values_quote_the_grids_the_run_sweeps():
+    from specdec.measure import gpu_sections
+
+    v = gt.protocol_values()
+    assert v["k_grid"].split(", ") == [f"{k:g}" for k in gpu_sections.K_GRID]
+    assert v["alphas"].split(", ") == [f"{a:g}" for a in gpu_sections.ALPHAS]
+    assert v["batches"].split(", ") == [str(b) for b in gpu_sections.BATCHES]
+    assert v["compiled_k"].split(", ") == [str(k) for k in gpu_sections.COMPILED_K]

@@ -87,10 +87,13 @@ def test_timing_intervals_count_overlaps_and_agreeing_verdicts_on_matched_rows()
     assert "speedup [speedup_lo, speedup_hi]: 2 of 3 intervals overlap, 2 of 3 verdicts (verdict) agree" in r["detail"]
     assert "matched on temperature, config" in r["detail"] and "median 1.00" in r["detail"]
     row = {"table": "summary", "kind": "timing", **r}
-    assert chapter_status([row], True) == "timing: 4 of 6 intervals overlap, 2 of 3 verdicts agree"
+    assert chapter_status([row], True) == "timing"  # the counts are the chapter row's own columns
     exact = {"table": "laws", "kind": "exact", "status": "reproduced", "detail": ""}
-    assert chapter_status([exact, row], True) == "reproduced; timing: 4 of 6 intervals overlap, 2 of 3 verdicts agree"
-    assert chapter_status([{**exact, "status": "differs"}, row], True) == "differs: laws"
+    assert chapter_status([exact, row], True) == "reproduced"
+    assert chapter_status([{**exact, "status": "differs"}, row], True) == "differs"
+    assert chapter_status([{**exact, "status": "missing"}], True) == "differs"
+    assert chapter_status([{**exact, "status": "not compared", "kind": "sampled"}], True) == "not compared"
+    assert chapter_status([row], False) == "no reference"
 
 
 def test_timing_intervals_of_an_identical_rerun_all_agree():
@@ -107,8 +110,7 @@ def test_timing_intervals_compare_the_matched_rows_when_the_row_sets_differ():
     r = compare_frames(renamed, _speed(OLD))
     assert r["status"] == "timing" and _counts(r) == [4, 4, 2, 2, 2]
     assert "row sets differ: 1 committed rows not recomputed, 1 recomputed rows not committed" in r["detail"]
-    assert chapter_status([{"table": "summary", "kind": "timing", **r}], True) == (
-        "timing: 4 of 4 intervals overlap, 2 of 2 verdicts agree (row sets differ: summary)")
+    assert chapter_status([{"table": "summary", "kind": "timing", **r}], True) == "timing"
     shorter = compare_frames(_speed(OLD[:2]), _speed(OLD))  # fewer rows: still reported, not "differs"
     assert shorter["status"] == "timing" and _counts(shorter) == [2, 2, 1, 1, 2]
     twice = [OLD[1], OLD[1], OLD[2]]  # no labels name the rows: in order when the counts are equal, else none
@@ -142,16 +144,73 @@ def test_compare_chapter_reads_the_intervals_from_the_sidecar(tmp_path):
     assert [list(r) for r in rows][0] == list(rows[1])  # one set of columns, as write_table needs
     by = {r["table"]: r for r in rows}
     assert _counts(by["laws"]) == [0] * 5 and _counts(by["summary"]) == [4, 6, 2, 3, 0]
-    assert chapter_status(rows, True) == "reproduced; timing: 4 of 6 intervals overlap, 2 of 3 verdicts agree"
+    assert chapter_status(rows, True) == "reproduced"
 
 
-def test_the_page_lists_the_measured_chapters_by_their_counts():
-    from specdec.chapters.reproduction.status import measured, measured_words
+def test_the_page_shows_each_chapter_by_its_word_and_counts():
+    """One row per chapter: its status word (an older recorded status read as the word it begins
+    with), wall time, and "a of b" counts where intervals were compared; blank counts in a summary
+    recorded without them."""
+    from specdec.chapters.reproduction.status import chapter_counts, chapter_rows, chapter_verdict
 
-    summary = pd.DataFrame({"chapter": ["03_cost_model", "06_measured_decoding"], "status": ["reproduced", "timing"],
-                            "intervals_overlap": [0, 20], "intervals_compared": [0, 24], "verdicts_agree": [0, 18],
-                            "verdicts_compared": [0, 24]})
-    assert measured(summary)["chapter"].tolist() == ["06_measured_decoding"]
-    assert measured_words(summary) == "06_measured_decoding: 20 of 24 intervals overlap, 18 of 24 verdicts agree"
-    recorded = summary[["chapter", "status"]]  # a comparison recorded without the counts
-    assert measured(recorded).empty and "no interval counts" in measured_words(recorded)
+    summary = pd.DataFrame({"chapter": ["03_cost_model", "06_measured_decoding", "10_engines"],
+                            "status": ["reproduced; timing: 1 of 2 intervals overlap", "timing", "differs: laws"],
+                            "wall_s": [7.0, 730.0, 314.0], "intervals_overlap": [0, 20, 3],
+                            "intervals_compared": [0, 24, 4], "verdicts_agree": [0, 18, 2],
+                            "verdicts_compared": [0, 24, 4],
+                            "reference": ["0123456789abcdef"] * 3, "cpu": ["EPYC"] * 3, "cores": [2] * 3,
+                            "commit": ["abc", "abc+dirty", "abc"]})
+    rows = chapter_rows(summary)
+    assert rows.values.tolist() == [["03_cost_model", "reproduced", 7.0, "", ""],
+                                    ["06_measured_decoding", "timing", 730.0, "20 of 24", "18 of 24"],
+                                    ["10_engines", "differs", 314.0, "3 of 4", "2 of 4"]]
+    assert chapter_verdict("timing only") == "timing" and chapter_verdict("not compared") == "not compared"
+    recorded = summary[["chapter", "status", "wall_s"]]  # a comparison recorded without the counts
+    assert chapter_rows(recorded)["intervals"].tolist() == ["", "", ""]
+    assert chapter_counts(summary) == {"n_chapters": 3, "n_reproduced": 1, "n_dirty": 1, "machines": "EPYC (2 cores)",
+                                       "reference": "0123456789ab"}
+
+
+def test_table_counts_and_the_tables_that_differ():
+    from specdec.chapters.reproduction.status import differing, table_counts
+
+    tables = pd.DataFrame({"chapter": ["a"] * 5, "table": list("vwxyz"),
+                           "kind": ["exact", "exact", "sampled", "sampled", "timing"],
+                           "status": ["reproduced", "differs", "reproduced", "not compared", "timing"]})
+    assert table_counts(tables) == {"n_tables": 5, "n_exact": 2, "n_exact_ok": 1, "n_sampled": 2, "n_sampled_ok": 1,
+                                    "n_sampled_nc": 1, "n_timing": 1}
+    missing = tables.assign(status=tables["status"].replace({"timing": "missing"}))
+    assert differing(tables)["table"].tolist() == ["w"] and differing(missing)["table"].tolist() == ["w", "z"]
+
+
+def test_the_reproduction_chapter_does_not_compare_itself():
+    from pathlib import Path
+
+    from specdec.chapters.reproduction.status import chapter_names
+
+    assert chapter_names([Path("r/01_a"), Path("r/99_reproduction")], "99_reproduction") == ["01_a"]
+
+
+def test_the_recompute_budget_sums_the_chapters_wall_times():
+    from specdec.chapters.reproduction.budget import recompute_budget
+
+    summary = pd.DataFrame({"wall_s": [600.0, 900.0, float("nan")]})  # a chapter without run.json adds nothing
+    assert recompute_budget(summary) == {"recompute_minutes": 25.0, "recompute_budget": 25.0,
+                                         "recompute_verdict": "within"}
+    assert recompute_budget(summary.assign(wall_s=[600.0, 901.0, 0.0]))["recompute_verdict"] == "over"
+    assert recompute_budget(summary, budget_min=20)["recompute_verdict"] == "over"
+
+
+def test_the_make_reproduce_record_round_trips(tmp_path):
+    import math
+    import time
+
+    from specdec.chapters.reproduction import budget
+
+    none = budget.last_run(tmp_path)
+    assert math.isnan(none["reproduce_minutes"]) and none["reproduce_fresh"] == "n/a"
+    assert budget.main(["--since", str(time.time() - 600), "--fresh-env", "true", "--folder", str(tmp_path)]) == 0
+    got = budget.last_run(tmp_path)
+    assert got["reproduce_fresh"] == "yes" and 10.0 <= got["reproduce_minutes"] <= 10.2
+    budget.record(time.time() - 60, False, tmp_path)
+    assert budget.last_run(tmp_path)["reproduce_fresh"] == "no"

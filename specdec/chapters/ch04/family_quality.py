@@ -15,6 +15,8 @@ Three tables and one set of values:
     1 - TV(p, q) (Leviathan et al. 2023, section 3.1; `specdec.measure.agreement`), averaged per
     held-out window, then the mean over windows with its standard error (positions within a
     window are correlated: windows are the independent units).
+As the chapter shows them: `sample_rows` (prompt and continuations) and `beta_by_temperature`
+(drafts x temperatures).
 
 Example:
     card = {"models": {"target": {"arch": "GPT-2", "params": 10, "validation_loss": 3.0,
@@ -35,9 +37,10 @@ from specdec.core.sampling import SamplingConfig
 from specdec.engine.decode import generate
 from specdec.measure.agreement import teacher_forced_beta
 from specdec.io.paths import MODELS_DIR
+from specdec.io.results import records
 
-__all__ = ["load_card", "perplexity_rows", "target_margin", "members", "sample_continuations", "beta_rows",
-           "agreement_summary"]
+__all__ = ["load_card", "perplexity_rows", "target_margin", "members", "sample_continuations", "sample_rows",
+           "beta_rows", "beta_by_temperature", "agreement_summary"]
 
 
 def load_card(path=None) -> dict:
@@ -111,6 +114,18 @@ def sample_continuations(models: dict, tokenizer, prompt: torch.Tensor, new_toke
     return rows
 
 
+def sample_rows(prompt: str, samples):
+    """The table (a DataFrame) of the sample continuations: the prompt first (model "prompt"), then
+    one row per model of ``samples`` (`sample_continuations` rows), columns model and text.
+    Example: sample_rows("Hi", [{"model": "target", "continuation": " there"}]).to_dict("records")
+             -> [{"model": "prompt", "text": "Hi"}, {"model": "target", "text": " there"}]
+    """
+    import pandas as pd
+
+    return pd.DataFrame([{"model": "prompt", "text": prompt}] + [{"model": r["model"], "text": r["continuation"]}
+                                                                 for r in records(samples)])
+
+
 def beta_rows(target, drafts: dict, ids: torch.Tensor, temperatures, start: int) -> list[dict]:
     """Teacher-forced beta per (draft, temperature), in the order of ``drafts`` then ``temperatures``.
 
@@ -130,6 +145,16 @@ def beta_rows(target, drafts: dict, ids: torch.Tensor, temperatures, start: int)
                 rows.append({"draft": name, "temperature": T, "beta": per_window.mean().item(), "se": se,
                              "contexts": b.numel(), "windows": n})
     return rows
+
+
+def beta_by_temperature(beta):
+    """``beta`` (DataFrame of `beta_rows`) as one row per draft (in its order) and one column per
+    temperature (ascending), headed "greedy agreement (τ = 0)" or "β at τ = <t>".
+    Example: rows (a, 1.0, 0.5), (a, 0.0, 0.3) -> columns draft, "greedy agreement (τ = 0)", "β at τ = 1"
+    """
+    wide = beta.pivot(index="draft", columns="temperature", values="beta").loc[beta["draft"].unique()]
+    wide.columns = ["greedy agreement (τ = 0)" if t == 0 else f"β at τ = {t:g}" for t in wide.columns]
+    return wide.rename_axis("draft").reset_index()
 
 
 def agreement_summary(beta, small: str = "draft-small", distilled: str = "draft-distilled") -> dict:

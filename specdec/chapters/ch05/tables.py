@@ -14,11 +14,15 @@ rendering from committed results and one recomputing them say the same.
   * `predicted_rows`: measured E[L] against its two predictions L_cond and L_ind;
   * `alpha_rows`: fitted alpha with its interval per draft, method and temperature, and the nucleus
     setting;
-  * `gof_by_temperature`, `gof_scope`: G-test rejections of the geometric law per temperature and
-    where they occur; `greedy_vs_text`: acceptance during greedy generation against greedy agreement
-    on real text, and whether their ranges overlap; `prediction_check`: the worst |measured - L_cond|
-    in interval half-widths; `block_vs_token`: block against token verification, paired on prompts;
+  * `position_constancy`: for how many drafts one value lies inside every position's interval;
+  * `gof_by_temperature`, `gof_scope`: G-test rejections of the geometric law per temperature, and
+    their counts at temperature 0 (greedy) and above; `greedy_vs_text`: acceptance during greedy
+    generation against greedy agreement on real text, and whether their ranges overlap;
+    `prediction_check`: the worst |measured - L_cond| in interval half-widths; `block_vs_token`: block
+    against token verification, paired on prompts, and `block_vs_token_values` its counts;
     `figure_values`: the ranges the figure captions state.
+
+Values are numbers and one-word verdicts; the chapter's sentences are its own.
 
 Example: for counts "2 1 1" (k = 2, 4 steps) position_rows gives position 1: reached 4, accepted 2;
 position 2: reached 2, accepted 1.
@@ -31,12 +35,14 @@ import numpy as np
 from specdec.core.acceptance import truncated_geometric_pmf
 from specdec.core.stats import cluster_ratio_interval, wilson_interval
 from specdec.chapters.ch05.runs import parse_counts
-from specdec.measure.protocol import comparison, simultaneous_words
+from specdec.measure.protocol import OUT_OF_REACH, bonferroni, comparison
 from specdec.io.results import records
 
-__all__ = ["token_rows", "shown_draft", "position_rows", "geometric_rows", "predicted_rows", "alpha_rows",
-           "gof_by_temperature", "gof_scope", "greedy_vs_text", "prediction_check", "block_vs_token",
+__all__ = ["token_rows", "shown_draft", "position_rows", "position_constancy", "geometric_rows", "predicted_rows",
+           "alpha_rows", "gof_by_temperature", "gof_scope", "greedy_vs_text", "prediction_check", "block_vs_token",
            "block_vs_token_values", "figure_values"]
+
+MORE, FEWER = "more", "fewer"  # block against token verification: tokens per step (the protocol's faster, slower)
 
 
 def token_rows(summary, temperature=None, plain: bool = True):
@@ -84,6 +90,19 @@ def position_rows(summary, temperature: float, level: float = 0.95) -> list[dict
                       mean_beta=float(betas[j]), interval_unit="prompts" if by_prompt else "steps")
                  for j in range(len(n) - 1)]
     return rows
+
+
+def position_constancy(pos) -> dict:
+    """Is acceptance the same at every draft position?  Per draft of ``pos`` (`position_rows`, a
+    DataFrame), whether one value lies inside the intervals of all its positions (the largest low
+    end <= the smallest high end).  pos_common: drafts where one does, pos_drafts: drafts,
+    pos_verdict: "consistent" (with one constant) when it holds for every draft, else "inconsistent".
+    Example: draft a [0.2, 0.6], [0.5, 0.9]; draft b [0.1, 0.2], [0.5, 0.9] -> pos_common 1, pos_drafts 2
+    """
+    common = pos.groupby("draft", sort=False).agg(lo=("lo", "max"), hi=("hi", "min"))
+    n = int((common["lo"] <= common["hi"]).sum())
+    return {"pos_common": n, "pos_drafts": int(len(common)),
+            "pos_verdict": "consistent" if n == len(common) else "inconsistent"}
 
 
 def geometric_rows(summary, draft: str) -> list[dict]:
@@ -156,16 +175,15 @@ def gof_by_temperature(summary, level: float):
 
 
 def gof_scope(gof) -> dict:
-    """Where the geometric law was rejected, from `gof_by_temperature` rows (a DataFrame): counts at
-    temperature 0 (greedy) and above, and a phrase that says which: "only for greedy decoding",
-    "only for sampled decoding", "for greedy and sampled decoding" or "in no configuration"."""
+    """Where the geometric law was rejected, from `gof_by_temperature` rows (a DataFrame): rejections
+    and configurations at temperature 0 (greedy) and above (sampled), the same rejections as if steps
+    were independent, all of them together (``gof_rejected_all`` of ``gof_n_all``), and the range of
+    the median design effects."""
     greedy, sampled = gof[gof["temperature"] == 0], gof[gof["temperature"] > 0]
     g_rej, s_rej = int(greedy["rejected"].sum()), int(sampled["rejected"].sum())
-    where = {(True, False): "only for greedy decoding", (False, True): "only for sampled decoding",
-             (True, True): "for greedy and sampled decoding", (False, False): "in no configuration"}
-    return {"gof_greedy_rejected": g_rej, "gof_greedy_n": int(greedy["configurations"].sum()),
-            "gof_sampled_rejected": s_rej, "gof_sampled_n": int(sampled["configurations"].sum()),
-            "gof_scope": where[(g_rej > 0, s_rej > 0)],
+    g_n, s_n = int(greedy["configurations"].sum()), int(sampled["configurations"].sum())
+    return {"gof_greedy_rejected": g_rej, "gof_greedy_n": g_n, "gof_sampled_rejected": s_rej, "gof_sampled_n": s_n,
+            "gof_rejected_all": g_rej + s_rej, "gof_n_all": g_n + s_n,
             "gof_greedy_rejected_ind": int(greedy["rejected_independent"].sum()),
             "gof_sampled_rejected_ind": int(sampled["rejected_independent"].sum()),
             "gof_deff_min": float(gof["deff"].min()), "gof_deff_max": float(gof["deff"].max())}
@@ -176,8 +194,8 @@ def greedy_vs_text(summary, distinct_col: str = "distinct_4gram") -> dict:
     the loops: ranges over drafts of alpha_mle and beta_real_text, whether the two ranges overlap,
     the mean distinct n-gram share at temperature 0 and at the highest temperature (t_high_*), and the largest
     |alpha_mle - beta_mean| at the highest temperature.  NaN where a temperature was not measured;
-    ``greedy_overlap`` says in words whether the ranges overlap and what that allows one to say.
-    Example: alpha 0.30-0.43 and real text 0.30-0.45 -> greedy_ranges_overlap True"""
+    ``greedy_overlap`` is "overlap" or "disjoint" (only disjoint ranges show that the two differ).
+    Example: alpha 0.30-0.43 and real text 0.30-0.45 -> greedy_ranges_overlap True, greedy_overlap "overlap" """
     nan = float("nan")
     g0 = token_rows(summary, 0.0)
     t_high = float(summary["temperature"].max())
@@ -185,11 +203,8 @@ def greedy_vs_text(summary, distinct_col: str = "distinct_4gram") -> dict:
     a_lo, a_hi = (float(g0["alpha_mle"].min()), float(g0["alpha_mle"].max())) if len(g0) else (nan, nan)
     r_lo, r_hi = (float(g0["beta_real_text"].min()), float(g0["beta_real_text"].max())) if len(g0) else (nan, nan)
     overlap = bool(max(a_lo, r_lo) <= min(a_hi, r_hi))
-    verdict = ("overlap: these runs do not show that acceptance during greedy generation differs from greedy "
-               "agreement on text" if overlap else "do not overlap: acceptance during greedy generation differs "
-               "from greedy agreement on text")
     return {"greedy_alpha_min": a_lo, "greedy_alpha_max": a_hi, "greedy_real_min": r_lo, "greedy_real_max": r_hi,
-            "greedy_ranges_overlap": overlap, "greedy_overlap": verdict,
+            "greedy_ranges_overlap": overlap, "greedy_overlap": "overlap" if overlap else "disjoint",
             "greedy_distinct": float(g0[distinct_col].mean()) if len(g0) else nan,
             "t_high_distinct": float(g1[distinct_col].mean()) if len(g1) else nan,
             "t_high_gap": float(np.abs(g1["alpha_mle"] - g1["beta_mean"]).max()) if len(g1) else nan}
@@ -205,29 +220,32 @@ def prediction_check(summary) -> dict:
     return {"max_z_cond": float(z.max()) if z.size else float("nan")}
 
 
-def block_vs_token_values(rows) -> dict:
-    """How many block-vs-token comparisons had more, fewer or undecided tokens per step, the range of
-    the median gains, and what the simultaneous intervals over the settings allow (``bt_sim_words``)."""
+def block_vs_token_values(rows, level: float = 0.95) -> dict:
+    """Counts over the block-vs-token comparisons (`block_vs_token` rows): settings ``bt_n``, with more
+    and fewer tokens per step at each one's own ``level`` (``bt_more``, ``bt_fewer``) and with the
+    simultaneous intervals over all settings (``bt_more_sim``, ``bt_fewer_sim``; ``bt_short_sim``: the
+    settings whose prompts cannot reach the simultaneous level ``bt_level_sim``), and the range of the
+    median gains.  Example: verdicts more, undecided -> bt_n 2, bt_more 1, bt_fewer 0"""
     rows = records(rows)
     g = [r["gain"] for r in rows]
-    sim = simultaneous_words([r["words_sim"] for r in rows], [r["prompts"] for r in rows], len(rows),
-                             words=("more tokens per step", "fewer tokens per step")) if rows else ""
-    return {"bt_n": len(rows), "bt_more": sum(r["words"] == "more tokens per step" for r in rows),
-            "bt_fewer": sum(r["words"] == "fewer tokens per step" for r in rows),
-            "bt_min": float(min(g)) if g else float("nan"), "bt_max": float(max(g)) if g else float("nan"),
-            "bt_sim_words": sim}
+    count = lambda col, word: sum(r[col] == word for r in rows)  # noqa: E731
+    return {"bt_n": len(rows), "bt_more": count("words", MORE), "bt_fewer": count("words", FEWER),
+            "bt_more_sim": count("words_sim", MORE), "bt_fewer_sim": count("words_sim", FEWER),
+            "bt_short_sim": count("words_sim", OUT_OF_REACH),
+            "bt_level_sim": bonferroni(level, len(rows)) if rows else float("nan"),
+            "bt_min": float(min(g)) if g else float("nan"), "bt_max": float(max(g)) if g else float("nan")}
 
 
 def block_vs_token(summary, level: float = 0.95) -> list[dict]:
     """Block against token verification, paired on the prompts: per (draft, temperature, top_p) the
     median over prompts of block's tokens per step / token's on the same prompt, its bootstrap
     interval and the simultaneous one over the settings compared (`specdec.measure.protocol.
-    comparison`; prompts are the units) and the words each allows ("faster" here: more tokens per
-    step)."""
+    comparison`; prompts are the units) and the verdict each allows: `MORE` tokens per step (the
+    protocol's "faster"), `FEWER`, or the protocol's own word (undecided, too few pairs)."""
     on = ["draft", "temperature", "top_p"]
     pairs = summary[summary["method"] == "block"].merge(token_rows(summary, plain=False), on=on, suffixes=("_b", "_t"))
     out = []
-    words = {"faster": "more tokens per step", "slower": "fewer tokens per step"}
+    words = {"faster": MORE, "slower": FEWER}
     for r in pairs.to_dict("records"):
         b = [float(x) for x in str(r["el_by_prompt_b"]).split()]
         t = [float(x) for x in str(r["el_by_prompt_t"]).split()]

@@ -4,12 +4,13 @@ whether they are a GPU measurement, and reduce them to the chapter's small table
 A folder of GPU tables (``run_summary``, ``cost_curve``, ``controlled``, ``batch``, ``embedded``,
 ``hub``: whichever exist) is a GPU measurement only when its provenance names a CUDA device and the
 run was not a smoke run; anything else (e.g. ``gpu_bench --device cpu --smoke``, which checks the
-code path on tiny configs) is labelled "NOT from a GPU", and an empty or missing folder says so.
-Nothing is estimated or simulated in place of a missing table.
+code path on tiny configs) is `NOT_GPU`, and an empty or missing folder is `NONE`.  Nothing is
+estimated or simulated in place of a missing table.  The words are the page's status: one of
+`NONE`, `NOT_GPU`, `MEASURED`; the sentences around them are the chapter's own.
 
 Example:
-    tables = read_gpu_tables("data/results/gpu")          # {} when there are none
-    status = status_row(tables, "data/results/gpu")       # status["real_gpu"], status["status"] (a sentence)
+    tables = read_gpu_tables("data/results/gpu")    # {} when there are none
+    status = status_row(tables)                     # status["real_gpu"] False, status["status"] "none"
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ from __future__ import annotations
 import numpy as np
 
 from specdec.io.paths import resolve
-from specdec.io.results import read_table, records
+from specdec.io.results import read_table
+from specdec.measure.gpu_sections import ALPHAS, BATCHES, COMPILED_K, K_GRID
 
-__all__ = ["TABLES", "read_gpu_tables", "is_gpu_run", "status_row", "provenance_rows", "sections",
-           "cost_and_controlled", "batch_throughput", "pair_speeds", "cost_caption", "throughput_caption"]
+__all__ = ["TABLES", "NONE", "NOT_GPU", "MEASURED", "read_gpu_tables", "is_gpu_run", "status_row", "status_word",
+           "found", "protocol_values", "provenance_rows", "sections", "cost_and_controlled", "batch_throughput",
+           "pair_speeds"]
 
 TABLES = ("run_summary", "cost_curve", "controlled", "batch", "embedded", "hub")  # what gpu_bench writes
 PAIR_SOURCES = ("embedded", "hub")  # trained pairs: real acceptance
+NONE, NOT_GPU, MEASURED = "none", "not from a GPU", "measured"  # the status of the GPU results
 
 
 def read_gpu_tables(folder) -> dict:
@@ -48,35 +52,47 @@ def is_gpu_run(tables: dict) -> bool:
             and not prov.get("parameters", {}).get("smoke", False))
 
 
-def status_row(tables: dict, folder: str, cuda_here: bool | None = None) -> dict:
+def status_row(tables: dict, cuda_here: bool | None = None) -> dict:
     """One row: whether the recomputing machine had CUDA, which GPU tables exist, whether they are a
-    GPU measurement, the GPU environment they name, a label for figures and the status sentence."""
+    GPU measurement, the GPU environment they name, and the status word (`status_word`)."""
     if cuda_here is None:
         import torch
 
         cuda_here = torch.cuda.is_available()
-    prov, env, real = _meta(tables).get("provenance", {}), _environment(tables), is_gpu_run(tables)
-    here = ("This chapter was recomputed on a machine with a CUDA device" if cuda_here
-            else "This chapter was recomputed on a machine without a CUDA device")
-    if not tables:
-        status = (f"{here}; the GPU measurement did not run here, and no GPU results are committed under "
-                  f"{folder}/. There is nothing to show: no GPU numbers appear in this report.")
-        label = "no GPU tables"
-    elif not real:
-        status = (f"{here}. The tables under {folder}/ come from a code-path check (device "
-                  f"{env.get('device', 'unknown')!r}, smoke run), NOT from a GPU: the figures below only exercise "
-                  "the chapter.")
-        label = f"device {env.get('device', 'unknown')}, smoke run: NOT from a GPU"
-    else:
-        status = (f"{here}; the GPU measurement did not run as part of it. Shown: the committed results measured on "
-                  f"{env.get('gpu')} (driver {env.get('driver')}, CUDA {env.get('cuda_runtime')}, torch "
-                  f"{env.get('torch')}, transformers {env.get('transformers')}) on {env.get('date_utc')}, commit "
-                  f"{prov.get('git_commit')}.")
-        label = f"{env.get('gpu')}, {env.get('date_utc', '')[:10]}"
-    return {"cuda_here": bool(cuda_here), "gpu_tables": " ".join(sorted(tables)) or "none", "real_gpu": real,
-            "gpu": str(env.get("gpu", "")), "driver": str(env.get("driver", "")),
-            "date_utc": str(env.get("date_utc", "")), "device": str(env.get("device", "")), "label": label,
-            "status": status}
+    env, real = _environment(tables), is_gpu_run(tables)
+    row = {"cuda_here": bool(cuda_here), "gpu_tables": " ".join(sorted(tables)) or "none", "real_gpu": real,
+           "gpu": str(env.get("gpu", "")), "driver": str(env.get("driver", "")),
+           "date_utc": str(env.get("date_utc", "")), "device": str(env.get("device", ""))}
+    return {**row, "status": status_word(row)}
+
+
+def _row(status):
+    """A status row from a dict, a table row, or the one-row status table."""
+    return status.iloc[0] if hasattr(status, "columns") else status
+
+
+def status_word(status) -> str:
+    """`MEASURED` for a GPU measurement, `NONE` when no GPU table exists, else `NOT_GPU`, from a
+    status row's ``real_gpu`` and ``gpu_tables`` (a dict, a table row or the one-row status table,
+    as written or read back).  Example: status_word({"real_gpu": False, "gpu_tables": "none"}) -> "none" """
+    row = _row(status)
+    if str(row["real_gpu"]).strip().lower() in ("true", "1"):
+        return MEASURED
+    return NONE if str(row["gpu_tables"]).strip() in ("", "none") else NOT_GPU
+
+
+def found(status) -> set[str]:
+    """The names of the GPU tables a status row (or the one-row status table) lists.
+    Example: found({"gpu_tables": "batch run_summary"}) -> {"batch", "run_summary"}"""
+    return set(str(_row(status)["gpu_tables"]).split()) - {"none"}
+
+
+def protocol_values() -> dict:
+    """The grids `specdec.measure.gpu_sections` sweeps, as the page quotes them (comma-joined): draft
+    lengths k, controlled acceptances alpha, batch sizes, and the compiled mode's k.
+    Example: protocol_values()["k_grid"] -> "1, 2, 3, 4, 6, 8" """
+    text = lambda values: ", ".join(f"{v:g}" for v in values)  # noqa: E731
+    return {"k_grid": text(K_GRID), "alphas": text(ALPHAS), "batches": text(BATCHES), "compiled_k": text(COMPILED_K)}
 
 
 def provenance_rows(tables: dict) -> list[dict]:
@@ -101,9 +117,10 @@ def sections(tables: dict) -> list[dict]:
 
 
 def cost_and_controlled(tables: dict) -> list[dict]:
-    """The figure's table: panel "cost_curve" (x = n, measured = T(n)/T(1), per pair) and panel
-    "controlled" (x = set alpha, measured = median tokens/s / the pair's median baseline tokens/s,
-    predicted = the extended prediction beside it), per pair and k; c: the pair's draft cost."""
+    """The cost and controlled-acceptance table: panel "cost_curve" (x = n, measured = T(n)/T(1),
+    per pair) and panel "controlled" (x = set alpha, measured = median tokens/s / the pair's median
+    baseline tokens/s, predicted = the extended prediction beside it), per pair and k; c: the
+    pair's draft cost."""
     curve, ctrl = tables["cost_curve"], tables["controlled"]
     rows = [dict(panel="cost_curve", pair=r["pair"], x=float(r["n"]), k=None, measured=float(r["ratio"]),
                  predicted=None, c=float(r["c"])) for r in curve.to_dict("records")]
@@ -136,44 +153,3 @@ def pair_speeds(tables: dict) -> list[dict]:
                              tokens_per_s=float(np.median(g["tokens_per_s_total"])),
                              alpha_mle=float(np.median(a)) if len(a) else float("nan"), runs=len(g)))
     return rows
-
-
-def cost_caption(rows, label: str) -> str:
-    """The finding of the cost/controlled figure (rows: `cost_and_controlled`): per pair T(2)/T(1),
-    and the best controlled speedup with where it was measured.
-
-    Example: -> "On H200: verifying 2 tokens costs 1.02 times one for llama; best controlled speedup
-    2.31x (llama, k = 4, alpha 0.9; extended prediction 2.40x)."
-    """
-    rows = records(rows)
-    ratios = "; ".join(f"verifying 2 tokens costs {r['measured']:.2f} times one for {r['pair']}"
-                       for r in rows if r["panel"] == "cost_curve" and r["x"] == 2.0)
-    ctrl = [r for r in rows if r["panel"] == "controlled"]
-    text = f"On {label}: {ratios or 'no 2-token verification measured'}"
-    if ctrl:
-        b = max(ctrl, key=lambda r: r["measured"])
-        text += (f"; best controlled speedup {b['measured']:.2f}x ({b['pair']}, k = {b['k']}, alpha {b['x']:g}; "
-                 f"extended prediction {b['predicted']:.2f}x)")
-    return text + "."
-
-
-def throughput_caption(rows, label: str) -> str:
-    """The finding of the batch figure (rows: `batch_throughput`): per pair, plain decoding's and the
-    best speculative configuration's tokens/s at the largest batch measured.
-
-    Example: -> "On H200, at batch 64: llama plain 5120 tokens/s, best speculative 6100 (k = 2)."
-    """
-    rows = records(rows)
-    if not rows:
-        return f"On {label}: no batch runs."
-    top = max(r["batch"] for r in rows)
-    parts = []
-    for pair in sorted({r["pair"] for r in rows}):
-        at = [r for r in rows if r["pair"] == pair and r["batch"] == top]
-        plain = [r["tokens_per_s"] for r in at if r["k"] == 0]
-        spec = [r for r in at if r["k"] != 0]
-        best = max(spec, key=lambda r: r["tokens_per_s"]) if spec else None
-        parts.append(f"{pair} plain {plain[0]:.0f} tokens/s" if plain else f"{pair} plain not measured")
-        if best:
-            parts[-1] += f", best speculative {best['tokens_per_s']:.0f} (k = {best['k']})"
-    return f"On {label}, at batch {top}: " + "; ".join(parts) + "."

@@ -22,12 +22,12 @@ How a table is compared depends on the kind its sidecar declares (`specdec.io.re
            always, the median ratio recomputed / committed of its rate and time columns is reported
            with its range, so a reader sees how far the machine moved.
 Every table row carries those counts (`timing.COUNTS`, 0 for other kinds) and a chapter's row their
-sums.  A chapter is "differs: <tables>" when a table differs or a committed table was not
-recomputed ("missing"); otherwise "reproduced" when at least one table was compared and all
-compared tables agree, followed by "timing: 20 of 24 intervals overlap, 18 of 24 verdicts agree"
-(and the tables whose row sets differ) when its timing tables compared an interval -- that alone when
-nothing else was compared; else "timing only" when it has nothing but timings, and "not compared"
-when none of its tables could be compared.
+sums.  A chapter's status is one word (`chapter_status`): "differs" when a table differs or a
+committed table was not recomputed ("missing"); otherwise "reproduced" when at least one table was
+compared and all compared tables agree; else "timing" when it has timing tables (its interval and
+verdict counts say what they repeat), "not compared" when none of its tables could be compared, and
+"no reference" without committed results to compare with.  The page's tables and counts are
+`chapter_rows`, `differing`, `chapter_counts` and `table_counts`; the page's sentences are its own.
 
 Example: compare_frames(new, old) -> {"status": "reproduced", "detail": "12 rows, 5 columns equal"}
 """
@@ -43,14 +43,17 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.chapters.reproduction.timing import COUNTS, compare_timing, counts_text
+from specdec.chapters.reproduction.timing import COUNTS, compare_timing
 from specdec.io.paths import BUILD_DIR, ROOT
 from specdec.io.results import read_table
 
-__all__ = ["extract_reference", "compare_frames", "compare_chapter", "chapter_status", "compare_all", "measured",
-           "measured_words"]
+__all__ = ["REPRODUCED", "DIFFERS", "TIMING", "NOT_COMPARED", "NO_REFERENCE", "extract_reference",
+           "compare_frames", "compare_chapter", "chapter_status", "chapter_names", "compare_all", "chapter_verdict",
+           "chapter_rows", "differing", "chapter_counts", "table_counts"]
 
 RTOL, ATOL, Z, LEVEL = 1e-9, 1e-12, 4.0, 1e-3
+REPRODUCED, DIFFERS, TIMING = "reproduced", "differs", "timing"  # a chapter's status words
+NOT_COMPARED, NO_REFERENCE = "not compared", "no reference"
 
 
 def extract_reference(revision: str = "HEAD", into: Path | None = None) -> tuple[Path | None, str]:
@@ -184,25 +187,26 @@ def compare_chapter(new_dir: Path, ref_dir: Path | None) -> list[dict]:
 
 
 def chapter_status(rows: list[dict], have_reference: bool) -> str:
-    """The chapter's verdict from its table rows (module docstring)."""
+    """The chapter's status word from its table rows (module docstring).
+    Example: rows reproduced and timing -> "reproduced"; only timing rows -> "timing" """
     if not have_reference:
-        return "no reference"
-    bad = [r["table"] for r in rows if r["status"] in ("differs", "missing")]
-    if bad:
-        return "differs: " + ", ".join(bad)
-    timing = counts_text({c: sum(r.get(c, 0) for r in rows) for c in COUNTS})
-    if timing:
-        moved = [r["table"] for r in rows if r.get("rows_unmatched", 0)]
-        timing = "timing: " + timing + (f" (row sets differ: {', '.join(moved)})" if moved else "")
-    parts = (["reproduced"] if any(r["status"] == "reproduced" for r in rows) else []) + ([timing] if timing else [])
-    if parts:
-        return "; ".join(parts)
-    return "timing only" if rows and all(r["kind"] == "timing" for r in rows) else "not compared"
+        return NO_REFERENCE
+    if any(r["status"] in ("differs", "missing") for r in rows):
+        return DIFFERS
+    if any(r["status"] == "reproduced" for r in rows):
+        return REPRODUCED
+    return TIMING if any(r["kind"] == "timing" for r in rows) else NOT_COMPARED
 
 
 def _record(d: Path, name: str) -> dict:
     p = Path(d) / name
     return json.loads(p.read_text()) if p.exists() else {}
+
+
+def chapter_names(dirs, exclude: str) -> list[str]:
+    """The names of the chapter folders ``dirs`` (`specdec.report.chapter.chapter_dirs`) but ``exclude``
+    (the reproduction chapter, which does not compare itself)."""
+    return [Path(d).name for d in dirs if Path(d).name != exclude]
 
 
 def compare_all(results_root: Path, chapters: list[str], revision: str = "HEAD") -> tuple[list[dict], list[dict]]:
@@ -227,21 +231,58 @@ def compare_all(results_root: Path, chapters: list[str], revision: str = "HEAD")
                             "sampled_reproduced": sum(r["kind"] == "sampled" and r["status"] == "reproduced"
                                                       for r in rows),
                             "timing": sum(r["kind"] == "timing" for r in rows),
-                            **{c: sum(r[c] for r in rows) for c in COUNTS[:4]}})
+                            **{c: sum(r[c] for r in rows) for c in COUNTS}})
     return tables, summary
 
 
-def measured(summary):
-    """The rows of `compare_all`'s per-chapter summary (a DataFrame) whose timing tables compared an
-    interval: chapter and the four counts.  A summary recorded without the count columns has none."""
-    s = summary.reindex(columns=["chapter", *COUNTS[:4]], fill_value=0)
-    return s[s["intervals_compared"] > 0]
+def chapter_verdict(status: str) -> str:
+    """A recorded chapter status as its word: the current words as they are, and the longer form an
+    older comparison recorded ("reproduced; timing: 4 of 6 intervals overlap", "differs: laws",
+    "timing only") read as the word it begins with.
+    Example: chapter_verdict("differs: laws") -> "differs"; chapter_verdict("timing only") -> "timing" """
+    head = str(status).split(";")[0].split(":")[0].strip()
+    return TIMING if head == "timing only" else head
 
 
-def measured_words(summary) -> str:
-    """`measured` in words, for the page's prose; a summary without the count columns says so.
-    Example: "06_measured_decoding: 20 of 24 intervals overlap, 18 of 24 verdicts agree" """
-    if "intervals_compared" not in summary.columns:
-        return "this recorded comparison holds no interval counts (`make reproduce` records them)"
-    return "; ".join(f"{r['chapter']}: {counts_text(r)}" for r in measured(summary).to_dict("records")) or (
-        "no timing table of this comparison states an interval")
+def _of(a: int, b: int) -> str:
+    return f"{int(a)} of {int(b)}" if b else ""
+
+
+def chapter_rows(summary):
+    """The page's table of `compare_all`'s per-chapter summary (a DataFrame): chapter, verdict
+    (`chapter_verdict`), wall time, and for timing tables that compared an interval "a of b"
+    intervals overlapping and verdicts agreeing (blank where none was compared).  A summary recorded
+    without the count columns has blank counts."""
+    s = summary.reindex(columns=["chapter", "status", "wall_s", *COUNTS[:4]], fill_value=0)
+    return s.assign(verdict=s["status"].map(chapter_verdict),
+                    intervals=[_of(a, b) for a, b in zip(s["intervals_overlap"], s["intervals_compared"])],
+                    verdicts=[_of(a, b) for a, b in zip(s["verdicts_agree"], s["verdicts_compared"])]
+                    )[["chapter", "verdict", "wall_s", "intervals", "verdicts"]]
+
+
+def differing(tables):
+    """The rows of `compare_all`'s per-table list (a DataFrame) that differ or are missing."""
+    return tables[tables["status"].isin(["differs", "missing"])]
+
+
+def chapter_counts(summary) -> dict:
+    """Counts over the per-chapter summary: chapters (``n_chapters``), reproduced ones, those
+    recomputed from a working tree with uncommitted changes (commit ending "+dirty"), the machines
+    they ran on ("<cpu> (<cores> cores)", "; "-joined) and the reference commit's first 12 digits."""
+    machines = summary[["cpu", "cores"]].drop_duplicates()
+    return {"n_chapters": int(len(summary)),
+            "n_reproduced": int((summary["status"].map(chapter_verdict) == REPRODUCED).sum()),
+            "n_dirty": int(summary["commit"].astype(str).str.endswith("+dirty").sum()),
+            "machines": "; ".join(f"{c} ({n} cores)" for c, n in machines.itertuples(index=False)),
+            "reference": (str(summary["reference"].iloc[0])[:12] if len(summary) else "") or "none"}
+
+
+def table_counts(tables) -> dict:
+    """Counts over the per-table list by kind: tables, exact ones and how many reproduced, sampled
+    ones, how many reproduced and how many were not compared (no interval stated), timing ones."""
+    kind, ok = tables["kind"], tables["status"] == "reproduced"
+    return {"n_tables": int(len(tables)), "n_exact": int((kind == "exact").sum()),
+            "n_exact_ok": int(((kind == "exact") & ok).sum()), "n_sampled": int((kind == "sampled").sum()),
+            "n_sampled_ok": int(((kind == "sampled") & ok).sum()),
+            "n_sampled_nc": int(((kind == "sampled") & (tables["status"] == "not compared")).sum()),
+            "n_timing": int((kind == "timing").sum())}

@@ -24,7 +24,7 @@ their verdicts say the same -- and by how far its raw times and rates moved.
              lo -> verdict); a column words the first interval declared with its suffix only (chapter
              06's summary: ``verdict`` words the speedup interval, not the steady one declared after).
              Verdicts are compared on the rows where their interval is, and agree when the words are
-             equal (an older wording read as its current one, `specdec.report.robustness.LEGACY_WORDS`).
+             equal (an older wording read as its current one, `LEGACY_WORDS`).
   ratios     the median recomputed / committed of every rate and time column (names ending ``_s``,
              holding ``per_s``, or starting ``t_``) over the matched rows, with its range: how far the
              machine moved.
@@ -41,12 +41,11 @@ from itertools import takewhile
 
 import numpy as np
 
-from specdec.report.robustness import LEGACY_WORDS
-
-__all__ = ["COUNTS", "SAMPLE_COUNTS", "compare_timing", "labels", "counts_text"]
+__all__ = ["COUNTS", "SAMPLE_COUNTS", "LEGACY_WORDS", "compare_timing", "labels"]
 
 COUNTS = ("intervals_overlap", "intervals_compared", "verdicts_agree", "verdicts_compared", "rows_unmatched")
 SAMPLE_COUNTS = frozenset({"runs", "pairs", "repeats", "resamples", "requests", "rounds"})  # sizes, not design
+LEGACY_WORDS = {"no difference detected at this precision": "undecided"}  # a verdict as older tables word it
 
 
 def labels(new, old, meta) -> list[str] | None:
@@ -138,15 +137,3 @@ def compare_timing(new, old, meta) -> dict:
         parts.append(text)
     parts += [words] if words else []
     return {"status": "timing", "detail": "; ".join(parts + [_ratios(a, b)]), **counts}
-
-
-def counts_text(counts) -> str:
-    """The counts of a table or chapter in words, "" when no interval was compared.
-    Example: counts_text({"intervals_overlap": 20, "intervals_compared": 24, "verdicts_agree": 18,
-    "verdicts_compared": 24}) -> "20 of 24 intervals overlap, 18 of 24 verdicts agree" """
-    if not counts.get("intervals_compared"):
-        return ""
-    text = f"{counts['intervals_overlap']} of {counts['intervals_compared']} intervals overlap"
-    if counts.get("verdicts_compared"):
-        text += f", {counts['verdicts_agree']} of {counts['verdicts_compared']} verdicts agree"
-    return text
