@@ -125,8 +125,8 @@ def test_gof_counts_rejections_per_temperature(summary):
     assert at.gof_scope(at.gof_by_temperature(summary, 1e-9))["gof_rejected_all"] == 0
 
 
-def test_greedy_vs_text_says_whether_the_ranges_overlap(summary):
-    g = at.greedy_vs_text(summary)  # alpha 0.2-0.45, real text 0.5-0.6
+def test_greedy_values_says_whether_the_ranges_overlap(summary):
+    g = at.greedy_values(summary)  # alpha 0.2-0.45, real text 0.5-0.6
     assert (g["greedy_alpha_min"], g["greedy_alpha_max"], g["greedy_real_min"], g["greedy_real_max"]) == (
         0.2, 0.45, 0.5, 0.6)
     assert g["greedy_ranges_overlap"] is False and g["greedy_overlap"] == "disjoint"
@@ -134,9 +134,9 @@ def test_greedy_vs_text_says_whether_the_ranges_overlap(summary):
     assert g["t_high_gap"] == pytest.approx(0.05)
     s = summary.copy()
     s.loc[0, "beta_real_text"] = 0.3
-    g = at.greedy_vs_text(s)
+    g = at.greedy_values(s)
     assert g["greedy_ranges_overlap"] is True and g["greedy_overlap"] == "overlap"
-    assert math.isnan(at.greedy_vs_text(summary[summary["temperature"] > 0])["greedy_alpha_min"])
+    assert math.isnan(at.greedy_values(summary[summary["temperature"] > 0])["greedy_alpha_min"])
 
 
 def test_prediction_check_by_hand(summary):

@@ -100,7 +100,7 @@ def test_timing_intervals_of_an_identical_rerun_all_agree():
     old = _speed(OLD)
     new = _speed([r if r[0] != "k=3" else (*r[:4], "no difference detected at this precision") for r in OLD])
     r = compare_frames(new, old)  # the older wording of "undecided" says the same
-    assert r["status"] == "timing" and _counts(r) == [6, 6, 3, 3, 0] and "row sets differ" not in r["detail"]
+    assert r["status"] == "timing" and _counts(r) == [6, 6, 3, 3, 0] and "rows unmatched" not in r["detail"]
 
 
 def test_timing_intervals_compare_the_matched_rows_when_the_row_sets_differ():
@@ -109,7 +109,7 @@ def test_timing_intervals_compare_the_matched_rows_when_the_row_sets_differ():
     renamed = _speed([OLD[0], OLD[1], OLD[2], ("k=4", *OLD[3][1:])])
     r = compare_frames(renamed, _speed(OLD))
     assert r["status"] == "timing" and _counts(r) == [4, 4, 2, 2, 2]
-    assert "row sets differ: 1 committed rows not recomputed, 1 recomputed rows not committed" in r["detail"]
+    assert "rows unmatched: 1 committed, 1 recomputed; " in r["detail"]
     assert chapter_status([{"table": "summary", "kind": "timing", **r}], True) == "timing"
     shorter = compare_frames(_speed(OLD[:2]), _speed(OLD))  # fewer rows: still reported, not "differs"
     assert shorter["status"] == "timing" and _counts(shorter) == [2, 2, 1, 1, 2]

@@ -16,7 +16,7 @@ rendering from committed results and one recomputing them say the same.
     setting;
   * `position_constancy`: for how many drafts one value lies inside every position's interval;
   * `gof_by_temperature`, `gof_scope`: G-test rejections of the geometric law per temperature, and
-    their counts at temperature 0 (greedy) and above; `greedy_vs_text`: acceptance during greedy
+    their counts at temperature 0 (greedy) and above; `greedy_values`: acceptance during greedy
     generation against greedy agreement on real text, and whether their ranges overlap;
     `prediction_check`: the worst |measured - L_cond| in interval half-widths; `block_vs_token`: block
     against token verification, paired on prompts, and `block_vs_token_values` its counts;
@@ -39,7 +39,7 @@ from specdec.measure.protocol import OUT_OF_REACH, bonferroni, comparison
 from specdec.io.results import records
 
 __all__ = ["token_rows", "shown_draft", "position_rows", "position_constancy", "geometric_rows", "predicted_rows",
-           "alpha_rows", "gof_by_temperature", "gof_scope", "greedy_vs_text", "prediction_check", "block_vs_token",
+           "alpha_rows", "gof_by_temperature", "gof_scope", "greedy_values", "prediction_check", "block_vs_token",
            "block_vs_token_values", "figure_values"]
 
 MORE, FEWER = "more", "fewer"  # block against token verification: tokens per step (the protocol's faster, slower)
@@ -189,7 +189,7 @@ def gof_scope(gof) -> dict:
             "gof_deff_min": float(gof["deff"].min()), "gof_deff_max": float(gof["deff"].max())}
 
 
-def greedy_vs_text(summary, distinct_col: str = "distinct_4gram") -> dict:
+def greedy_values(summary, distinct_col: str = "distinct_4gram") -> dict:
     """Greedy generation against greedy agreement on real text (token rows at temperature 0), and
     the loops: ranges over drafts of alpha_mle and beta_real_text, whether the two ranges overlap,
     the mean distinct n-gram share at temperature 0 and at the highest temperature (t_high_*), and the largest

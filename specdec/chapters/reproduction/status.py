@@ -182,7 +182,7 @@ def compare_chapter(new_dir: Path, ref_dir: Path | None) -> list[dict]:
         done = {r["table"] for r in rows}
         for csv in sorted(Path(ref_dir).glob("*.csv")):
             if csv.stem not in done:
-                add(csv.stem, "", {"status": "missing", "detail": "committed, but the recomputation did not write it"})
+                add(csv.stem, "", {"status": "missing", "detail": "committed, not recomputed"})
     return rows
 
 

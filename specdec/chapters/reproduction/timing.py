@@ -67,15 +67,14 @@ def _match(new, old, meta):
     on = labels(new, old, meta)
     if on is None:
         if len(new) == len(old):
-            return new.reset_index(drop=True), old.reset_index(drop=True), 0, "no labels name the rows: matched in order"
-        return new.iloc[:0], old.iloc[:0], len(new) + len(old), "no labels name the rows: none matched"
+            return new.reset_index(drop=True), old.reset_index(drop=True), 0, "unlabelled rows: matched in order"
+        return new.iloc[:0], old.iloc[:0], len(new) + len(old), "unlabelled rows: none matched"
     m = new[on].assign(_i=range(len(new))).merge(old[on].assign(_j=range(len(old))), on=on, how="outer")
     both = m["_i"].notna() & m["_j"].notna()
     only_old, only_new = int(m["_i"].isna().sum()), int(m["_j"].isna().sum())
     words = f"matched on {', '.join(on)}"
     if only_old or only_new:
-        words += (f"; row sets differ: {only_old} committed rows not recomputed, {only_new} recomputed rows "
-                  f"not committed; the {int(both.sum())} matched rows compared")
+        words += f"; rows unmatched: {only_old} committed, {only_new} recomputed; {int(both.sum())} compared"
     a = new.iloc[m.loc[both, "_i"].astype(int)].reset_index(drop=True)
     b = old.iloc[m.loc[both, "_j"].astype(int)].reset_index(drop=True)
     return a, b, only_old + only_new, words
@@ -105,8 +104,7 @@ def _ratios(a, b) -> str:
     if not ratios:
         return "no comparable timing column"
     q = np.percentile(ratios, [0, 50, 100])
-    return (f"recomputed / committed: median {q[1]:.2f} (range {q[0]:.2f}-{q[2]:.2f}) over {len(ratios)} values; "
-            "not asserted")
+    return f"ratio recomputed / committed: median {q[1]:.2f}, range {q[0]:.2f}-{q[2]:.2f}, n = {len(ratios)}"
 
 
 def compare_timing(new, old, meta) -> dict:
