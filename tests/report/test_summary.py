@@ -1,6 +1,7 @@
 """The front page (specdec.chapters.summary and notebooks/98_summary.ipynb): its numbers agree with the
 chapters' tables counted directly, hand-made tables give hand-counted values, a missing table is an
-error naming it, and the page's deployment code is the code that runs."""
+error naming it, and the page's deployment code is the code that runs (the cost lines on the page,
+the law-harness lines in a test: too slow for the page)."""
 
 import json
 import re
@@ -25,8 +26,9 @@ def test_speed_counts_are_the_summary_tables_verdicts():
     s = pd.read_csv(RESULTS_DIR / "06_measured_decoding" / "summary.csv", comment="#")
     spec = s[s["config"] != "baseline"]
     got = findings.speed()
-    assert got["n_spec"] == len(spec) == got["n_faster"] + got["n_slower"] + got["n_undecided"]
+    assert got["n_spec"] == len(spec) == got["n_faster"] + got["n_slower"] + got["n_undecided"] + got["n_too_few"]
     assert got["n_faster"] == (spec["verdict"] == "faster").sum() and got["n_slower"] == (spec["verdict"] == "slower").sum()
+    assert got["n_undecided"] == (spec["verdict"] == "undecided").sum()  # too few pairs is counted apart
     assert got["gpu_state"] in ("measured", "unmeasured")
 
 
@@ -93,6 +95,17 @@ def test_reference_is_the_stated_setting_and_its_absence_is_an_error(tmp_path):
         front.reference(tmp_path)
 
 
+def test_the_headline_is_the_reference_pooled_over_the_runs_and_its_absence_is_an_error():
+    rows = [{"setting": s, "runs": 4, "speedup": m, "lo_sim": m - 0.1, "hi_sim": m + 0.1, "level_sim": 0.9875,
+             "verdict_sim": v} for s, m, v in (("k=2, batch 1, 128 tokens, greedy", 1.0, "undecided"),
+                                               ("k=2, batch 1, 128 tokens, temperature 1", 1.5, "faster"))]
+    got = front.reference(RESULTS_DIR, pd.DataFrame(rows))
+    assert (got["ref_pooled"], got["ref_pooled_lo"], got["ref_pooled_hi"], got["ref_pooled_verdict"]) == (1.5, 1.4, 1.6, "faster")
+    assert got["ref_speedup"] == front.reference()["ref_speedup"]  # the committed run's, kept apart
+    with pytest.raises(ValueError, match="reference setting"):
+        front.reference(RESULTS_DIR, rows[:1])
+
+
 def test_replicated_counts_the_pooled_verdicts_and_states_the_level_r_runs_carry():
     rows = [{"setting": s, "runs": 3, "speedup": 1.0, "lo_sim": 0.9, "hi_sim": 1.1, "level_sim": 0.99, "verdict_sim": v}
             for s, v in (("a", "faster"), ("b", "undecided"), ("c", "slower"), ("d", "faster"))]
@@ -113,7 +126,8 @@ def test_regime_values_by_hand_and_a_table_without_the_embedded_pair_is_refused(
     curves = pd.DataFrame([{"pair": "embedded + d", "alpha": a, "t2_ratio": 1.2, "c": 0.1, "break_even": 0.3}
                            for a in (0.0, 0.5)] + [{"pair": "big + d", "alpha": 0.0, "t2_ratio": 1.8, "c": 0.02,
                                                     "break_even": float("inf")}])
-    assert [r["pair"] for r in front.regime_rows(curves)] == ["embedded + d", "big + d"]
+    assert [(r["pair"], r["timed"]) for r in front.regime_rows(curves)] == [("embedded + d", "in the loop"),
+                                                                            ("big + d", "cost curve")]
     v = front.regime_values(curves)
     assert (v["t2_embedded"], v["c_embedded"], v["be_embedded"], v["t2_max"]) == (1.2, 0.1, 0.3, 1.8)
     assert v["be_max"] == float("inf")  # no k pays for the big pair
@@ -151,3 +165,32 @@ def test_guide_cells_are_short():
         for cell in row.strip("|").split("|"):
             words = re.sub(r"\{glue:text\}`[^`]*`", "N", cell).split()
             assert len(words) <= 25, cell
+
+
+@pytest.fixture(scope="module")
+def embedded_pair():
+    import torch
+
+    from specdec.family.loader import load_pair
+    target, draft, tok = load_pair("embedded", "draft-distilled", dtype=torch.float32)
+    return target, draft, tok.encode("ROMEO:\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wrong_rule", [None, "always_accept"])
+def test_the_law_harness_lines_shown_run_on_our_engine_and_catch_a_wrong_rule(embedded_pair, wrong_rule):
+    """The box's law-harness lines, run as shown (their n buys power 0.8 at binned TV 0.1: seconds of
+    CPU, too slow for the page, so they run here) with the embedded pair: our engine's token
+    verification is consistent with the target's law; our engine with a wrong rule (every draft
+    kept: the draft's law) is inconsistent."""
+    from specdec.chapters.ch10.audit import NegativeControl
+    from specdec.peers.ours import OursEngine
+
+    shown = [m for md in _cells("markdown") for m in re.findall(r"```python\n(.*?)```", md, re.S)
+             if "specdec.peers" in m]
+    assert len(shown) == 1 and len([ln for ln in shown[0].splitlines() if ln.strip()]) <= 12
+    target, draft, prompt = embedded_pair
+    engine = OursEngine() if wrong_rule is None else NegativeControl(target, draft, wrong_rule)
+    names = {"engine": engine, "target": target, "draft": draft, "prompt": prompt}
+    exec(compile(shown[0], "the front page's law harness", "exec"), names)
+    assert names["verdict"] == ("consistent" if wrong_rule is None else "inconsistent")

@@ -7,14 +7,14 @@ by default), so the page updates itself when they change.
 
   * `exactness`: the largest exact-law error (chapter 02), the frequency tests' design, the correct
     algorithms' smallest p-value and the wrong variants caught;
-  * `speed`: chapter 06's counts of faster / slower / undecided settings, whether GPU tables exist
+  * `speed`: chapter 06's counts of faster / slower / undecided / too-few-pairs settings, whether GPU tables exist
     (07), and `fastest_plain`: our plain decoding against Hugging Face's compiled plain decoding in
     the engine benchmark (its own folder, ``data/results/bench`` by default);
   * `acceptance`: the chosen draft's alpha as chapter 05 measured it (k = K of chapter 05);
   * `guide`: the guide's evidence (batch, temperature, block verification, serving, approximate rules);
   * `scope`: model scale, machine, prompts and rounds of chapter 06's measurements.
 
-Example: speed()["n_spec"] == speed()["n_faster"] + speed()["n_slower"] + speed()["n_undecided"]
+Example: speed()["n_spec"] == sum(speed()[k] for k in ("n_faster", "n_slower", "n_undecided", "n_too_few"))
 """
 
 from __future__ import annotations
@@ -57,15 +57,18 @@ def exactness(root: Path = RESULTS_DIR) -> dict:
 
 
 def speed(root: Path = RESULTS_DIR, bench: Path = RESULTS_DIR / "bench") -> dict:
-    """Chapter 06's speculative settings by verdict (each a paired 95% interval); ``gpu_state``:
+    """Chapter 06's speculative settings by verdict (each a paired 95% interval): faster, slower,
+    too few pairs for the level (no interval could decide: counted apart, never as undecided) and
+    undecided (the rest); ``gpu_state``:
     "measured" when chapter 07 holds GPU tables, else "unmeasured"; and `fastest_plain` of the engine
     benchmark under ``bench``."""
     s = _t(root, "dec", "summary")
     spec = s[s["config"] != "baseline"]
+    few = spec["verdict"].astype(str).str.startswith("too few pairs")
     status = records(_t(root, "gpu", "status"))[0]
     return {"n_spec": int(len(spec)), "n_faster": int((spec["verdict"] == "faster").sum()),
-            "n_slower": int((spec["verdict"] == "slower").sum()),
-            "n_undecided": int((~spec["verdict"].isin(["faster", "slower"])).sum()),
+            "n_slower": int((spec["verdict"] == "slower").sum()), "n_too_few": int(few.sum()),
+            "n_undecided": int((~spec["verdict"].isin(["faster", "slower"]) & ~few).sum()),
             "gpu_state": "measured" if bool(status["real_gpu"]) else "unmeasured", **fastest_plain(bench)}
 
 

@@ -3,13 +3,19 @@
 
   * `engines_values`: chapter 10's law tests counted over the rows that tested what they name;
   * `reference`: chapter 06's reference setting, stated before the lean runs (k = K_REF, temperature
-    1, batch 1, the longest output): the headline, rather than the best of many (the winner's curse);
+    1, batch 1, the longest output): the headline, rather than the best of many (the winner's curse),
+    pooled over the runs when `primary_rows` are given (the committed run is one of them, not the
+    headline: the run a reader sees first should not be whichever run came out best);
   * `primary_rows` and `replicated`: chapter 06's primary comparisons pooled over its runs in fresh
     processes (`specdec.chapters.ch06.replication`), and what they decided;
   * `rerun_rows`: the committed run against each committed re-run, verdicts counted over the words
     both runs could give (`specdec.report.robustness.agreement`);
   * `regimes`, `regime_rows`, `regime_values`: chapter 06's best speed ratio over k against alpha per
-    pair, with its break-even alpha (the front page's figure, `specdec.report.plotting.regimes`).
+    pair, with its break-even alpha (the front page's figure, `specdec.report.plotting.regimes`), and
+    where each pair's costs were timed: the embedded pair's as the decoding loop runs its forwards
+    (`specdec.measure.prediction.regime_inputs`: the target right after a draft forward, the draft's
+    first forward after a verification), which is what the loop pays and differs from chapter 06's
+    curve timed back to back before the runs; each real-size shape's from its own cost curve.
 
 Example: reference(root)["ref_speedup"] -> the median speedup of k=2, batch 1, 128 tokens, temperature 1.
 """
@@ -72,10 +78,12 @@ def engines_values(root: Path = RESULTS_DIR) -> dict:
             "engines_vllm_greedy_same": sum(r["identical"] == r["samples"] for r in greedy)}
 
 
-def reference(root: Path = RESULTS_DIR) -> dict:
+def reference(root: Path = RESULTS_DIR, primary=None) -> dict:
     """Chapter 06's reference setting, stated before the lean runs (after exploratory eager runs):
     k = K_REF drafts, temperature 1, batch 1, the longest output length; its speedup with interval and
-    verdict, and its acceptance while decoding."""
+    verdict in the committed run, and its acceptance while decoding.  With ``primary`` (`primary_rows`,
+    a DataFrame or rows) also its pooled median, simultaneous interval and verdict (``ref_pooled*``);
+    a reference that is not one primary comparison is an error."""
     p = _params(root, "dec")
     s = _t(root, "dec", "summary")
     k, L = int(p["K_REF"]), int(max(p["OUTPUT_LENS"]))
@@ -84,8 +92,17 @@ def reference(root: Path = RESULTS_DIR) -> dict:
         raise ValueError(f"chapter 06's summary has {len(sel)} rows for its reference configuration k={k}, temperature 1, "
                          f"batch 1, {L} tokens (one expected)")
     r = records(sel)[0]
-    return {"ref_k": k, "ref_len": L, "ref_speedup": float(r["speedup"]), "ref_lo": float(r["speedup_lo"]),
-            "ref_hi": float(r["speedup_hi"]), "ref_verdict": str(r["verdict"]), "ref_alpha": float(r["alpha_mle"])}
+    out = {"ref_k": k, "ref_len": L, "ref_speedup": float(r["speedup"]), "ref_lo": float(r["speedup_lo"]),
+           "ref_hi": float(r["speedup_hi"]), "ref_verdict": str(r["verdict"]), "ref_alpha": float(r["alpha_mle"])}
+    if primary is None:
+        return out
+    label = config_text({"config": f"k={k}", "batch": 1, "output_len": L, "temperature": 1.0})
+    pooled = [p for p in (records(primary) if hasattr(primary, "columns") else primary) if p["setting"] == label]
+    if len(pooled) != 1:
+        raise ValueError(f"the primary comparisons hold {len(pooled)} rows for the reference setting {label!r} (one expected)")
+    p = pooled[0]
+    return {**out, "ref_pooled": float(p["speedup"]), "ref_pooled_lo": float(p["lo_sim"]),
+            "ref_pooled_hi": float(p["hi_sim"]), "ref_pooled_verdict": str(p["verdict_sim"])}
 
 
 def primary_rows(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> list[dict]:
@@ -132,8 +149,11 @@ def regimes(root: Path = RESULTS_DIR) -> tuple:
 
 
 def regime_rows(curves) -> list[dict]:
-    """One row per pair of a ``regimes`` table: T(2)/T(1), c and the break-even alpha (inf: no k pays)."""
-    return [{"pair": r["pair"], "t2_ratio": float(r["t2_ratio"]), "c": float(r["c"]), "break_even": float(r["break_even"])}
+    """One row per pair of a ``regimes`` table: where its costs were timed ("in the loop" for the
+    embedded pair, "cost curve" for a real-size shape: module docstring), T(2)/T(1), c and the
+    break-even alpha (inf: no k pays)."""
+    return [{"pair": r["pair"], "timed": "in the loop" if str(r["pair"]).startswith("embedded") else "cost curve",
+             "t2_ratio": float(r["t2_ratio"]), "c": float(r["c"]), "break_even": float(r["break_even"])}
             for r in records(curves.drop_duplicates("pair"))]
 
 
