@@ -145,7 +145,8 @@ def test_measured_table_orders_rows_and_writes_each_estimate_with_its_interval(s
 def test_speed_values(speed):
     v = tables.speed_values(speed, 1.0)
     assert (v["tok_speed"], v["tok_lo"], v["tok_verdict"], v["tok_verdict_sim"]) == (1.1, 1.05, "faster", "undecided")
-    assert (v["best_speed"], v["best_family"], v["best_verdict"]) == (1.4, "approximate", "faster")
+    assert (v["best_speed"], v["best_algorithm"], v["best_family"], v["best_verdict"]) == (
+        1.4, "typical", "approximate", "faster")
     assert (v["n_faster"], v["n_slower"], v["n_speed"], v["n_family"]) == (2, 1, 3, 4)  # 0.7 is another temperature
 
 

@@ -40,6 +40,14 @@ def test_the_break_even_table_names_the_direction_and_reads_ends_outside_the_ran
     assert list(t["95% interval"]) == ["[< 1, > 256]", "[40, > 256]", "[4, 64]"]
     assert list(t["resamples never crossing"]) == ["3%", "90%", "0%"]
     assert list(t["lightest to heaviest"]) == ["gains", "undecided", "loses"]
+    # only an interval reaching past both ends of the tested rates leaves the break-even unresolved
+    assert list(t["state"]) == ["unresolved", "resolved", "resolved"] and t.shape[1] <= 7
+    assert tables.break_even_values(be, "fixed") == {"be_n": 3, "be_unresolved": 1, "be_fixed": "unresolved"}
+    assert tables.break_even_values(be, "down")["be_fixed"] == "resolved"
+
+
+def test_rates_read_as_integers_where_they_are():
+    assert tables.rate_list([1.0, 4.0, 256.0]) == "1, 4, 256" and tables.rate_list([0.5]) == "0.5"
 
 
 def test_each_policy_is_one_row_with_a_cell_per_rate():
@@ -78,10 +86,12 @@ def test_the_glued_values_are_counts_numbers_and_one_word_verdicts():
     assert v["half_width_median"] == pytest.approx(0.11) and v["pairs"] == 6
     assert (v["sim_pairs"], v["sim_level"]) == (7, pytest.approx(97.5))  # 1 - 2/2^7 >= 97.5% > 1 - 2/2^6
     assert v["pred_fixed"] == 1.3 and v["pred_rel"] == "above"
+    assert (v["pred_median"], v["pred_verdict"]) == (1.0, "undecided")  # the prediction is set beside the median
     assert v["ttft_verdict"] == "mixed" and v["ttft_spec_lo_ms"] == pytest.approx(30.0)  # one policy is quicker
     assert v["la_k_heavy"] == pytest.approx(0.2)
     assert tables.serving_values(speed, lat.assign(ttft_p95_s=[0.04, 0.05, 0.06]), NONE)["ttft_verdict"] == "longer"
-    assert all(isinstance(x, (int, float)) or x in ("above", "below", "inside", "longer", "mixed") for x in v.values())
+    assert all(isinstance(x, (int, float)) or x in ("above", "below", "inside", "longer", "mixed",
+                                                                          "undecided") for x in v.values())
 
 
 def test_the_checks_count_cancelled_and_other_requests_apart():

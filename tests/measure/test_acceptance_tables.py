@@ -159,7 +159,8 @@ def test_block_vs_token_is_paired_on_prompts(summary):
     assert ng["gain"] == pytest.approx(float(np.median([2.3 / 1.8, 2.7 / 2.2, 2.4 / 2.0, 2.6 / 2.1])))
     assert ds["words"] == "undecided" and ds["lo"] <= 1 <= ds["hi"]
     v = at.block_vs_token_values(at.block_vs_token(twice))
-    assert (v["bt_n"], v["bt_more"], v["bt_fewer"], v["bt_more_sim"], v["bt_short_sim"]) == (2, 1, 0, 1, 0)
+    assert (v["bt_n"], v["bt_more"], v["bt_fewer"], v["bt_more_sim"], v["bt_short"], v["bt_short_sim"]) == (
+        2, 1, 0, 1, 0, 0)
     assert v["bt_level_sim"] == pytest.approx(0.975) and v["bt_max"] == pytest.approx(ng["gain"])
 
 
@@ -169,7 +170,7 @@ def test_block_vs_token_refuses_a_level_four_prompts_cannot_reach(summary):
     rows = {r["draft"]: r for r in at.block_vs_token(summary)}
     assert rows["ngram"]["words"] == rows["ngram"]["words_sim"] == "too few pairs for this level"
     v = at.block_vs_token_values(at.block_vs_token(summary))
-    assert (v["bt_more"], v["bt_more_sim"], v["bt_short_sim"]) == (0, 0, 2)
+    assert (v["bt_more"], v["bt_more_sim"], v["bt_short"], v["bt_short_sim"]) == (0, 0, 2, 2)
 
 
 def test_derived_tables_survive_the_results_round_trip(summary, tmp_path):

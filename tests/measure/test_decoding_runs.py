@@ -340,8 +340,9 @@ def test_the_pages_tables_and_counts_hand_worked():
     assert decide(rule, "b")[1]["forced"] == "(forced by DRAFT; the rule chose a)"
     assert decide(rule, "nope")[0] == "a"  # not a candidate: the rule's choice stands
     out = "too few pairs for this level"
-    assert page.dynamic_values([{"verdict": "faster"}, {"verdict": "slower"}, {"verdict": out}]) == {
-        "dyn_n": 3, "dyn_faster": 1, "dyn_slower": 1, "dyn_short": 1}
+    assert page.dynamic_values([{"verdict": "faster"}, {"verdict": "slower"}, {"verdict": out},
+                                {"verdict": "undecided"}]) == {
+        "dyn_n": 4, "dyn_faster": 1, "dyn_slower": 1, "dyn_undecided": 1, "dyn_short": 1}
     drafts = [{"draft": "x", "speedup": 1.1, "speedup_lo": 1.0, "speedup_hi": 1.2, "verdict": "undecided",
                "chosen": False, "rule_predicted": 1.0, "beta": 0.5, "c": 0.1},
               {"draft": "a", "speedup": 0.9, "speedup_lo": 0.8, "speedup_hi": 0.95, "verdict": "slower",
@@ -361,7 +362,9 @@ def test_the_pages_tables_and_counts_hand_worked():
     assert low.shape[1] <= 7
     regimes = pr.regime_rows({"flat": ({1: 1.0, 2: 1.0}, 0.1), "steep": ({1: 1.0, 2: 2.0}, 0.1)}, [0.5, 1.0], 1)
     r = page.regime_table(regimes)
-    assert r["pair"].tolist() == ["flat", "steep"] and r.iloc[:, 3].tolist() == ["0.10", "none"]
+    assert r["pair"].tolist() == ["flat", "steep"] and r.iloc[:, 4].tolist() == ["0.100", "none"]
+    assert r["$T(2)/T(1)$"].tolist() == ["1.000", "2.000"]  # fixed decimals: "1.000", never "1"
+    assert r["costs timed"].tolist() == ["cost curve", "cost curve"]
 
 
 def test_tokens_per_step_is_per_row_at_every_batch():
@@ -442,5 +445,7 @@ def test_a_miss_is_explained_only_when_its_measured_term_closes_it():
     both = ds.prediction_summary(closed) + ds.prediction_summary([{**x, "config": "k=4"} for x in open_])
     v = page.prediction_values(both, 0.10)
     assert (v["n_miss"], v["n_miss_forwards"], v["n_miss_spread"], v["n_closed"]) == (2, 2, 0, 1)
+    row = page.miss_table(both, 0.10).iloc[0]  # the page's table of the same counts, one row
+    assert (row["misses"], row["on the forwards"], row["on the spread"], row["closed re-priced"]) == (2, 2, 0, 1)
     assert {r["reason"] for r in both} == {"verification forwards"}
     assert page.prediction_values(ds.prediction_summary(old), 0.10)["n_closed"] == 0

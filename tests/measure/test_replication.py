@@ -95,7 +95,7 @@ def test_chapter_06_pools_only_runs_of_the_same_sweep(tmp_path):
     shown = rep.primary_shown(table, summary)
     assert shown.shape == (1, 7) and shown["pooled verdict"].tolist() == ["faster"]
     assert shown["setting"].tolist() == ["k=2, batch 1, 128 tokens, temperature 1"]
-    assert shown["95% interval"].tolist() == ["[1.100, 1.300]"] and shown["this run"].tolist() == [1.2]
+    assert shown["95% interval"].tolist() == ["[1.100, 1.300]"] and shown["this run"].tolist() == ["1.200"]
     with pytest.raises(ValueError, match="not among the runs"):
         rep.pooled_table(runs, [[4, 1.0, 128, 1]])
     with pytest.raises(ValueError, match="distinct primary"):
@@ -132,7 +132,8 @@ def test_each_run_on_its_own_says_whether_the_headline_reproduced(tmp_path):
         (3, 4, 2, 3), (2, 4, 2, -1)]  # 1.0 and 1.05 within 10% of 1; b has no steps-based column
     assert rec[0]["fwd_min"] == 0.9 and rec[0]["fwd_max"] == 1.2 and rec[0]["wall_min"] == 10
     v = rep.record_values(rec)
-    assert v == {"record_n": 2, "ref_overlap": "overlap", "primary_agree": 1}
+    assert v == {"record_n": 2, "ref_overlap": "overlap", "primary_agree": 1, "pred_within_min": 2,
+                 "pred_within_max": 3}
     # the control: a run whose reference interval lies apart from the others' is caught
     far = rep.record_values(rep.runs_record({"a": tmp_path / "a", "c": tmp_path / "c"}, ref=primary[0],
                                             primary=primary, tolerance=0.1))

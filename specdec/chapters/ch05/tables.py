@@ -222,7 +222,8 @@ def prediction_check(summary) -> dict:
 
 def block_vs_token_values(rows, level: float = 0.95) -> dict:
     """Counts over the block-vs-token comparisons (`block_vs_token` rows): settings ``bt_n``, with more
-    and fewer tokens per step at each one's own ``level`` (``bt_more``, ``bt_fewer``) and with the
+    and fewer tokens per step at each one's own ``level`` (``bt_more``, ``bt_fewer``; ``bt_short``: too
+    few prompts for that level) and with the
     simultaneous intervals over all settings (``bt_more_sim``, ``bt_fewer_sim``; ``bt_short_sim``: the
     settings whose prompts cannot reach the simultaneous level ``bt_level_sim``), and the range of the
     median gains.  Example: verdicts more, undecided -> bt_n 2, bt_more 1, bt_fewer 0"""
@@ -230,6 +231,7 @@ def block_vs_token_values(rows, level: float = 0.95) -> dict:
     g = [r["gain"] for r in rows]
     count = lambda col, word: sum(r[col] == word for r in rows)  # noqa: E731
     return {"bt_n": len(rows), "bt_more": count("words", MORE), "bt_fewer": count("words", FEWER),
+            "bt_short": count("words", OUT_OF_REACH),
             "bt_more_sim": count("words_sim", MORE), "bt_fewer_sim": count("words_sim", FEWER),
             "bt_short_sim": count("words_sim", OUT_OF_REACH),
             "bt_level_sim": bonferroni(level, len(rows)) if rows else float("nan"),

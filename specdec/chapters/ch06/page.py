@@ -18,12 +18,18 @@ from specdec.measure.protocol import FASTER, ONE_RUN, OUT_OF_REACH, SLOWER, UNDE
 from specdec.report.formatting import interval_column, temperature_text
 
 __all__ = ["curve_values", "curve_drift", "breakdown_values", "sweep_values", "pairs_needed", "prediction_values",
-           "dynamic_values", "draft_values", "draft_table", "unfavourable", "regime_table", "hf_table",
-           "INTERVAL", "SHORT"]
+           "miss_table", "dynamic_values", "draft_values", "draft_table", "unfavourable", "regime_table",
+           "hf_table", "INTERVAL", "SHORT", "DIGITS"]
 
 INTERVAL = "95% interval"  # the header of an interval column
+DIGITS = 3  # decimals of a speedup, a cost ratio and their interval ends: one fixed number per column
 SHORT = (OUT_OF_REACH, ONE_RUN)  # the verdicts of a comparison whose pairs cannot reach the level
 OUTSIDE_FORWARDS = ("draft bookkeeping", "process + verify", "rollback", "other")  # work outside any model forward
+
+
+def _fixed(values, digits: int = DIGITS) -> list[str]:
+    """Numbers as text with ``digits`` decimals ("1.200", not "1.2"), blank where missing."""
+    return ["" if v is None or v != v else f"{float(v):.{digits}f}" for v in values]
 
 
 def _count(rows, *words, col: str = "verdict") -> int:
@@ -107,12 +113,25 @@ def prediction_values(pred, tolerance: float) -> dict:
             "n_closed": sum(bool(r.get("explained", False)) for r in miss)}
 
 
+def miss_table(pred, tolerance: float) -> pd.DataFrame:
+    """The cost model's predictions as one row of counts (`prediction_values`), so that the page
+    reads right for any count, zero included: within ``tolerance`` with the calibrated curve and
+    with the isolated curve alone, the misses, those on the verification forwards, those the
+    in-loop re-pricing closes, and those on the pairs' spread."""
+    v = prediction_values(pred, tolerance)
+    return pd.DataFrame([{"within, calibrated": v["n_pred_within"],
+                          "within, uncalibrated": v["n_pred_within_isolated"], "misses": v["n_miss"],
+                          "on the forwards": v["n_miss_forwards"], "closed re-priced": v["n_closed"],
+                          "on the spread": v["n_miss_spread"]}])
+
+
 def dynamic_values(dyn) -> dict:
-    """How many cells the dynamic rule was faster / slower than the best fixed k, and in how many
-    the pairs were too few for an interval at 95% (a `summary.dynamic_vs_fixed` table)."""
+    """How many cells the dynamic rule was faster / slower than the best fixed k, undecided, and in
+    how many the pairs were too few for an interval at 95% (a `summary.dynamic_vs_fixed` table):
+    the four counts add up to the cells."""
     rows = records(dyn)
     return {"dyn_n": len(rows), "dyn_faster": _count(rows, FASTER), "dyn_slower": _count(rows, SLOWER),
-            "dyn_short": _count(rows, *SHORT)}
+            "dyn_undecided": _count(rows, UNDECIDED), "dyn_short": _count(rows, *SHORT)}
 
 
 def draft_values(by_draft, rule) -> dict:
@@ -128,9 +147,9 @@ def draft_table(by_draft) -> pd.DataFrame:
     """The draft comparison as the page shows it: beta, c and the rule's a-priori prediction beside
     the measured speedup, its interval and verdict, fastest first."""
     t = pd.DataFrame(records(by_draft)).sort_values("speedup", ascending=False)
-    return pd.DataFrame({"draft": t["draft"], "beta": t["beta"], "c": t["c"],
-                         "predicted a priori": t["rule_predicted"], "speedup": t["speedup"],
-                         INTERVAL: interval_column(t, "speedup_lo", "speedup_hi"), "verdict": t["verdict"]})
+    return pd.DataFrame({"draft": t["draft"], "beta": _fixed(t["beta"]), "c": _fixed(t["c"]),
+                         "predicted a priori": _fixed(t["rule_predicted"]), "speedup": _fixed(t["speedup"]),
+                         INTERVAL: interval_column(t, "speedup_lo", "speedup_hi", DIGITS), "verdict": t["verdict"]})
 
 
 def unfavourable(summary) -> pd.DataFrame:
@@ -139,20 +158,27 @@ def unfavourable(summary) -> pd.DataFrame:
     t = pd.DataFrame(records(summary))
     t = t[(t["config"] != "baseline") & (t["speedup"] < 1)].sort_values("speedup")
     return pd.DataFrame({"config": t["config"], "temperature": [temperature_text(x, "") for x in t["temperature"]],
-                         "output_len": t["output_len"], "batch": t["batch"], "speedup": t["speedup"],
-                         INTERVAL: interval_column(t, "speedup_lo", "speedup_hi"), "verdict": t["verdict"]})
+                         "output_len": t["output_len"], "batch": t["batch"], "speedup": _fixed(t["speedup"]),
+                         INTERVAL: interval_column(t, "speedup_lo", "speedup_hi", DIGITS), "verdict": t["verdict"]})
 
 
 def regime_table(regimes) -> pd.DataFrame:
-    """One row per pair of a `prediction.regime_rows` table: T(2)/T(1), c, and the break-even alpha
-    (the smallest at which some k pays; infinite when none does)."""
+    """One row per pair of a `prediction.regime_rows` table: where its costs were timed, T(2)/T(1),
+    c, and the break-even alpha (the smallest at which some k pays; "none" when none does).  The
+    embedded pair's costs are those of the loop (`prediction.regime_inputs`: the target right after
+    a draft forward, the draft's first forward after a verification), not the curve timed before
+    the runs; a real-size shape's are its cost curve's."""
     t = pd.DataFrame(records(regimes)).drop_duplicates("pair")
-    return pd.DataFrame({"pair": t["pair"], "$T(2)/T(1)$": t["t2_ratio"], "c": t["c"],
-                         r"break-even $\alpha$": ["none" if v == np.inf else f"{v:.2f}" for v in t["break_even"]]})
+    return pd.DataFrame({"pair": t["pair"],
+                         "costs timed": ["in the loop" if str(p).startswith("embedded") else "cost curve"
+                                         for p in t["pair"]],
+                         "$T(2)/T(1)$": _fixed(t["t2_ratio"]), "$c$": _fixed(t["c"]),
+                         r"break-even $\alpha$": ["none" if v == np.inf else f"{v:.{DIGITS}f}"
+                                                   for v in t["break_even"]]})
 
 
 def hf_table(hf) -> pd.DataFrame:
     """`summary.hf_summary` rows as the page shows them: ratio, interval, verdict and pairs."""
     t = pd.DataFrame(records(hf))
-    return pd.DataFrame({"comparison": t["comparison"], "ratio": t["median"],
-                         INTERVAL: interval_column(t, "lo", "hi"), "verdict": t["verdict"], "pairs": t["pairs"]})
+    return pd.DataFrame({"comparison": t["comparison"], "ratio": _fixed(t["median"]),
+                         INTERVAL: interval_column(t, "lo", "hi", DIGITS), "verdict": t["verdict"], "pairs": t["pairs"]})

@@ -49,7 +49,7 @@ SWEEP_PARAMETERS = ("MODE", "DTYPE", "THREADS", "SEED", "PROMPT_LEN", "TEMPERATU
 MAX_PRIMARY = 5
 SETTING = CELL + ("config",)
 RECORD_COLUMNS = {"run": None, "wall_min": "wall (min)", "reference": "reference (95%)",
-                  "within": "cost model within (+ closed in the loop)", "forward": "in-loop / curve"}
+                  "within": "cost model within (+ closed)", "forward": "in-loop / curve"}
 
 
 def _signature(meta: dict) -> tuple:
@@ -130,10 +130,12 @@ def runs_record(folders: dict, *, ref, primary, tolerance: float) -> list[dict]:
 def record_values(record) -> dict:
     """From `runs_record`: how many runs, whether their reference intervals share a point
     ("overlap", else "disjoint"), and how many primary comparisons get the same within-run
-    verdict in every run."""
+    verdict in every run; the fewest and most configurations the cost model predicts within its
+    tolerance in one run (every run's own tables)."""
     rows = records(record)
     words = [r["primary_words"].split(", ") for r in rows]
-    return {"record_n": len(rows),
+    return {"record_n": len(rows), "pred_within_min": int(min(r["pred_within"] for r in rows)),
+            "pred_within_max": int(max(r["pred_within"] for r in rows)),
             "ref_overlap": "overlap" if max(r["ref_lo"] for r in rows) <= min(r["ref_hi"] for r in rows) else "disjoint",
             "primary_agree": sum(len(set(w)) == 1 for w in zip(*words))}
 
@@ -238,8 +240,8 @@ def primary_shown(table, summary) -> pd.DataFrame:
     summ = {tuple(r[k] for k in SETTING): r for r in records(summary)}
     one = pd.DataFrame([summ[tuple(r[k] for k in SETTING)] for r in prim])
     pooled = pd.DataFrame(prim)
-    return pd.DataFrame({"setting": [config_text(r) for r in prim], "this run": one["speedup"].to_numpy(),
+    return pd.DataFrame({"setting": [config_text(r) for r in prim], "this run": [f"{v:.3f}" for v in one["speedup"]],
                          "95% interval": interval_column(one, "speedup_lo", "speedup_hi"),
-                         "verdict": one["verdict"].to_numpy(), "pooled": pooled["speedup"].to_numpy(),
+                         "verdict": one["verdict"].to_numpy(), "pooled": [f"{v:.3f}" for v in pooled["speedup"]],
                          "simultaneous interval": interval_column(pooled, "lo_sim", "hi_sim"),
                          "pooled verdict": pooled["verdict_sim"].to_numpy()})

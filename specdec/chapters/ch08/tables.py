@@ -185,7 +185,7 @@ def measured_table(speed, quality):
 
 def speed_values(speed, temperature: float) -> dict:
     """At ``temperature``: token verification's speedup (median, interval, verdict and simultaneous
-    verdict), the fastest algorithm's with its family, how many comparisons are faster and slower by their interval, and
+    verdict), the fastest algorithm's with its name and family, how many comparisons are faster and slower by their interval, and
     how many comparisons the simultaneous intervals cover (every temperature: n_family)."""
     at = speed[speed["temperature"] == temperature]
     best = at.loc[at["speedup_median"].idxmax()]
@@ -193,6 +193,7 @@ def speed_values(speed, temperature: float) -> dict:
     return {"tok_speed": float(tok["speedup_median"]), "tok_lo": float(tok["speedup_lo"]),
             "tok_hi": float(tok["speedup_hi"]), "tok_verdict": str(tok["verdict"]),
             "tok_verdict_sim": str(tok["verdict_sim"]),
+            "best_algorithm": str(best["algorithm"]),
             "best_family": "lossless" if bool(best["lossless"]) else "approximate",
             "best_speed": float(best["speedup_median"]), "best_lo": float(best["speedup_lo"]),
             "best_hi": float(best["speedup_hi"]), "best_verdict": str(best["verdict"]),

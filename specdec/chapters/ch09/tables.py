@@ -18,8 +18,11 @@ from specdec.chapters.ch09.vllm import law_of, label_of
 from specdec.measure.protocol import FASTER, HALF_WIDTH, LEVEL, SLOWER, bonferroni, max_level, pairs_for_level
 from specdec.report.robustness import NOT_EXACT
 
-__all__ = ["tidy_runs", "latency_table", "memory_table", "speed_table", "break_even_table", "trend", "serving_values",
-           "check_values", "memory_values", "vllm_table", "vllm_values", "beside"]
+__all__ = ["tidy_runs", "latency_table", "memory_table", "speed_table", "break_even_table", "break_even_state",
+           "break_even_values", "trend", "serving_values", "rate_list", "check_values", "memory_values", "vllm_table",
+           "vllm_values", "beside", "RESOLVED", "UNRESOLVED"]
+
+RESOLVED, UNRESOLVED = "resolved", "unresolved"  # whether a break-even's interval locates it in the tested range
 
 MIB = 2.0 ** 20
 _LAT = ["mean_running", "serve_tokens_per_s", "goodput_tokens_per_s", "e2e_mean_s", "e2e_p99_s", "ttft_p95_s",
@@ -90,6 +93,26 @@ def _rate(x: float, rates) -> str:
     return f"{x:.3g}"
 
 
+def rate_list(rates) -> str:
+    """Arrival rates as a reader reads them, integers without a decimal point.
+    Example: rate_list([1.0, 4.0, 0.5]) -> "1, 4, 0.5" """
+    return ", ".join(f"{float(r):g}" for r in rates)
+
+
+def break_even_state(lo: float, hi: float) -> str:
+    """`UNRESOLVED` when a break-even's interval reaches beyond both ends of the tested rates (its
+    ends -inf and +inf: the data place it nowhere in the range), else `RESOLVED`."""
+    return UNRESOLVED if lo == -math.inf and hi == math.inf else RESOLVED
+
+
+def break_even_values(be: pd.DataFrame, fixed: str) -> dict:
+    """How many policies' break-evens are `UNRESOLVED` (`break_even_state`), of how many, and the
+    state of the ``fixed`` policy's."""
+    states = dict(zip(be["policy"], (break_even_state(a, b) for a, b in zip(be["lo"], be["hi"]))))
+    return {"be_n": len(states), "be_unresolved": sum(v == UNRESOLVED for v in states.values()),
+            "be_fixed": states.get(fixed, UNRESOLVED)}
+
+
 def trend(speed: pd.DataFrame, policy: str) -> str:
     """"gains" / "loses" when the policy's interval at the heaviest rate lies wholly above / below its
     interval at the lightest, else "undecided"."""
@@ -100,15 +123,17 @@ def trend(speed: pd.DataFrame, policy: str) -> str:
 
 
 def break_even_table(be: pd.DataFrame, speed: pd.DataFrame) -> pd.DataFrame:
-    """Per policy: the direction its median speedup crosses 1 in ("falling": it pays at the lightest
-    rate, "rising": it does not), the rate where it does ("> heaviest" when it never does) with the
-    bootstrap interval, the share of resamples that never cross, and its `trend`."""
+    """Per policy: the direction its median speedup crosses 1 in ("falling": its median is above 1
+    at the lightest rate, "rising": it is not), the rate where it does ("> heaviest" when it never
+    does) with the bootstrap interval and its `break_even_state`, the share of resamples that never
+    cross, and its `trend`."""
     rates = sorted(speed["rate"].unique())
     return pd.DataFrame({
         "policy": be["policy"],
         "median crosses 1": be["direction"].map({"falls": "falling", "rises": "rising"}),
         "break-even (requests/s)": [_rate(x, rates) for x in be["break_even_rate"]],
         "95% interval": [f"[{_rate(a, rates)}, {_rate(b, rates)}]" for a, b in zip(be["lo"], be["hi"])],
+        "state": [break_even_state(a, b) for a, b in zip(be["lo"], be["hi"])],
         "resamples never crossing": [f"{100 * x:.0f}%" for x in be["share_no_crossing"]],
         "lightest to heaviest": [trend(speed, p) for p in be["policy"]]})
 
@@ -116,8 +141,8 @@ def break_even_table(be: pd.DataFrame, speed: pd.DataFrame) -> pd.DataFrame:
 def serving_values(speed: pd.DataFrame, lat: pd.DataFrame, baseline: str) -> dict:
     """Glue values of the speed comparison: counts by verdict, the interval half-width against the
     protocol's aim, what a statement simultaneous over all comparisons would need, the idealized
-    prediction for the fixed policy at the lightest rate (and "above" / "below" / "inside" its
-    measured interval), time to first token at the lightest rate ("longer" when every speculative
+    prediction for the fixed policy at the lightest rate beside its measured median and verdict (and
+    "above" / "below" / "inside" its measured interval), time to first token at the lightest rate ("longer" when every speculative
     policy's exceeds plain decoding's, else "mixed"), and the load-aware rule at the heaviest rate."""
     lo_rate, hi_rate = speed["rate"].min(), speed["rate"].max()
     base = lat[lat["policy"] == baseline].set_index("rate")
@@ -135,6 +160,7 @@ def serving_values(speed: pd.DataFrame, lat: pd.DataFrame, baseline: str) -> dic
     if fixed:
         f = fixed[0]
         out.update(pred_fixed=f["predicted_batch1"], pred_lo=f["latency_lo"], pred_hi=f["latency_hi"],
+                   pred_median=f["latency_speedup"], pred_verdict=f["verdict"],
                    pred_rel="above" if f["predicted_batch1"] > f["latency_hi"] else
                    "below" if f["predicted_batch1"] < f["latency_lo"] else "inside")
     spec = lat[(lat["rate"] == lo_rate) & (lat["policy"] != baseline)]
