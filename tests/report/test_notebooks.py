@@ -320,6 +320,18 @@ def test_pages_read_like_a_report(book):
 
 
 @BOOK
+def test_the_book_reads_in_an_afternoon_and_its_front_page_in_five_minutes(built_html):
+    """The rendered book within its length budget (`specdec.report.length`: every token of every
+    page's article), the front page within its own."""
+    from specdec.report.length import BOOK_WORDS, FRONT_PAGE, FRONT_WORDS, html_count
+
+    pages = html_count(built_html)
+    assert FRONT_PAGE in pages and len(pages) >= len(NOTEBOOKS), sorted(pages)
+    assert pages[FRONT_PAGE] <= FRONT_WORDS, f"front page: {pages[FRONT_PAGE]} words"
+    assert sum(pages.values()) <= BOOK_WORDS, f"{sum(pages.values())} words: {pages}"
+
+
+@BOOK
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_book_chapter_shows_every_figure(book, nb):
     html_dir, executed_dir = book
