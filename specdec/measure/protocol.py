@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["LEVEL", "HALF_WIDTH", "OUT_OF_REACH", "verdict", "level_verdict", "paired_interval", "paired_speedups", "summarize",
-           "bonferroni", "max_level", "pairs_for_level", "median_interval", "comparison", "simultaneous_words",
+           "bonferroni", "max_level", "pairs_for_level", "median_interval", "comparison",
            "repeats_for_half_width", "spec_bench"]
 
 LEVEL = 0.95  # confidence level of every interval
@@ -181,29 +181,6 @@ def level_verdict(lo: float, hi: float, pairs: int, level: float = LEVEL) -> str
     else `verdict`.  Example: level_verdict(1.02, 1.1, 12) -> "faster";
     level_verdict(1.02, 1.1, 4) -> "too few pairs for this level" """
     return ONE_RUN if pairs < 2 else OUT_OF_REACH if max_level(pairs) < level - 1e-12 else verdict(lo, hi)
-
-
-def simultaneous_words(verdicts, pairs, family: int, level: float = LEVEL, words=(FASTER, SLOWER)) -> str:
-    """The sentence a family of ``family`` comparisons allows at ``level`` together, from each one's
-    simultaneous verdict (`comparison`'s ``verdict_sim``, or its ``words`` for faster and slower)
-    and its number of pairs.
-    Example: simultaneous_words(["faster", "slower"], [12, 12], 2)
-      -> "with simultaneous intervals over all 2 comparisons (97.5% each): 1 faster, 1 slower"
-    Example: 30 comparisons of 6 pairs -> "... out of reach: 6 pairs give a median interval of at
-      most 96.9%, and 30 comparisons together need 99.83% each, that is 11 pairs" """
-    verdicts, pairs = list(verdicts), [int(n) for n in pairs]
-    if len(verdicts) != len(pairs) or not verdicts:
-        raise ValueError("need one verdict and one count of pairs per comparison")
-    sim, need = bonferroni(level, family), pairs_for_level(bonferroni(level, family))
-    short = sum(v in (OUT_OF_REACH, ONE_RUN) for v in verdicts)
-    if short == len(verdicts):
-        have = f"{min(pairs)}" if min(pairs) == max(pairs) else f"{min(pairs)}-{max(pairs)}"
-        return (f"a simultaneous statement over all {family} comparisons is out of reach: {have} pairs give a "
-                f"median interval of at most {max_level(max(pairs)):.1%}, and {family} comparisons together need "
-                f"{sim:.2%} each, that is {need} pairs")
-    text = (f"with simultaneous intervals over all {family} comparisons ({sim:.{1 if family <= 20 else 2}%} each): "
-            f"{sum(v == words[0] for v in verdicts)} {words[0]}, {sum(v == words[1] for v in verdicts)} {words[1]}")
-    return text + (f", {short} out of reach (fewer than {need} pairs)" if short else "")
 
 
 def repeats_for_half_width(rel_sd: float, *, half_width: float = HALF_WIDTH, level: float = LEVEL) -> int:

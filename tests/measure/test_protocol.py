@@ -73,7 +73,7 @@ def test_a_contended_run_is_flagged_and_rerun():
     assert by["busy"]["reruns"] == 0 and calls["busy"] == 1 and by["busy"]["cpu_share"] > 0.3
 
 
-def test_bonferroni_level_and_simultaneous_words():
+def test_bonferroni_level_and_simultaneous_verdicts():
     """Ten comparisons at 95% together: each at 99.5%; a speedup whose 95% interval just clears 1
     can lose that word in the simultaneous interval (wider), never the other way round."""
     from specdec.measure.protocol import bonferroni
@@ -163,19 +163,6 @@ def test_median_interval_has_its_stated_coverage_where_the_bootstrap_falls_short
         _, blo, bhi = paired_interval(b, np.ones(6), level=0.998, seed=s, n_resamples=300)
         boot += blo <= true_median <= bhi
     assert boot / 400 < 0.99
-
-
-def test_simultaneous_words_count_verdicts_and_say_when_the_level_is_out_of_reach():
-    from specdec.measure.protocol import OUT_OF_REACH, simultaneous_words
-
-    assert simultaneous_words(["faster", "slower", "undecided"], [12] * 3, 3) == (
-        "with simultaneous intervals over all 3 comparisons (98.3% each): 1 faster, 1 slower")
-    assert simultaneous_words([OUT_OF_REACH] * 30, [6] * 30, 30) == (
-        "a simultaneous statement over all 30 comparisons is out of reach: 6 pairs give a median interval of at "
-        "most 96.9%, and 30 comparisons together need 99.83% each, that is 11 pairs")
-    assert simultaneous_words(["faster", OUT_OF_REACH], [12, 6], 2).endswith("1 out of reach (fewer than 7 pairs)")
-    with pytest.raises(ValueError):
-        simultaneous_words(["faster"], [6, 6], 2)
 
 
 def test_paired_speedups_refuses_keys_that_do_not_identify_a_pair():
