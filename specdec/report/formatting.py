@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-__all__ = ["p_value_text", "fraction_text", "with_p_values", "markdown_table", "config_text", "temperature_text",
+__all__ = ["estimate_cell", "p_value_text", "fraction_text", "with_p_values", "markdown_table", "config_text", "temperature_text",
            "GLOSSARY", "MAX_COLUMNS", "MAX_ROWS", "header", "table_text", "show", "counted", "interval_column",
            "detect_text", "FORMATS", "P_VALUES"]
 
@@ -70,6 +70,15 @@ def interval_column(frame, lo: str, hi: str, digits: int = 3) -> list[str]:
         return "n/a" if missing(v) else f"{float(v):.{digits}f}"
 
     return ["" if missing(a) and missing(b) else f"[{bound(a)}, {bound(b)}]" for a, b in zip(frame[lo], frame[hi])]
+
+
+def estimate_cell(mid, lo, hi, digits: int = 2, signed: bool = False) -> str:
+    """An estimate with its interval as one table cell; blank when nothing was measured.
+    Example: estimate_cell(2, 1, 3, digits=0) -> "2 [1, 3]"; with signed, "+2 [+1, +3]"."""
+    if mid != mid:
+        return ""
+    f = f"{{:{'+' if signed else ''}.{digits}f}}"
+    return f"{f.format(mid)} [{f.format(lo)}, {f.format(hi)}]"
 
 
 def p_value_text(p: float, digits: int = 2) -> str:

@@ -111,3 +111,12 @@ def test_detecting_sample_sizes_read_as_words_and_powers():
     from specdec.report.formatting import detect_text
 
     assert [detect_text(v) for v in (0, 78, 1279, 2.6e16, float("nan"))] == ["never", "78", "1,279", "2.6e+16", ""]
+
+
+def test_an_estimate_and_its_interval_read_as_one_cell_and_a_missing_one_as_blank():
+    from specdec.report.formatting import estimate_cell
+
+    assert estimate_cell(2, 1, 3, digits=0) == "2 [1, 3]"
+    assert estimate_cell(1.0, 0.95, 1.105) == "1.00 [0.95, 1.10]"  # the same digits for a point and its bounds
+    assert estimate_cell(0.5, -0.25, 1, digits=1, signed=True) == "+0.5 [-0.2, +1.0]"
+    assert estimate_cell(float("nan"), 1, 2) == ""

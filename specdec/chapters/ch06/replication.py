@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from specdec.chapters.ch06.summary import CELL, paired
-from specdec.report.formatting import config_text, interval_column
+from specdec.report.formatting import config_text, estimate_cell, interval_column
 from specdec.measure.protocol import LEVEL, level_verdict
 from specdec.measure.replication import between_run, free_level, hierarchical_interval
 from specdec.io.paths import CHAPTERS, RERUNS_DIR
@@ -161,7 +161,7 @@ def record_shown(record):
     """`runs_record` as the page shows it (`RECORD_COLUMNS`)."""
     t = pd.DataFrame(records(record))
     return t.assign(wall_min=[_count(-1) if w != w else f"{w:.1f}" for w in t["wall_min"]],
-                    reference=[f"{r['ref']:.3f} [{r['ref_lo']:.3f}, {r['ref_hi']:.3f}]" for r in records(t)],
+                    reference=[estimate_cell(r["ref"], r["ref_lo"], r["ref_hi"], digits=3) for r in records(t)],
                     within=[f"{r['pred_within']} of {r['pred_n']} ({_closed(r)})" for r in records(t)],
                     forward=[f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f}" for r in records(t)])[list(RECORD_COLUMNS)]
 

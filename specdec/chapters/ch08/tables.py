@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from specdec.report.formatting import estimate_cell
+
 __all__ = ["EXACT_TOL", "ROUNDING_TV", "main_setting", "law_table", "on_page", "exact_values", "frequency_counts",
-           "real_values", "precision_table", "precision_values", "estimate_cell", "measured_table", "speed_values",
+           "real_values", "precision_table", "precision_values", "measured_table", "speed_values",
            "quality_calibration"]
 
 # a lossless law is the target's up to float64 rounding (~1e-16 per outcome); an approximate one
@@ -155,15 +157,6 @@ def precision_values(prec, real, sampled, alpha: float) -> dict:
             "sampled_n": int(s["samples"].max()),
             "sampled_bf16_p_same": float(s.loc[bf16, "p_vs_same_precision"]),
             "sampled_bf16_detect": int(s.loc[bf16, "detect_N"])}
-
-
-def estimate_cell(mid, lo, hi, digits: int = 2, signed: bool = False) -> str:
-    """An estimate with its interval as one table cell; blank when nothing was measured.
-    Example: estimate_cell(2, 1, 3, digits=0) -> "2 [1, 3]"; with signed, "+2 [+1, +3]"."""
-    if mid != mid:
-        return ""
-    f = f"{{:{'+' if signed else ''}.{digits}f}}"
-    return f"{f.format(mid)} [{f.format(lo)}, {f.format(hi)}]"
 
 
 def measured_table(speed, quality):

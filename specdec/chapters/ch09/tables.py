@@ -16,6 +16,7 @@ import pandas as pd
 
 from specdec.chapters.ch09.vllm import law_of, label_of
 from specdec.measure.protocol import FASTER, HALF_WIDTH, LEVEL, SLOWER, bonferroni, max_level, pairs_for_level
+from specdec.report.formatting import estimate_cell
 from specdec.report.robustness import NOT_EXACT
 
 __all__ = ["tidy_runs", "latency_table", "memory_table", "speed_table", "break_even_table", "break_even_state",
@@ -62,7 +63,7 @@ def memory_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 def _cell(r, with_verdict: bool = True) -> str:
     """"median [low, high] verdict" of one speedup row, the verdict left out where asked."""
-    text = f"{r['latency_speedup']:.2f} [{r['latency_lo']:.2f}, {r['latency_hi']:.2f}]"
+    text = estimate_cell(r["latency_speedup"], r["latency_lo"], r["latency_hi"])
     return f"{text} {r['verdict']}" if with_verdict else text
 
 
