@@ -25,10 +25,11 @@ from pathlib import Path
 from specdec.io.paths import CHAPTERS, RESULTS_DIR
 from specdec.io.results import read_table, records
 
-__all__ = ["exactness", "speed", "fastest_plain", "acceptance", "guide", "scope", "FAST_BASE_KEYS"]
+__all__ = ["exactness", "speed", "fastest_plain", "acceptance", "guide", "scope", "FAST_BASE_KEYS", "chapter_table", "chapter_parameters"]
 
 
-def _t(root: Path, chapter: str, name: str):
+def chapter_table(root: Path, chapter: str, name: str):
+    """A chapter's committed table ``name`` (its CSV under ``root``)."""
     return read_table(Path(root) / CHAPTERS[chapter] / f"{name}.csv")
 
 
@@ -37,7 +38,7 @@ def _chapter(root: Path, chapter: str) -> dict:
     return json.loads((Path(root) / CHAPTERS[chapter] / "chapter.json").read_text())
 
 
-def _params(root: Path, chapter: str) -> dict:
+def chapter_parameters(root: Path, chapter: str) -> dict:
     return _chapter(root, chapter)["parameters"]
 
 
@@ -45,11 +46,11 @@ def exactness(root: Path = RESULTS_DIR) -> dict:
     """Largest |law - p| over chapter 02's exact grid (and how many settings it enumerates); the
     correct algorithms' frequency tests (smallest p-value) and their design (the total variation
     ``freq_eps`` detected with power ``freq_power``); wrong variants caught out of those tried."""
-    grid = _t(root, "seq", "exact_grid")
-    freq = _t(root, "seq", "frequency_tests")
+    grid = chapter_table(root, "seq", "exact_grid")
+    freq = chapter_table(root, "seq", "frequency_tests")
     correct = freq[freq["bug"] == "(correct)"]
     wrong = freq[freq["bug"] != "(correct)"]
-    design = _params(root, "seq")
+    design = chapter_parameters(root, "seq")
     return {"law_err": float(grid["max_abs_error"].max()), "law_configs": int(len(grid)),
             "correct_min_p": float(correct["p_value"].min()), "freq_eps": float(design["EPS"]),
             "freq_power": float(design["POWER"]), "n_variants": int(len(wrong)),
@@ -62,10 +63,10 @@ def speed(root: Path = RESULTS_DIR, bench: Path = RESULTS_DIR / "bench") -> dict
     undecided (the rest); ``gpu_state``:
     "measured" when chapter 07 holds GPU tables, else "unmeasured"; and `fastest_plain` of the engine
     benchmark under ``bench``."""
-    s = _t(root, "dec", "summary")
+    s = chapter_table(root, "dec", "summary")
     spec = s[s["config"] != "baseline"]
     few = spec["verdict"].astype(str).str.startswith("too few pairs")
-    status = records(_t(root, "gpu", "status"))[0]
+    status = records(chapter_table(root, "gpu", "status"))[0]
     return {"n_spec": int(len(spec)), "n_faster": int((spec["verdict"] == "faster").sum()),
             "n_slower": int((spec["verdict"] == "slower").sum()), "n_too_few": int(few.sum()),
             "n_undecided": int((~spec["verdict"].isin(["faster", "slower"]) & ~few).sum()),
@@ -103,14 +104,14 @@ def acceptance(root: Path = RESULTS_DIR) -> dict:
     temperature 1, no top-p, k = its K; ``alpha05`` with its 95% interval over prompts).  Chapter 06
     measures it again while decoding (`front.reference`'s ``ref_alpha``, k = K_REF): two runs, two
     draft lengths, two measurements."""
-    d = _t(root, "dec", "draft_summary")
+    d = chapter_table(root, "dec", "draft_summary")
     draft = str(d.loc[d["chosen"].astype(bool), "draft"].iloc[0])
-    a = _t(root, "acc", "alpha_vs_temperature")
+    a = chapter_table(root, "acc", "alpha_vs_temperature")
     a = records(a[(a["draft"] == draft) & (a["method"] == "token") & (a["temperature"] == 1.0) & (a["top_p"] == 1.0)])
     if len(a) != 1:
         raise ValueError(f"chapter 05 has {len(a)} rows for {draft}, token verification, temperature 1 (one expected)")
     return {"acc_draft": draft, "alpha05": float(a[0]["alpha_mle"]), "alpha05_lo": float(a[0]["lo"]),
-            "alpha05_hi": float(a[0]["hi"]), "k05": int(_params(root, "acc")["K"])}
+            "alpha05_hi": float(a[0]["hi"]), "k05": int(chapter_parameters(root, "acc")["K"])}
 
 
 def _median_at(spec, column: str, value) -> float:
@@ -122,12 +123,12 @@ def guide(root: Path = RESULTS_DIR) -> dict:
     its smallest and largest batch, and at batch 1 greedy and at temperature 1; chapter 05's block
     against token verification (undecided of compared); chapter 09's latency comparisons (undecided
     of (policy, rate) cells); chapter 08's approximate rules at temperature 1 (faster of measured)."""
-    s = _t(root, "dec", "summary")
+    s = chapter_table(root, "dec", "summary")
     fixed = s[s["config"].astype(str).str.startswith("k=")]
     t1, b1 = fixed[fixed["temperature"] == 1.0], fixed[fixed["batch"] == 1]
-    bt = _t(root, "acc", "block_vs_token")
-    serve = _t(root, "serve", "speedup")
-    alt = _t(root, "alt", "speedup")
+    bt = chapter_table(root, "acc", "block_vs_token")
+    serve = chapter_table(root, "serve", "speedup")
+    alt = chapter_table(root, "alt", "speedup")
     approx = alt[(alt["temperature"] == 1.0) & ~alt["lossless"].astype(bool)]
     b_lo, b_hi = int(t1["batch"].min()), int(t1["batch"].max())
     return {"batch_small": b_lo, "batch_large": b_hi, "median_batch_small": _median_at(t1, "batch", b_lo),
@@ -141,7 +142,7 @@ def guide(root: Path = RESULTS_DIR) -> dict:
 def scope(root: Path = RESULTS_DIR) -> dict:
     """What chapter 06's measurements cover: the target's size (millions of parameters), the machine
     (CPU, cores, torch threads) and the prompts and rounds behind each setting's interval per run."""
-    ppl = _t(root, "family", "perplexity").set_index("model")
+    ppl = chapter_table(root, "family", "perplexity").set_index("model")
     dec = _chapter(root, "dec")
     p6, hw = dec["parameters"], dec["provenance"].get("hardware", {})
     return {"target_params_m": float(ppl.loc["target", "params"]) / 1e6, "threads": int(p6["THREADS"]),

@@ -26,6 +26,7 @@ import json
 from pathlib import Path
 
 from specdec.chapters.ch06 import replication
+from specdec.chapters.summary.findings import chapter_parameters, chapter_table
 from specdec.io.paths import CHAPTERS, RERUNS_DIR, RESULTS_DIR
 from specdec.io.results import read_table, records
 from specdec.measure.replication import free_level
@@ -34,14 +35,6 @@ from specdec.report.robustness import rerun_agreements
 
 __all__ = ["engines_values", "reference", "primary_rows", "replicated", "rerun_rows", "regimes",
            "regime_rows", "regime_values"]
-
-
-def _t(root: Path, chapter: str, name: str):
-    return read_table(Path(root) / CHAPTERS[chapter] / f"{name}.csv")
-
-
-def _params(root: Path, chapter: str) -> dict:
-    return json.loads((Path(root) / CHAPTERS[chapter] / "chapter.json").read_text())["parameters"]
 
 
 def engines_values(root: Path = RESULTS_DIR) -> dict:
@@ -84,8 +77,8 @@ def reference(root: Path = RESULTS_DIR, primary=None) -> dict:
     verdict in the committed run, and its acceptance while decoding.  With ``primary`` (`primary_rows`,
     a DataFrame or rows) also its pooled median, simultaneous interval and verdict (``ref_pooled*``);
     a reference that is not one primary comparison is an error."""
-    p = _params(root, "dec")
-    s = _t(root, "dec", "summary")
+    p = chapter_parameters(root, "dec")
+    s = chapter_table(root, "dec", "summary")
     k, L = int(p["K_REF"]), int(max(p["OUTPUT_LENS"]))
     sel = s[(s["config"] == f"k={k}") & (s["temperature"] == 1.0) & (s["batch"] == 1) & (s["output_len"] == L)]
     if len(sel) != 1:
@@ -109,7 +102,7 @@ def primary_rows(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> list[di
     """Chapter 06's primary comparisons (its PRIMARY, stated before the lean runs) pooled over the
     committed run and its compatible re-runs: per comparison the setting (a label), runs, pooled
     median speedup, simultaneous interval, its level and verdict."""
-    p = _params(root, "dec")
+    p = chapter_parameters(root, "dec")
     runs, _ = replication.pooled_runs(Path(root) / CHAPTERS["dec"], Path(reruns) / CHAPTERS["dec"])
     table = replication.pooled_table(runs, p["PRIMARY"], seed=int(p["SEED"]))
     return [{"setting": config_text(r), "runs": int(r["runs"]), "speedup": float(r["speedup"]),
@@ -136,7 +129,7 @@ def rerun_rows(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> list[dict
     shared settings, how many 95% intervals overlap, on how many settings both runs could give a
     verdict word (a setting both refuse, too few pairs, can never agree) and on how many of those
     the words agree."""
-    s = _t(root, "dec", "summary")
+    s = chapter_table(root, "dec", "summary")
     return [{"rerun": i, "settings": a["n"], "overlap": a["overlap"], "stated": a["words_n"], "agree": a["words_agree"]}
             for i, (_, _, a) in enumerate(rerun_agreements(s, Path(reruns) / CHAPTERS["dec"]), 1)]
 
@@ -145,7 +138,7 @@ def regimes(root: Path = RESULTS_DIR) -> tuple:
     """(curves, points): chapter 06's committed ``regimes`` (per pair the best speed ratio over k at
     each alpha, with T(2)/T(1), c and the break-even alpha) and ``regime_points`` (the measured
     settings placed on them), as `specdec.report.plotting.regimes` draws them."""
-    return _t(root, "dec", "regimes"), _t(root, "dec", "regime_points")
+    return chapter_table(root, "dec", "regimes"), chapter_table(root, "dec", "regime_points")
 
 
 def regime_rows(curves) -> list[dict]:
