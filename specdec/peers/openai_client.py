@@ -13,8 +13,9 @@ server's Prometheus metrics read before and after.
   * every request has ``timeout_s`` for the whole exchange; one that runs out ends "timeout";
   * outcome: "ok", "cancelled", "rejected" (an HTTP status >= 400, or an error event inside a 200
     stream, ``in_stream`` True: the status or the event's code and the server's message kept),
-    "timeout" or "error" (the connection failed or broke: its message kept).  A stream that ends
-    without an error and without a token is "ok" with no tokens: the row shows it, never hides it.
+    "timeout" or "error" (the connection failed or broke, or the stream ended before its
+    ``data: [DONE]`` line, as one cut by a dying server can: its message kept).  A stream that ends
+    with [DONE] and without a token is "ok" with no tokens: the row shows it, never hides it.
 Per request the client records its arrival, the time each chunk arrived and how many tokens it
 carried (all relative to the run's start, `time.perf_counter`).
 
@@ -113,7 +114,9 @@ async def _one(client: httpx.AsyncClient, url: str, model: str, req, t0: float, 
                     pass
                 row.update(outcome="rejected", message=str(text)[:500])
                 return
+            done = False
             async for line in resp.aiter_lines():
+                done = done or line == "data: [DONE]"
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 now = time.perf_counter() - t0
@@ -132,6 +135,8 @@ async def _one(client: httpx.AsyncClient, url: str, model: str, req, t0: float, 
                 if cancel_after is not None and len(row["tokens"]) >= cancel_after:
                     row["outcome"] = "cancelled"
                     return  # leaving the block closes the stream: the client disconnects
+            if not done:  # a stream cut by a dying server can end without an error: it is not an answer
+                row.update(outcome="error", message="the stream ended before its [DONE] line")
 
     try:
         await asyncio.wait_for(exchange(), timeout=timeout_s)

@@ -206,3 +206,45 @@ def test_the_command_exits_2_with_one_line_and_no_traceback(processes, name, lin
     rc, stdout, stderr = processes(name)
     assert rc == 2 and stdout == "" and "Traceback" not in stderr, (rc, stdout, stderr)
     assert stderr.count("\n") == 1 and re.match(line, stderr), stderr
+
+
+def _stand_in(body: bytes) -> tuple[str, "threading.Thread"]:
+    """A one-request HTTP server on 127.0.0.1 answering 200 with ``body``, then closing the connection."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def serve():
+        conn, _ = srv.accept()
+        with conn:
+            conn.settimeout(5)
+            data = b""
+            while b"\r\n\r\n" not in data:  # the whole request, so that closing sends no reset
+                data += conn.recv(65536)
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = int(next((ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")), b"0"))
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body)
+        srv.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return f"http://127.0.0.1:{srv.getsockname()[1]}", t
+
+
+@pytest.mark.parametrize("done, outcome", [(True, "ok"), (False, "error")])
+def test_a_stream_is_an_answer_only_when_it_ends_with_its_done_line(done, outcome):
+    """A server that dies mid-stream can close the connection cleanly: without the [DONE] line the
+    request is an error (with the tokens it got), never "ok"."""
+    from specdec.peers.openai_client import send
+
+    event = b'data: {"choices": [{"token_ids": [5, 6]}]}\n\n' + (b"data: [DONE]\n\n" if done else b"")
+    url, t = _stand_in(event)
+    [row] = send(url, "m", [(0.0, [1, 2], 8, None)], temperature=1.0, timeout_s=10.0)
+    t.join(timeout=5)
+    assert row["outcome"] == outcome and row["tokens"] == [5, 6]
+    assert (row["message"] is None) == done
