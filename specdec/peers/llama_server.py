@@ -6,7 +6,9 @@ log in a file, polls ``GET /health`` until it answers 200 within ``startup_timeo
 the base URL; the process exiting first, or the timeout, raises `ServerFailed` with the log's last
 lines (and the group is killed).  `stop` sends the group SIGTERM, then SIGKILL after
 ``stop_timeout_s``; it is idempotent, and the context manager calls it whatever happens inside the
-block.  `post` sends one JSON request with ``request_timeout_s``.
+block.  `post` sends one JSON request with ``request_timeout_s`` on one kept-alive connection (a
+new connection per request pays TCP set-up and delayed acknowledgement, which can exceed a short
+request's own work).
 
 Flags always given: ``-m <model> --host 127.0.0.1 --port <free> -t <threads> -tb <threads>
 -c <ctx> -np 1 --no-webui``, and ``-md <draft>`` when a draft is named; ``extra_args`` follow
@@ -63,6 +65,7 @@ class LlamaServer:
     log_dir: Path | None = None  # default build/llama-server/
     provenance: dict = field(default_factory=dict)
     _proc: subprocess.Popen | None = field(default=None, repr=False)
+    _client: httpx.Client | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
@@ -100,13 +103,16 @@ class LlamaServer:
             self.stop()
             raise
         self.provenance["startup_s"] = time.perf_counter() - start
+        self._client = httpx.Client(timeout=self.request_timeout_s)
         return url
 
     def post(self, path: str, payload: dict) -> dict:
         """POST `payload` as JSON to `path`; the decoded answer (an HTTP error raises)."""
         if self._proc is None:
             raise RuntimeError("the server is not running: call start first")
-        response = httpx.post(self.url + path, json=payload, timeout=self.request_timeout_s)
+        if self._client is None:
+            self._client = httpx.Client(timeout=self.request_timeout_s)
+        response = self._client.post(self.url + path, json=payload)
         response.raise_for_status()
         return response.json()
 
@@ -117,6 +123,9 @@ class LlamaServer:
     def stop(self) -> None:
         """SIGTERM the process group, SIGKILL after ``stop_timeout_s``; the process reaped.  Idempotent."""
         proc, self._proc = self._proc, None
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
         if proc is None:
             return
         stop_group(proc, self.stop_timeout_s)

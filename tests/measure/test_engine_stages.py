@@ -70,10 +70,11 @@ def test_each_row_draws_at_its_own_size():
     """vLLM's speculative rows at the design's size; a plain-decoding control at its engine's control
     size where the chapter gives one; Hugging Face's speculative rows at theirs."""
     sizes = {"vllm": {"n1": 10, "n2": 100}, "vllm-control": {"n1": 5, "n2": 20}, "ours": {"n1": 4, "n2": 8},
-             "hf": {"n1": 3, "n2": 6}, "hf-spec": {"n1": 2, "n2": 4}}
+             "hf": {"n1": 3, "n2": 6}, "hf-spec": {"n1": 2, "n2": 4}, "llama": {"n1": 7, "n2": 70},
+             "llama-control": {"n1": 1, "n2": 30}}
     got = {(c.engine, c.spec is None): tables.size_of(c, sizes)["n2"] for c in audit.plan(2, DRAFT)}
     assert got == {("vllm", False): 100, ("vllm", True): 20, ("ours", False): 8, ("ours", True): 8,
-                   ("hf", False): 4, ("hf", True): 6}
+                   ("hf", False): 4, ("hf", True): 6, ("llama", False): 70, ("llama", True): 30}
 
 
 def test_what_ran_and_verified_samples_come_from_the_engine_record():
@@ -122,7 +123,8 @@ def test_law_samples_drawn_in_processes_of_their_own_are_the_same_tokens(setup):
     runs.stage(jobs[:1], engines, prompts, meanwhile=lambda: seen.append(threading.get_ident()))
     assert seen == [threading.get_ident()]
     with pytest.raises(ValueError, match="VLLMSession"):
-        runs.stage([runs.Job(audit.plan(2, DRAFT)[-1], "temperature 1", "law", 6, 2, 3)], {"vllm": None}, prompts)
+        runs.stage([runs.Job(next(c for c in audit.plan(2, DRAFT) if "block rejection" in c.label), "temperature 1",
+                             "law", 6, 2, 3)], {"vllm": None}, prompts)
 
 
 def test_only_a_lead_is_drawn_again_and_its_draw_decides():

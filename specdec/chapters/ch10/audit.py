@@ -2,7 +2,7 @@
 negative controls the tests must reject.
 
 Protocol, stated before any result (the chapter states it again in its own words):
-  1. Configurations (`plan`): each engine's plain decoding (the positive control: if it fails, the
+  1. Configurations (`plan`): each engine's (ours, Hugging Face, vLLM, llama.cpp) plain decoding (the positive control: if it fails, the
      fault is the engine's sampler, not speculation); each speculative configuration the installed
      engine exposes; for every sampled vLLM configuration the same configuration *patched* (vLLM's
      `expand_batch_to_tokens` replaced by the project's dtype-preserving one, `peers.vllm_patch`:
@@ -46,7 +46,7 @@ TEMPERED = "tempered_at_drafts"  # the planted fault's variant name
 @dataclass(frozen=True)
 class Config:
     """One row of the audit: which engine, what it runs, and what the row is for."""
-    engine: str  # "ours" | "hf" | "vllm"
+    engine: str  # "ours" | "hf" | "vllm" | "llama"
     label: str  # the configuration in words
     spec: Speculation | None  # None: the engine's plain decoding
     role: str  # "control" (plain decoding), "speculative", "negative control" (must fail)
@@ -80,6 +80,11 @@ def plan(k: int, draft: str) -> list[Config]:
         *[Config("vllm", label + suffix, spec, "speculative", patched=bool(suffix))
           for label, spec in vllm for suffix in ("", PATCHED)],
         block,
+        Config("llama", "plain decoding", None, "control"),
+        Config("llama", f"draft model, k = {k}, greedy drafts (sample-and-match)", dm(("draft_sampling", "greedy")),
+               "speculative", "argmax"),
+        Config("llama", f"draft model, k = {k}, probabilistic drafts (rejection)",
+               dm(("draft_sampling", "probabilistic")), "speculative", "sampled"),
     ]
 
 

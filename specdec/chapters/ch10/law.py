@@ -37,9 +37,10 @@ from specdec.peers.laws import CANDIDATES, candidate_acceptance, candidate_joint
 from specdec.peers.steps import token_steps
 from specdec.peers.vllm import ignored_options
 
-__all__ = ["Exact", "law_row", "verified_x2", "ran", "acceptance_row", "vllm_rule", "first_step_counts"]
+__all__ = ["Exact", "eos_mass", "law_row", "verified_x2", "ran", "acceptance_row", "vllm_rule", "rule_of", "first_step_counts"]
 
-PREFILL = {"vllm": True, "ours": False, "hf": False}  # does the engine sample x1 at prefill?
+PREFILL = {"vllm": True, "ours": False, "hf": False, "llama": True}  # does the engine sample x1 at prefill?
+LLAMA_DRAFT_TOP_K = 10  # llama.cpp's probabilistic draft samples its top 10 at the request's temperature
 
 
 class Exact:
@@ -132,6 +133,33 @@ def vllm_rule(res, setting: str) -> tuple[str | None, SamplingConfig | None]:
     return None, None
 
 
+def eos_mass(joints, contexts, token: int = 0) -> float:
+    """The largest, over the prompts, target probability that x1 or x2 is ``token`` (the family's
+    end of text, which llama.cpp bans under ``ignore_eos``): the most by which that ban moves the
+    law tested (the cut cell counted whole)."""
+    out = 0.0
+    for joint, ctx in zip(joints, contexts):
+        S, V = int(ctx.support.numel()), ctx.V
+        cells = np.asarray(joint[:-1]).reshape(S, V)
+        hit = cells[:, token].sum() + cells[(ctx.support == token).numpy()].sum() - \
+            cells[(ctx.support == token).numpy(), token].sum()
+        out = max(out, float(hit + joint[-1]))
+    return out
+
+
+def rule_of(cfg: Config, res, setting: str) -> tuple[str | None, SamplingConfig | None]:
+    """(rule, q's processing) of a row's acceptance expectation: vLLM's from what ran (`vllm_rule`);
+    llama.cpp's from its configuration, which the server runs as flagged (greedy drafts: "argmax";
+    probabilistic: "sampled" with q its draft's top `LLAMA_DRAFT_TOP_K` at the temperature, the
+    server's retuned draft sampler); (None, None) for the others."""
+    if cfg.engine == "vllm":
+        return vllm_rule(res, setting)
+    if cfg.engine == "llama" and cfg.rule is not None:
+        q = SamplingConfig(SETTINGS[setting].temperature, top_k=LLAMA_DRAFT_TOP_K) if cfg.rule == "sampled" else None
+        return cfg.rule, q
+    return None, None
+
+
 def law_row(cfg: Config, setting: str, res, exact: Exact, *, alpha: float, eps: float, n_bins: int,
             x1_bins: int, power_target: float = 0.9) -> dict:
     """One stage's row (module docstring) for the Continuations ``res`` of ``cfg`` at ``setting``."""
@@ -163,7 +191,7 @@ def _diagnosis(cfg, setting, res, exact, counts, r, *, alpha, n_bins, x1_bins) -
     if cfg.spec.draft is None:  # a lookup drafter: the rules built on the draft model's q do not apply
         cands = {name: law for name, law in cands.items() if name in ("target", "p at T'")}
     implied, kept, drafts = None, None, None
-    rule, _ = vllm_rule(res, setting) if cfg.engine == "vllm" else (None, None)
+    rule, _ = rule_of(cfg, res, setting)
     if rule and res.steps is not None and first_step_counts(res)[1] > 0:
         sc, t = config_cfg(SETTINGS[setting]), exact.t_other(setting)
         implied = {name: float(np.mean([candidate_acceptance(x, sc, name, rule, t) for x in ctxs]))
@@ -181,13 +209,13 @@ def _diagnosis(cfg, setting, res, exact, counts, r, *, alpha, n_bins, x1_bins) -
 
 
 def acceptance_row(cfg: Config, setting: str, res, exact: Exact) -> dict | None:
-    """A vLLM row's drafts kept at position 1 of its one verification step (max_new_tokens 2) against
-    the exact expectation of the rule that ran (`vllm_rule`), counted from the per-sample steps
+    """A vLLM or llama.cpp row's drafts kept at position 1 of its first verification step (the one
+    that emits x2) against the exact expectation of the rule that ran (`rule_of`), counted from the per-sample steps
     (`first_step_counts`), with a binomial z at the interval's
     nearer end (0 inside it): "meets" (|z| < 4) or "misses"; None where no expectation exists."""
-    if cfg.engine != "vllm" or cfg.spec is None or res.error or SETTINGS[setting].temperature == 0:
+    if cfg.engine not in ("vllm", "llama") or cfg.spec is None or res.error or SETTINGS[setting].temperature == 0:
         return None
-    rule, q_cfg = vllm_rule(res, setting)
+    rule, q_cfg = rule_of(cfg, res, setting)
     if rule is None or res.steps is None:
         return None
     kept, drafts = first_step_counts(res)

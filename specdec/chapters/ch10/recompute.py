@@ -34,17 +34,19 @@ def configs_of(P) -> list:
 
 
 def _sizes(P) -> dict:
-    """Per-prompt sizes (`tables.size_of`): vLLM's speculative rows at the design's n; every
-    plain-decoding control, vLLM's too, at ``N_OURS``."""
+    """Per-prompt sizes (`tables.size_of`): vLLM's speculative rows at the design's n, llama.cpp's at
+    ``N_LLAMA``; every plain-decoding control, vLLM's and llama.cpp's too, at ``N_OURS``."""
     return {e: {"n1": max(n // P.STAGE1, 40), "n2": n, "n_long": nl}
             for e, n, nl in (("vllm", P.N_VLLM, P.N_LONG), ("vllm-control", P.N_OURS, P.N_LONG),
                              ("ours", P.N_OURS, P.N_LONG), ("hf", P.N_OURS, P.N_LONG),
-                             ("hf-spec", P.N_HF, P.N_LONG_HF))}
+                             ("hf-spec", P.N_HF, P.N_LONG_HF), ("llama", P.N_LLAMA, P.N_LONG),
+                             ("llama-control", P.N_OURS, P.N_LONG))}
 
 
 def recompute(P) -> dict:
     """Every table and value of the chapter (module docstring); ``P``: the chapter's parameters."""
     from specdec.peers.hf import HFEngine
+    from specdec.peers.llama import LlamaEngine
     from specdec.peers.ours import OursEngine
     from specdec.peers.vllm import VLLMEngine
     from specdec.peers.vllm_session import VLLMSession
@@ -69,8 +71,11 @@ def recompute(P) -> dict:
     exact = law.Exact({name: [enumerate_prompt(tgt, dft, p, cfg, mass_cut=P.MASS_CUT) for p in prompts]
                        for name, cfg in sampled.items()})
     session = VLLMSession(VLLMEngine(timeout_s=P.VLLM_TIMEOUT_S, threads=1)) if "vllm" in P.ENGINES else None
+    llama = LlamaEngine(threads=1) if "llama" in P.ENGINES else None  # its servers start on first use
     out, pool = {}, ThreadPoolExecutor(max_workers=1)  # the thread only waits on worker processes
     try:
+        if llama is not None:
+            engines["llama"] = llama
         if session is not None:
             engines["vllm"] = session
         common = dict(session=session, hold=8, target=tgt, draft=dft, workers=P.LAW_WORKERS)
@@ -108,7 +113,7 @@ def recompute(P) -> dict:
         mark("leads")
         out["what_ran"] = tables.what_ran_rows(inspected)
         out["kernel"] = tables.kernel_rows(inspected)
-        out["versions"] = tables.versions(inspected)
+        out["versions"] = tables.versions(inspected, llama is not None)
         out["greedy"] = tables.greedy_table(first, prompts, runs.greedy_next(engines, P.SEED))
         rows, out["pit_power"] = held["rows"], held["power"]
         again = runs.stage(tables.pit_lead_jobs(rows, configs, lead_p=P.LEAD_P, factor=P.FOLLOWUP, seed=P.SEED),
@@ -124,7 +129,7 @@ def recompute(P) -> dict:
                                             length=P.SPEED_LEN, rounds=P.SPEED_ROUNDS,
                                             settings=tuple(P.SPEED_SETTINGS), seed=P.SEED, failed=failed)
         plain = {"Hugging Face generate": engines.get("hf"), "ours, lean": ours,
-                 "ours, eager": OursEngine(mode="eager", _models=ours._models)}
+                 "ours, eager": OursEngine(mode="eager", _models=ours._models), "llama.cpp": llama}
         out["plain"] = speed_lib.plain_rows(
             {e: plain[e] for e in P.PLAIN_ENGINES if plain.get(e) is not None}, P.PLAIN_ENGINES[0], speed_prompts,
             batches=tuple(P.SPEED_BATCHES), length=P.SPEED_LEN, rounds=P.SPEED_ROUNDS,
@@ -134,7 +139,10 @@ def recompute(P) -> dict:
         pool.shutdown(wait=True)
         if session is not None:
             session.close()
+        if llama is not None:
+            llama.close()
     out["phases"] = phases
+    out["eos_mass"] = {name: law.eos_mass(exact.target(name)[0], exact.contexts[name]) for name in sampled}
     out["inputs"] = {"prompts": prompts, "speed_prompts": speed_prompts, "chosen": chosen["chosen"],
                      "examined": len(chosen["rows"]), "sha256": subjects.sha256,
                      "n_design": design_n(P.PROMPTS, eps=P.EPS, alpha=P.ALPHA2, power_target=P.POWER,

@@ -3,15 +3,17 @@ stages, with vLLM on one worker process kept across them (`specdec.peers.vllm_se
 
 Which tokens a job yields.  Law samples: ``n`` per prompt of the first tokens -- vLLM 2 (x1 from
 prefill, one verification step, so its position-1 counter is that step's), ours and Hugging Face 3
-(their first step verifies x1 too; 3 keeps k = 2 unclipped).  Long outputs: ``n_long`` samples of
+(their first step verifies x1 too; 3 keeps k = 2 unclipped), llama.cpp 2 + k (x1 from prefill; its
+server drafts at most the tokens left but one; the test reads the first two).  Long outputs: ``n_long`` samples of
 ``length`` tokens per prompt.  Greedy: one sample of ``greedy_len`` tokens per prompt.  A job's seed
 is the stage's; each prompt of an in-process engine has its own stream (`peers.interface.stream_seed`), vLLM its
 engine-level seed.  A vLLM row that only reads what ran (a configuration the build may ignore) is
 built and inspected, never sampled.
 
 `stage` runs one list of (Config, setting, kind, n, length, seed) jobs: the vLLM ones as one request
-on the session (in a thread: it waits on the worker), the in-process ones meanwhile, Hugging Face's
-assisted generation in ``workers`` processes of its own (one call per sample).  Nothing here is timed.
+on the session (in a thread: it waits on the worker), llama.cpp's in another thread (it waits on its
+servers), the in-process ones meanwhile, Hugging Face's assisted generation in ``workers`` processes
+of its own (one call per sample).  Nothing here is timed.
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ class Job:
     seed: int
 
 
-def law_length(engine: str) -> int:
-    """Tokens per law sample (module docstring)."""
+def law_length(engine: str, k: int = 0) -> int:
+    """Tokens per law sample (module docstring); llama.cpp's speculative rows 2 + k (its server
+    drafts at most the tokens left but one: asked for 2, it would draft nothing for x2)."""
+    if engine == "llama":
+        return 2 + k
     return 2 if engine == "vllm" else 3
 
 
@@ -72,15 +77,18 @@ def stage(jobs: list[Job], engines: dict, prompts, *, session=None, hold: int = 
     vjobs = [j for j in jobs if j.cfg.engine == "vllm"]
     if vjobs and session is None:
         raise ValueError("vLLM jobs need a VLLMSession")
-    local = [j for j in jobs if j.cfg.engine != "vllm"]
+    ljobs = [j for j in jobs if j.cfg.engine == "llama"]
+    local = [j for j in jobs if j.cfg.engine not in ("vllm", "llama")]
     apart = [j for j in local if workers > 1 and j.cfg.engine in parallel and j.cfg.variant is None
              and j.cfg.spec is not None]
     out = {}
-    with ThreadPoolExecutor(max_workers=1) as pool, \
+    with ThreadPoolExecutor(max_workers=2) as pool, \
             ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as procs:
         vtuples = [(*_args(j, prompts), 1, {"patched": j.cfg.patched, "inspect_only": j.kind == "inspect"})
                    for j in vjobs]
         vllm = pool.submit(session.run_many, vtuples, hold, kernel_check) if vjobs else None
+        llama = pool.submit(lambda: [engines["llama"].continue_prompts(*_args(j, prompts)) for j in ljobs]) \
+            if ljobs else None
         futures = {j: procs.submit(_run_fresh, _fresh(engines[j.cfg.engine]), _args(j, prompts)) for j in apart}
         for j in local:
             if j in futures:
@@ -92,6 +100,8 @@ def stage(jobs: list[Job], engines: dict, prompts, *, session=None, hold: int = 
         if meanwhile is not None:
             meanwhile()
         for j, res in zip(vjobs, vllm.result() if vllm else []):
+            out[j] = res
+        for j, res in zip(ljobs, llama.result() if llama else []):
             out[j] = res
     return {j: out[j] for j in jobs}
 

@@ -73,7 +73,8 @@ def _cells(pairs, engines: dict, settings: tuple, batches: tuple) -> list[tuple]
     """(plain, spec, tested, setting, batch) for every timed comparison, in run order."""
     return [(plain, spec, tested, name, b) for plain, spec, tested in pairs if plain.engine in engines
             for name in settings for b in batches
-            if not (spec.engine == "hf" and b > 1)]  # assisted generation takes batch 1 only
+            if not (spec.engine in ("hf", "llama") and b > 1)]  # assisted generation takes batch 1 only;
+    # llama-server's adapter sends one request per sample (a batch would be its requests in turn)
 
 
 def speed_rows(pairs: list[tuple[Config, Config, Config]], engines: dict, prompts, *, batches: tuple, length: int,
@@ -195,13 +196,15 @@ def plain_rows(inprocess: dict, reference: str, prompts, *, batches: tuple, leng
     cells = [(name, b) for name in settings for b in batches]
     job = lambda name, b, i: ([prompts[i]], b, length, SETTINGS[name], None, seed)  # noqa: E731
     times = {(e, c, i): [] for e in names for c in cells for i in range(P)}
+    alone = lambda e, c: e == "llama.cpp" and c[1] > 1  # noqa: E731  (one request per sample: batch 1 only)
 
     def rounds_of(count: int, first: int) -> None:
         for r in range(first, first + count):
             for c in cells:
                 for i in range(P):
                     for e in (names if r % 2 == 0 else names[::-1]):
-                        times[e, c, i].append(_timed(inprocess[e], job(*c, i))[0])
+                        if not alone(e, c):
+                            times[e, c, i].append(_timed(inprocess[e], job(*c, i))[0])
 
     rounds_of(half, 0)
     vres = vllm.run_many([(*job(*c, i), rounds) for c in cells for i in range(P)]) if vllm is not None else None
@@ -209,7 +212,8 @@ def plain_rows(inprocess: dict, reference: str, prompts, *, batches: tuple, leng
     out = []
     for j, c in enumerate(cells):
         ref = np.array([t for i in range(P) for t in times[reference, c, i]])
-        others = [(e, np.array([t for i in range(P) for t in times[e, c, i]])) for e in names if e != reference]
+        others = [(e, np.array([t for i in range(P) for t in times[e, c, i]])) for e in names
+                  if e != reference and not alone(e, c)]
         got = vres[j * P:(j + 1) * P] if vres is not None else []
         bad = next((r.error for r in got if r.error), None)
         if bad:

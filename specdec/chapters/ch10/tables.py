@@ -32,18 +32,22 @@ __all__ = ["versions", "inspect_jobs", "size_of", "stage_jobs", "ignored", "law_
 SAMPLED = [name for name, s in SETTINGS.items() if s.temperature > 0]
 
 
-def versions(inspected: dict) -> dict:
+def versions(inspected: dict, llama: bool = False) -> dict:
     """The versions each engine ran with: vLLM's as its worker reported them (its own environment),
-    ours and Hugging Face's from this one."""
+    ours and Hugging Face's from this one, llama.cpp's from its build record (``llama``: it ran)."""
     import torch
     import transformers
+
+    from specdec.peers.llama_server import build_info
 
     got = next((r.provenance.get("versions") for r in inspected.values() if r.provenance.get("versions")), {}) or {}
     return {"vllm": got.get("vllm", "not run"), "distribution": got.get("distribution", ""),
             "publisher": got.get("publisher", "").split(" <")[0], "bug_tracker": got.get("bug_tracker", ""),
             "torch_vllm": got.get("torch", ""),
             "transformers_vllm": got.get("transformers", ""), "torch": torch.__version__,
-            "transformers": transformers.__version__}
+            "transformers": transformers.__version__,
+            **({f"llama_{k}": v for k, v in build_info().items() if k in ("package", "package_version", "sdist_sha256",
+                "llama_cpp_build", "package_commit", "package_commit_date", "compiler")} if llama else {})}
 
 
 def inspect_jobs(configs: list[Config], seed: int) -> list[Job]:
@@ -85,7 +89,7 @@ def stage_jobs(configs: list[Config], sizes: dict, *, seed: int, long_len: int, 
             continue
         size = size_of(c, sizes)
         for name in SAMPLED:
-            jobs.append(Job(c, name, "law", size["n1"], law_length(c.engine), seed))
+            jobs.append(Job(c, name, "law", size["n1"], law_length(c.engine, c.spec.k if c.spec else 0), seed))
             if size.get("n_long"):
                 n_long = size["n_long"] * (2 if c.role == "negative control" else 1)
                 jobs.append(Job(c, name, "long", n_long, long_len, seed))
@@ -104,7 +108,7 @@ def second_jobs(rows: list[dict], configs: list[Config], sizes: dict, *, seed: i
         if r.get("status") == "pass":
             c = by[(r["engine"], r["configuration"])]
             size = size_of(c, sizes)
-            out.append(Job(c, r["setting"], "law", size["n2"], law_length(c.engine),
+            out.append(Job(c, r["setting"], "law", size["n2"], law_length(c.engine, c.spec.k if c.spec else 0),
                            seed if c.engine == "vllm" else seed + 1))
     return out
 
@@ -119,7 +123,7 @@ def lead_jobs(rows: list[dict], configs: list[Config], sizes: dict, *, seed: int
         if r.get("status") == "reject" and r.get("stage") == 2 and r["p_value"] > lead_p and not r.get("impossible"):
             c = by[(r["engine"], r["configuration"])]
             size = size_of(c, sizes)
-            out.append(Job(c, r["setting"], "law", factor * size["n2"], law_length(c.engine),
+            out.append(Job(c, r["setting"], "law", factor * size["n2"], law_length(c.engine, c.spec.k if c.spec else 0),
                            seed if c.engine == "vllm" else seed + 2))
     return out
 
@@ -160,7 +164,7 @@ def law_table(first: dict, second: dict, exact: Exact, skip: dict, configs: list
 
 
 def acceptance_table(first: dict, second: dict, exact: Exact, third: dict | None = None) -> list[dict]:
-    """vLLM's position-1 acceptance of each row's deciding stage (`law.acceptance_row`)."""
+    """vLLM's and llama.cpp's position-1 acceptance of each row's deciding stage (`law.acceptance_row`)."""
     latest = {(j.cfg, j.setting): (j, r) for j, r in first.items() if j.kind == "law"}
     latest.update({(j.cfg, j.setting): (j, r) for j, r in second.items() if j.kind == "law"})
     latest.update({(j.cfg, j.setting): (j, r) for j, r in (third or {}).items() if j.kind == "law"})

@@ -20,7 +20,7 @@ import pandas as pd
 from specdec.report.formatting import p_value_text
 
 __all__ = ["law_values", "block_values", "fit_values", "acceptance_values", "pit_values", "kernel_values",
-           "greedy_values", "prompt_values", "plain_values", "law_view", "acceptance_view", "pit_view", "speed_view",
+           "greedy_values", "prompt_values", "plain_values", "llama_values", "law_view", "acceptance_view", "pit_view", "speed_view",
            "repeat_view", "MISSING"]
 
 MISSING = "-"  # a cell with no number
@@ -85,11 +85,11 @@ def acceptance_view(acc: pd.DataFrame) -> pd.DataFrame:
 
 
 def pit_view(pit: pd.DataFrame, power: pd.DataFrame) -> pd.DataFrame:
-    """The every-position rows that carry the finding: vLLM's tested configurations and the negative
+    """The every-position rows that carry the finding: vLLM's and llama.cpp's tested configurations and the negative
     controls, p-value and verdict per setting, and for a negative control the test's power against
     it at vLLM's size ("-" for the others)."""
     t = _tested(pit)
-    t = t[(t["engine"] == "vllm") | (t["role"] == "negative control")]
+    t = t[t["engine"].isin(["vllm", "llama"]) | (t["role"] == "negative control")]
     pw = power.set_index(["configuration", "setting"])["power_vllm"] if len(power) else pd.Series(dtype=float)
     t = t.assign(power=[pw.get((c, s), math.nan) for c, s in zip(t["configuration"], t["setting"])])
     return _per_config(t, {"p-value": ("p_value", _p), "verdict": ("verdict", str),
@@ -114,11 +114,11 @@ def repeat_view(repeat: pd.DataFrame) -> pd.DataFrame:
 
 def law_values(laws: pd.DataFrame) -> dict:
     """Counts of the tested law rows: vLLM's shipped speculative rows rejected, patched rows passed,
-    plain decoding passed; the other engines' exact rows passed; the negative controls rejected;
+    plain decoding passed; ours and Hugging Face's exact rows passed; the negative controls rejected;
     the rows a lead's follow-up decided; the smallest power of vLLM's passing speculative rows as
     text ("-" where none passed)."""
     t = _tested(laws)
-    v, o = t[t["engine"] == "vllm"], t[t["engine"] != "vllm"]
+    v, o = t[t["engine"] == "vllm"], t[t["engine"].isin(["ours", "hf"])]
     patched = _flag(v["patched"])
     shipped, vp = v[(v["role"] == "speculative") & ~patched], v[patched]
     neg, rest = o[o["role"] == "negative control"], o[o["role"] != "negative control"]
@@ -150,7 +150,8 @@ def fit_values(laws: pd.DataFrame, alpha: float) -> dict:
 
 
 def acceptance_values(acc: pd.DataFrame) -> dict:
-    """Patched rows meeting their exact expectation, shipped rows missing it."""
+    """vLLM's patched rows meeting their exact expectation, shipped rows missing it."""
+    acc = acc[acc["engine"] == "vllm"] if len(acc) else acc
     if not len(acc):
         return {"acc_patched_meet": 0, "acc_patched_n": 0, "acc_shipped_miss": 0, "acc_shipped_n": 0}
     patched = _flag(acc["patched"])
@@ -162,7 +163,7 @@ def pit_values(pit: pd.DataFrame) -> dict:
     """The every-position rows the page does not show: our engine's and Hugging Face's exact rules
     (no negative control) passed, of those tested."""
     t = _tested(pit)
-    others = t[(t["engine"] != "vllm") & (t["role"] != "negative control")]
+    others = t[t["engine"].isin(["ours", "hf"]) & (t["role"] != "negative control")]
     return {"pit_others_pass": int((others["status"] == "pass").sum()), "pit_others_n": len(others)}
 
 
@@ -191,6 +192,24 @@ def prompt_values(inputs: dict) -> dict:
     chosen = inputs["chosen"]
     return {"min_share_chosen": min(min(r["drafts"]) for r in chosen),
             "min_spread_chosen": min(min(r["spread"]) for r in chosen)}
+
+
+def llama_values(laws: pd.DataFrame, acc: pd.DataFrame, pit: pd.DataFrame, speed: pd.DataFrame) -> dict:
+    """llama.cpp's rows: law rows passed of those tested (speculative, and plain decoding), the
+    range of binned TV its speculative rows detect with power 0.8 (text), acceptance rows meeting
+    their exact expectation, every-position rows passed, and its speculative speed rows faster."""
+    t, a, p = _tested(laws), acc[acc["engine"] == "llama"] if len(acc) else acc, _tested(pit)
+    lt, lp = t[t["engine"] == "llama"], p[p["engine"] == "llama"]
+    spec = lt[lt["role"] == "speculative"]
+    s = speed[speed["engine"] == "llama"] if "engine" in speed else speed.iloc[:0]
+    lo, hi = (spec["mdtv"].min(), spec["mdtv"].max()) if len(spec) else (math.nan, math.nan)
+    return {"llama_spec_pass": int((spec["status"] == "pass").sum()), "llama_spec_n": len(spec),
+            "llama_control_pass": int(((lt["role"] == "control") & (lt["status"] == "pass")).sum()),
+            "llama_control_n": int((lt["role"] == "control").sum()),
+            "llama_mdtv": _num(lo, ".2f") if _num(lo, ".2f") == _num(hi, ".2f") else f"{_num(lo, '.2f')}-{_num(hi, '.2f')}",
+            "llama_acc_meet": int((a["status"] == "meets").sum()) if len(a) else 0, "llama_acc_n": len(a),
+            "llama_pit_pass": int((lp["status"] == "pass").sum()), "llama_pit_n": len(lp),
+            "llama_faster": int((s["verdict"] == "faster").sum()), "llama_speed_n": len(s)}
 
 
 def plain_values(plain: pd.DataFrame) -> dict:

@@ -1,0 +1,229 @@
+"""llama.cpp's ``llama-server`` behind `specdec.peers.Engine`: the embedded pair as float32 GGUF,
+token-id prompts over HTTP on 127.0.0.1, every sampling rule pinned per request.
+
+One server per speculative configuration (flags are fixed at start), started on first use and
+kept until `close` (a context manager; recompute paths close it in ``finally``).  Always given:
+``-ctk f32 -ctv f32 -fa off`` (float32 KV cache, no flash attention: the logits ggml computes are
+then ours to float32 rounding and its float16 GELU table, `tests/peers/test_llama_gguf.py`).
+
+`Speculation` -> server flags:
+  - None / "none": plain decoding (the control);
+  - "draft_model" with the family member ``draft``: ``-md <draft.gguf> --spec-type draft-simple
+    --spec-draft-n-max k --spec-draft-p-min 0`` (a draft of exactly k tokens whenever k fit; the
+    draft's own KV cache float32, one thread) and ``--spec-draft-sampling`` from the option
+    ``draft_sampling``: "greedy" (llama.cpp's default: the draft's argmax, kept while it equals the
+    target's own sample, sample-and-match; acceptance p(argmax q)) or "probabilistic" (the draft
+    samples q = its top 10 at the request's temperature and the target verifies by rejection with
+    the residual [p - q]+; used when the temperature is > 0; acceptance sum min(p, q)).
+
+Per request: ``samplers`` ["temperature", "top_k"?, "top_p"?] in that order -- the order of
+`Sampling` (llama.cpp's default order puts top-p before the temperature, another law), no penalty,
+DRY, XTC, min-p or typical-p sampler in the chain; ``seed`` `stream_seed(seed, prompt, sample)`
+(uint32, never llama.cpp's "random" 0xFFFFFFFF); ``ignore_eos``, which llama.cpp implements by
+banning the end-of-text token (logit bias -inf on every end-of-generation token; the family's is
+id 0): the rules in force are the target's law without that token, a difference of the mass the
+target puts on it (chapter 10 computes it at its prompts).
+
+Tokens.  Each sample is one request for exactly ``max_new_tokens`` tokens; the first comes from
+prefill, and the server drafts min(k, n_predict - decoded - 1) tokens a step, so a step near the
+end drafts fewer (a caller that needs k drafts at token t asks for t + k tokens).  llama.cpp
+reports per request only its totals ``draft_n`` / ``draft_n_accepted``: the sample's step record
+(`Continuations.steps`: every step, undrafted ones as (0, 0)) is given where the totals determine
+it (`step_record`; always for 2 + k tokens at k = 2) and is None otherwise.
+
+What ran, per row (``provenance["what_ran"]``): the server's command line; every response's
+``generation_settings`` checked against the request (samplers, temperature, top-k, top-p, seed,
+``speculative.types``) -- a difference is an error row, never tokens; the samples whose request
+drafted at all.
+
+Example: with LlamaEngine() as e: e.continue_prompts([[5, 6, 7]], n=4, max_new_tokens=2,
+    sampling=Sampling(1.0), spec=Speculation("draft_model", k=2, draft="draft-distilled",
+    options=(("draft_sampling", "probabilistic"),)), seed=0).tokens -> 1 prompt x 4 samples x 2 ids
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specdec.family.loader import embedded_dir
+from specdec.family.manifest import read_sums, sha256_file, verify_dir
+from specdec.io.paths import BUILD_DIR, MODELS_DIR
+from specdec.peers.contract import check_request
+from specdec.peers.interface import Continuations, Sampling, Speculation, stream_seed
+from specdec.peers.llama_server import LlamaServer, build_info
+
+__all__ = ["LLAMA_METHODS", "DRAFT_SAMPLING", "EXACT_FLAGS", "LlamaEngine", "gguf_file", "server_flags",
+           "request_payload", "step_record", "settings_differ"]
+
+LLAMA_METHODS = ("none", "draft_model")
+DRAFT_SAMPLING = ("greedy", "probabilistic")
+EXACT_FLAGS = ("-ctk", "f32", "-ctv", "f32", "-fa", "off")
+RANDOM_SEED = 0xFFFFFFFF  # llama.cpp's LLAMA_DEFAULT_SEED: "draw a random seed"
+
+
+def gguf_file(member: str, root: Path | None = None) -> Path:
+    """The float32 GGUF of an embedded family member, written once per checked weights file and
+    writer (`specdec.family.gguf.write_embedded`) under ``build/gguf/``, named by both sha256s."""
+    name = embedded_dir(member)
+    if name is None:
+        raise ValueError(f"{member!r} is not a member of the embedded family (llama.cpp runs the embedded pair)")
+    verify_dir(MODELS_DIR / name)
+    from specdec.family import gguf
+
+    sha = read_sums()[f"{name}/model.safetensors"][:12]
+    path = Path(root or BUILD_DIR / "gguf") / f"{name}-{sha}-{sha256_file(Path(gguf.__file__))[:8]}.gguf"
+    if not path.exists():
+        from specdec.family.gguf import write_embedded
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_embedded(member, path)
+    return path
+
+
+def server_flags(spec: Speculation | None, threads: int) -> list[str]:
+    """The speculative flags of one configuration (module docstring); [] for plain decoding."""
+    if spec is None or spec.method == "none":
+        return []
+    drafting = dict(spec.options).get("draft_sampling", "greedy")
+    if drafting not in DRAFT_SAMPLING:
+        raise ValueError(f"option draft_sampling must be one of {DRAFT_SAMPLING}, got {drafting!r}")
+    return ["-ctkd", "f32", "-ctvd", "f32", "-td", str(threads), "--spec-type", "draft-simple",
+            "--spec-draft-sampling", drafting, "--spec-draft-n-max", str(spec.k), "--spec-draft-p-min", "0"]
+
+
+def request_payload(prompt: list[int], n_predict: int, sampling: Sampling, seed: int) -> dict:
+    """One /completion request with every sampling rule pinned (module docstring)."""
+    samplers = ["temperature"] + (["top_k"] if sampling.top_k else []) + \
+        (["top_p"] if sampling.top_p is not None and sampling.top_p < 1 else [])
+    seed = int(seed) & 0xFFFFFFFF
+    return {"prompt": list(map(int, prompt)), "n_predict": int(n_predict), "seed": seed if seed != RANDOM_SEED else 0,
+            "temperature": float(sampling.temperature), "samplers": samplers, "top_k": int(sampling.top_k or 0),
+            "top_p": float(sampling.top_p if sampling.top_p is not None else 1.0), "min_p": 0.0,
+            "typical_p": 1.0, "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
+            "dry_multiplier": 0.0, "xtc_probability": 0.0, "mirostat": 0, "n_probs": 0,
+            "ignore_eos": True, "cache_prompt": True, "return_tokens": True, "stream": False}
+
+
+CHECKED = ("samplers", "temperature", "top_k", "top_p", "min_p", "seed", "ignore_eos")
+
+
+def settings_differ(payload: dict, settings: dict, drafted: bool) -> list[str]:
+    """The pinned settings a response's ``generation_settings`` does not echo as sent (floats to
+    float32 rounding), and a missing draft-simple where the server should draft."""
+    out = []
+    for key in CHECKED:
+        got, want = settings.get(key), payload[key]
+        same = abs(float(got) - float(want)) < 1e-6 if isinstance(want, float) and got is not None else got == want
+        if not same:
+            out.append(f"{key}: sent {want!r}, ran {got!r}")
+    if drafted and "draft-simple" not in str(settings.get("speculative.types", "")):
+        out.append(f"speculative.types: {settings.get('speculative.types')!r} has no draft-simple")
+    return out
+
+
+def step_record(draft_n: int, accepted: int, k: int, n_predict: int, budget: int = 20000) -> list[tuple[int, int]] | None:
+    """Every step of one request, (drafted, accepted) in order, steps without drafts as (0, 0), where
+    the request's totals determine them; None where several step sequences give the same totals (or
+    the search passes ``budget`` nodes).  The server drafts min(k, n_predict - decoded - 1) tokens a
+    step after the prefill token (module docstring), and a step emits its accepted drafts and one
+    more token.  Example: step_record(3, 1, k=2, n_predict=4) -> [(2, 0), (1, 1)]."""
+    found, nodes = [], [0]
+
+    def walk(decoded: int, dn: int, da: int, steps: list) -> None:
+        nodes[0] += 1
+        if len(found) > 1 or nodes[0] > budget:
+            return
+        if decoded >= n_predict:
+            if dn == draft_n and da == accepted:
+                found.append(list(steps))
+            return
+        m = max(0, min(k, n_predict - decoded - 1))
+        if dn + m > draft_n:
+            return
+        for a in range(min(m, accepted - da) + 1):
+            walk(decoded + a + 1, dn + m, da + a, steps + [(m, a)])
+
+    walk(1, 0, 0, [])
+    return found[0] if len(found) == 1 and nodes[0] <= budget else None
+
+
+@dataclass
+class LlamaEngine:
+    """llama-server behind the Engine interface (module docstring)."""
+    threads: int = 1
+    target: str = "target"
+    startup_timeout_s: float = 120.0
+    request_timeout_s: float = 120.0
+    name: str = "llama.cpp"
+    _servers: dict = field(default_factory=dict, repr=False)
+
+    def _server(self, spec: Speculation | None) -> LlamaServer:
+        key = None if spec is None or spec.method == "none" else (spec.draft, spec.k, spec.options)
+        if key not in self._servers:
+            server = LlamaServer(threads=self.threads, startup_timeout_s=self.startup_timeout_s,
+                                 request_timeout_s=self.request_timeout_s)
+            draft = gguf_file(spec.draft) if key is not None else None
+            server.start(gguf_file(self.target), draft=draft, extra_args=[*EXACT_FLAGS, *server_flags(spec, self.threads)])
+            self._servers[key] = server
+        return self._servers[key]
+
+    def continue_prompts(self, prompts: list[list[int]], n: int, max_new_tokens: int,
+                         sampling: Sampling, spec: Speculation | None, seed: int) -> Continuations:
+        import json
+
+        config = json.loads((MODELS_DIR / embedded_dir(self.target) / "config.json").read_text())
+        prompts, n, max_new_tokens, seed, method, options = check_request(
+            prompts, n, max_new_tokens, sampling, spec, seed, vocab_size=int(config["vocab_size"]),
+            context=int(config["n_positions"]), methods=LLAMA_METHODS, drafted=("draft_model",),
+            options={"draft_model": ("draft_sampling",)})
+        k = spec.k if method != "none" else 0
+        if method != "none":
+            server_flags(spec, self.threads)  # the option's value, before a server starts
+        start = time.perf_counter()
+        server = self._server(spec if method != "none" else None)
+        tokens, steps = [], []
+        counters = {"num_requests": 0, "num_drafted_requests": 0, "draft_n": 0, "draft_n_accepted": 0}
+        for i, prompt in enumerate(prompts):
+            rows, records = [], []
+            for j in range(n):
+                payload = request_payload(prompt, max_new_tokens, sampling, stream_seed(seed, i, j))
+                answer = server.post("/completion", payload)
+                wrong = settings_differ(payload, answer.get("generation_settings", {}), drafted=k > 0)
+                got = answer.get("tokens") or []
+                if wrong or len(got) < max_new_tokens:
+                    why = "; ".join(wrong) or f"{len(got)} tokens returned, {max_new_tokens} asked"
+                    return Continuations([], counters, self._provenance(server, method, k, options, sampling, n, seed,
+                                                                        start), f"llama-server did not run as asked: {why}")
+                rows.append([int(t) for t in got[:max_new_tokens]])
+                timing = answer.get("timings", {})
+                dn, da = int(timing.get("draft_n", 0)), int(timing.get("draft_n_accepted", 0))
+                counters["num_requests"] += 1
+                counters["num_drafted_requests"] += dn > 0
+                counters["draft_n"] += dn
+                counters["draft_n_accepted"] += da
+                records.append(step_record(dn, da, k, max_new_tokens) if k else [])
+            tokens.append(rows)
+            steps.append(records)
+        provenance = self._provenance(server, method, k, options, sampling, n, seed, start)
+        provenance["what_ran"] = {"command": server.provenance.get("command", ""), "settings_checked": list(CHECKED),
+                                  "requests_drafted": counters["num_drafted_requests"],
+                                  "requests": counters["num_requests"]}
+        return Continuations(tokens, counters, provenance, steps=steps if method != "none" else None)
+
+    def _provenance(self, server, method, k, options, sampling, n, seed, start) -> dict:
+        return {"engine": self.name, "method": method, "k": k, "options": dict(options), "sampling": vars(sampling),
+                "n": n, "seed": seed, "threads": self.threads, "command": server.provenance.get("command", ""),
+                "build": build_info(), "wall_s": time.perf_counter() - start}
+
+    def close(self) -> None:
+        """Stop every server this engine started (idempotent)."""
+        servers, self._servers = self._servers, {}
+        for server in servers.values():
+            server.stop()
+
+    def __enter__(self) -> "LlamaEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
