@@ -142,8 +142,8 @@ def recompute(P) -> dict:
         if llama is not None:
             llama.close()
     out["phases"] = phases
-    out["eos_mass"] = {name: law.eos_mass(exact.target(name)[0], exact.contexts[name]) for name in sampled}
-    out["inputs"] = {"prompts": prompts, "speed_prompts": speed_prompts, "chosen": chosen["chosen"],
+    out["inputs"] = {"eos_mass": max(law.eos_mass(exact.target(name)[0], exact.contexts[name]) for name in sampled),
+                     "prompts": prompts, "speed_prompts": speed_prompts, "chosen": chosen["chosen"],
                      "examined": len(chosen["rows"]), "sha256": subjects.sha256,
                      "n_design": design_n(P.PROMPTS, eps=P.EPS, alpha=P.ALPHA2, power_target=P.POWER,
                                           n_bins=P.N_BINS, orders=2)}

@@ -1,0 +1,148 @@
+"""llama.cpp behind the Engine interface (`specdec.peers.llama`), against the real llama-server
+that `make llama-env` builds (skipped only when the binary is missing): requests pin every sampling
+rule and a server that ran other settings gives an error row, never tokens; the step records read
+from the server's draft totals are never wrong (checked against simulated requests); the same seed
+gives the same tokens; speculative greedy equals plain greedy; each drafting rule's first-step
+acceptance meets its own exact expectation and misses the other rule's (the check that the server
+ran the rule its flags name); bad requests are refused before a server starts; no server is left.
+
+Chapter 10's SMOKE run (tests/report/test_notebooks.py) runs the law and every-position tests
+through this adapter."""
+
+import math
+import random
+
+import pytest
+
+from specdec.peers.interface import Sampling, Speculation
+from specdec.peers.llama import LlamaEngine, request_payload, settings_differ, step_record
+from specdec.peers.llama_server import LLAMA_SERVER
+
+PROMPTS = [[348, 891, 452, 264, 1125, 321, 77, 99], [40, 47, 54, 61, 68, 75]]
+DRAFT = "draft-distilled"
+llama_group = pytest.mark.xdist_group("llama_server")  # one worker runs them; the fixture `engine` skips without the binary
+
+
+def _spec(drafting: str, k: int = 2) -> Speculation:
+    return Speculation("draft_model", k=k, draft=DRAFT, options=(("draft_sampling", drafting),))
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_requests_pin_the_order_of_the_rules_and_a_difference_is_caught():
+    got = request_payload([1, 2], 4, Sampling(0.7, top_p=0.9), seed=2**40 + 5)
+    assert got["samplers"] == ["temperature", "top_p"]       # Sampling's order, not llama.cpp's default
+    assert (got["top_k"], got["min_p"], got["seed"]) == (0, 0.0, 5)
+    assert request_payload([1], 1, Sampling(1.0, top_k=5), 0)["samplers"] == ["temperature", "top_k"]
+    assert request_payload([1], 1, Sampling(1.0), 0xFFFFFFFF)["seed"] != 0xFFFFFFFF   # llama.cpp's "random"
+    echoed = {key: got[key] for key in ("samplers", "temperature", "top_k", "top_p", "min_p", "seed", "ignore_eos")}
+    assert settings_differ(got, {**echoed, "speculative.types": "none,draft-simple"}, drafted=True) == []
+    wrong = settings_differ(got, {**echoed, "samplers": ["top_p", "temperature"], "top_p": 0.95}, drafted=True)
+    assert [w.split(":")[0] for w in wrong] == ["samplers", "top_p", "speculative.types"]
+
+
+def test_step_records_from_the_totals_are_never_wrong():
+    """Requests simulated by the server's rule (a step drafts min(k, n_predict - decoded - 1)):
+    the record from their totals is the truth or None, never another sequence."""
+    assert step_record(3, 1, 2, 4) == [(2, 0), (1, 1)]
+    assert step_record(2, 1, 2, 4) == [(2, 1), (0, 0)]
+    assert step_record(2, 2, 2, 4) == [(2, 2)]
+    rng, known = random.Random(0), 0
+    for _ in range(3000):
+        k, n_predict = rng.choice([1, 2, 3, 4]), rng.randint(2, 12)
+        decoded, steps = 1, []
+        while decoded < n_predict:
+            m = max(0, min(k, n_predict - decoded - 1))
+            a = rng.randint(0, m)
+            steps.append((m, a))
+            decoded += a + 1
+        got = step_record(sum(m for m, _ in steps), sum(a for _, a in steps), k, n_predict)
+        assert got in (None, steps)
+        known += got is not None
+        if k == 2 and n_predict == 4:
+            assert got == steps      # the law samples' case: always determined
+    assert 1000 < known < 3000        # both outcomes occur
+
+
+@pytest.mark.parametrize("request_args, match", [
+    (([[1, 2]], 2, 2, Sampling(1.0), Speculation("ngram", k=2), 0), "unknown speculative method"),
+    (([[1, 2]], 2, 2, Sampling(1.0), _spec("sampled"), 0), "draft_sampling"),
+    (([[1, 99999]], 2, 2, Sampling(1.0), None, 0), "token"),
+    (([[1, 2]], 2, 2, Sampling(1.0), Speculation("draft_model", k=2, draft=DRAFT, options=(("n_max", 3),)), 0),
+     "takes options"),
+])
+def test_bad_requests_are_refused_before_a_server_starts(request_args, match):
+    engine = LlamaEngine()
+    with pytest.raises(ValueError, match=match):
+        engine.continue_prompts(*request_args)
+    assert engine._servers == {}
+
+
+@pytest.fixture(scope="module")
+def engine():
+    if not LLAMA_SERVER.exists():
+        pytest.skip(f"{LLAMA_SERVER} is missing: build it with `make llama-env`")
+    with LlamaEngine() as e:
+        yield e
+
+
+@llama_group
+def test_one_seed_one_output_and_every_server_stopped(engine):
+    a = engine.continue_prompts(PROMPTS, 6, 5, Sampling(1.0), None, seed=3)
+    b = engine.continue_prompts(PROMPTS, 6, 5, Sampling(1.0), None, seed=3)
+    c = engine.continue_prompts(PROMPTS, 6, 5, Sampling(1.0), None, seed=4)
+    assert a.error is None and a.tokens == b.tokens != c.tokens
+    assert [len(s) for p in a.tokens for s in p] == [5] * 12 and a.steps is None
+    assert len({tuple(s) for s in a.tokens[0]}) > 1          # samples of one prompt are not copies
+    spec = engine.continue_prompts(PROMPTS[:1], 4, 4, Sampling(1.0), _spec("probabilistic"), seed=3)
+    assert spec.counters["num_drafted_requests"] == 4 and all(r is not None for r in spec.steps[0])
+    assert "--spec-draft-sampling probabilistic" in spec.provenance["what_ran"]["command"]
+    with LlamaEngine() as own:
+        own.continue_prompts(PROMPTS[:1], 1, 2, Sampling(0.0), None, seed=0)
+        pids = [s.pid for s in own._servers.values()]
+    assert pids and all(_gone(pid) for pid in pids)
+
+
+@llama_group
+@pytest.mark.parametrize("drafting", ["greedy", "probabilistic"])
+def test_speculative_greedy_equals_plain_greedy(engine, drafting):
+    plain = engine.continue_prompts(PROMPTS, 1, 24, Sampling(0.0), None, seed=0)
+    spec = engine.continue_prompts(PROMPTS, 1, 24, Sampling(0.0), _spec(drafting), seed=0)
+    assert spec.error is None and spec.tokens == plain.tokens
+    assert spec.counters["draft_n"] > 0                       # it speculated
+
+
+@llama_group
+def test_each_drafting_rule_meets_its_own_acceptance_and_misses_the_other(engine):
+    """First-step acceptance at temperature 1 against the exact expectations of sample-and-match
+    (p(argmax q)) and rejection sampling with the server's retuned q (its top 10 at the
+    temperature): n = 300 requests each, |z| < 4 for the rule the flags name, |z| > 4 for the other
+    (the two expectations differ by ~0.3 on this prompt: z ~ 10 at this n)."""
+    from specdec.core.sampling import SamplingConfig
+    from specdec.family.loader import load_model
+    from specdec.peers.acceptance import first_step_expectation
+    from specdec.peers.laws import enumerate_prompt
+
+    ctx = enumerate_prompt(load_model("target", dtype="float32"), load_model(DRAFT, dtype="float32"), PROMPTS[0],
+                           SamplingConfig(1.0))
+    expect = {rule: first_step_expectation(ctx, SamplingConfig(1.0), rule, first_from_prefill=True,
+                                           draft_sampling=SamplingConfig(1.0, top_k=10))
+              for rule in ("argmax", "sampled")}
+    n = 300
+    for drafting, own, other in (("greedy", "argmax", "sampled"), ("probabilistic", "sampled", "argmax")):
+        res = engine.continue_prompts(PROMPTS[:1], n, 4, Sampling(1.0), _spec(drafting), seed=7)
+        kept = sum(r[0][1] >= 1 for r in res.steps[0])
+        assert all(r[0][0] == 2 for r in res.steps[0])      # every x2 came from a step with 2 drafts
+
+        def z(ends):
+            lo, hi = ends
+            a = min(max(kept / n, lo), hi)
+            return (kept - n * a) / math.sqrt(n * a * (1 - a))
+        assert abs(z(expect[own])) < 4, (drafting, kept, expect)
+        assert abs(z(expect[other])) > 4, (drafting, kept, expect)
