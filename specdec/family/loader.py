@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from pathlib import Path
 from typing import NamedTuple
 
@@ -166,9 +167,21 @@ def _hub_weights_sha256(repo_id: str) -> dict[str, str]:
     return {name: sha256_file(Path(p)) for name, p in paths.items() if isinstance(p, str)}
 
 
+# transformers builds a model on the meta device under process-wide patches (default device, init
+# functions): two threads loading at once can see each other's patches and fail ("Cannot copy out
+# of meta tensor"), so loads are serialised.
+_LOADING = threading.Lock()
+
+
 def load_model(name: str, *, dtype=None, device: str = "cpu", checked: bool = True, root: Path | None = None):
     """One causal LM by embedded name, local directory, or hub id; eval mode on ``device``, with
-    ``model.weights_sha256`` set.  ``checked=False`` skips the manifest (fresh weights only)."""
+    ``model.weights_sha256`` set.  ``checked=False`` skips the manifest (fresh weights only).
+    Thread-safe: one load at a time in a process (``_LOADING``)."""
+    with _LOADING:
+        return _load_model(name, dtype=dtype, device=device, checked=checked, root=root)
+
+
+def _load_model(name: str, *, dtype, device: str, checked: bool, root: Path | None):
     from transformers import AutoModelForCausalLM
 
     root = Path(root or MODELS_DIR)

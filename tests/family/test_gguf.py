@@ -60,3 +60,4 @@ def test_a_written_member_reads_back_with_the_metadata_llama_cpp_needs(tmp_path)
     for t in reader.tensors:
         assert t.tensor_type == gguf.GGMLQuantizationType.F32
         assert np.array_equal(np.asarray(t.data).reshape(written[t.name].shape), written[t.name]), t.name
+

@@ -227,3 +227,17 @@ def test_a_hub_id_in_the_local_cache_loads_offline_with_its_sha256(tmp_path, mon
     m = models.load_model("someone/tiny")
     assert m.config.n_layer == 1
     assert m.weights_sha256 == {"model.safetensors": manifest.sha256_file(snapshot / "model.safetensors")}
+
+
+def test_models_load_from_several_threads_at_once():
+    """transformers builds a model under process-wide meta-device patches; two threads loading at
+    once failed ("Cannot copy out of meta tensor") in 3 of 3 tries without the loader's lock, as
+    chapter 10's llama.cpp thread (writing its GGUF files) met our engine loading the target."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from specdec.family.loader import load_model
+
+    with ThreadPoolExecutor(4) as pool:
+        models = list(pool.map(lambda m: load_model(m, dtype="float32"), ["target", "draft-distilled"] * 4))
+    assert [m.config.n_layer for m in models[:2]] == [load_model("target").config.n_layer,
+                                                     load_model("draft-distilled").config.n_layer]

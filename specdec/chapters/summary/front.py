@@ -40,7 +40,8 @@ __all__ = ["engines_values", "reference", "primary_rows", "replicated", "rerun_r
 def engines_values(root: Path = RESULTS_DIR) -> dict:
     """Chapter 10's law tests as counts (rows that tested what they name only: a configuration the
     build ignored, or that did not run, is not counted): vLLM's shipped sampled speculative rows
-    rejected of tested, its patched rows passed of tested, the other engines' speculative rows passed,
+    rejected of tested, its patched rows passed of tested, ours and Hugging Face's speculative rows
+    passed, llama.cpp's speculative rows passed (and its package version),
     the positive controls passed, the negative controls rejected, the configurations the build
     ignored, vLLM's speculative greedy configurations equal to its plain greedy decoding, and vLLM's
     version."""
@@ -55,7 +56,8 @@ def engines_values(root: Path = RESULTS_DIR) -> dict:
     vllm_spec = lambda r: r["engine"] == "vllm" and r["role"] == "speculative"  # noqa: E731
     shipped = count(lambda r: vllm_spec(r) and not r["patched"], "reject")
     patched = count(lambda r: vllm_spec(r) and r["patched"], "pass")
-    others = count(lambda r: r["engine"] != "vllm" and r["role"] == "speculative", "pass")
+    others = count(lambda r: r["engine"] in ("ours", "hf") and r["role"] == "speculative", "pass")
+    llama = count(lambda r: r["engine"] == "llama" and r["role"] == "speculative", "pass")
     controls = count(lambda r: r["role"] == "control", "pass")
     negatives = count(lambda r: r["role"] == "negative control", "reject")
     greedy = [r for r in records(read_table(path / "greedy.csv"))
@@ -64,6 +66,8 @@ def engines_values(root: Path = RESULTS_DIR) -> dict:
     return {"engines_shipped_rejected": shipped[0], "engines_shipped_n": shipped[1],
             "engines_patched_pass": patched[0], "engines_patched_n": patched[1],
             "engines_others_pass": others[0], "engines_others_n": others[1],
+            "engines_llama_pass": llama[0], "engines_llama_n": llama[1],
+            "engines_llama": versions.get("llama_package_version", "not run"),
             "engines_controls_pass": controls[0], "engines_controls_n": controls[1],
             "engines_negatives_rejected": negatives[0], "engines_negatives_n": negatives[1],
             "engines_ignored": len({r["configuration"] for r in rows if r["status"] == "ignored by this build"}),
