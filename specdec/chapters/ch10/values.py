@@ -197,19 +197,27 @@ def prompt_values(inputs: dict) -> dict:
 def llama_values(laws: pd.DataFrame, acc: pd.DataFrame, pit: pd.DataFrame, speed: pd.DataFrame) -> dict:
     """llama.cpp's rows: law rows passed of those tested (speculative, and plain decoding), the
     range of binned TV its speculative rows detect with power 0.8 (text), acceptance rows meeting
-    their exact expectation, every-position rows passed, and its speculative speed rows faster."""
+    their exact expectation, speculative every-position rows passed, its speculative speed rows faster, and
+    whether its sample-and-match rows' p-values equal its plain decoding's ("equal", "different",
+    "untested")."""
     t, a, p = _tested(laws), acc[acc["engine"] == "llama"] if len(acc) else acc, _tested(pit)
-    lt, lp = t[t["engine"] == "llama"], p[p["engine"] == "llama"]
+    lt, lp = t[t["engine"] == "llama"], p[(p["engine"] == "llama") & (p["role"] == "speculative")]
     spec = lt[lt["role"] == "speculative"]
     s = speed[speed["engine"] == "llama"] if "engine" in speed else speed.iloc[:0]
     lo, hi = (spec["mdtv"].min(), spec["mdtv"].max()) if len(spec) else (math.nan, math.nan)
+    # sample-and-match draws the target's own sample at every position: under the same request seeds
+    # its samples are plain decoding's, so its rows' p-values equal the control's to the digit
+    plain = lt[lt["role"] == "control"].set_index("setting")["p_value"]
+    match = lt[lt["configuration"].str.contains("sample-and-match")].set_index("setting")["p_value"]
+    same = [bool(plain.get(k) == v) for k, v in match.items()]
     return {"llama_spec_pass": int((spec["status"] == "pass").sum()), "llama_spec_n": len(spec),
             "llama_control_pass": int(((lt["role"] == "control") & (lt["status"] == "pass")).sum()),
             "llama_control_n": int((lt["role"] == "control").sum()),
             "llama_mdtv": _num(lo, ".2f") if _num(lo, ".2f") == _num(hi, ".2f") else f"{_num(lo, '.2f')}-{_num(hi, '.2f')}",
             "llama_acc_meet": int((a["status"] == "meets").sum()) if len(a) else 0, "llama_acc_n": len(a),
             "llama_pit_pass": int((lp["status"] == "pass").sum()), "llama_pit_n": len(lp),
-            "llama_faster": int((s["verdict"] == "faster").sum()), "llama_speed_n": len(s)}
+            "llama_faster": int((s["verdict"] == "faster").sum()), "llama_speed_n": len(s),
+            "llama_coupled": "equal" if same and all(same) else "different" if same else "untested"}
 
 
 def plain_values(plain: pd.DataFrame) -> dict:
