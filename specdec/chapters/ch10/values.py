@@ -85,11 +85,11 @@ def acceptance_view(acc: pd.DataFrame) -> pd.DataFrame:
 
 
 def pit_view(pit: pd.DataFrame, power: pd.DataFrame) -> pd.DataFrame:
-    """The every-position rows that carry the finding: vLLM's and llama.cpp's tested configurations and the negative
-    controls, p-value and verdict per setting, and for a negative control the test's power against
+    """The every-position rows that carry the finding: vLLM's and llama.cpp's speculative configurations and the
+    negative controls (the plain-decoding controls are in the CSV), p-value and verdict per setting, and for a negative control the test's power against
     it at vLLM's size ("-" for the others)."""
     t = _tested(pit)
-    t = t[t["engine"].isin(["vllm", "llama"]) | (t["role"] == "negative control")]
+    t = t[(t["engine"].isin(["vllm", "llama"]) & (t["role"] == "speculative")) | (t["role"] == "negative control")]
     pw = power.set_index(["configuration", "setting"])["power_vllm"] if len(power) else pd.Series(dtype=float)
     t = t.assign(power=[pw.get((c, s), math.nan) for c, s in zip(t["configuration"], t["setting"])])
     return _per_config(t, {"p-value": ("p_value", _p), "verdict": ("verdict", str),
