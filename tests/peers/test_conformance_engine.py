@@ -20,7 +20,7 @@ from specdec.core.cost import expected_tokens
 from specdec.core.sampling import SamplingConfig
 from specdec.engine.decode import generate
 from specdec.family.loader import load_pair
-from specdec.chapters.ch10.audit import NegativeControl
+from specdec.audit.design import NegativeControl
 from specdec.peers.acceptance import (conditional_acceptance, first_step_expectation,
                                       metrics_from_counters, steps_of_ours)
 from specdec.peers.conformance import alternative_power, design_n, law_test, verdict

@@ -90,8 +90,8 @@ def test_two_fresh_processes_under_one_seed_repeat_plain_sampling():
     """Chapter 10's repeatability check (`runs.repeatability`, which its SMOKE run skips): the same
     calls in two fresh worker processes side by side under one engine-level seed.  vLLM's plain
     sampling draws only from its seeded generator, so the two give the same samples, every one."""
-    from specdec.chapters.ch10 import audit, runs
+    from specdec.audit import design, runs
 
-    plain = [c for c in audit.plan(2, DRAFT) if c.engine == "vllm" and c.spec is None]
+    plain = [c for c in design.plan(2, DRAFT) if c.engine == "vllm" and c.spec is None]
     rows = runs.repeatability(VLLMEngine(timeout_s=240), plain, PROMPTS, n=12, setting="temperature 1", seed=3)
     assert [(r["configuration"], r["samples"], r["differ"], r["note"]) for r in rows] == [("plain decoding", 24, 0, "")]

@@ -183,7 +183,7 @@ def test_the_law_harness_lines_shown_run_on_our_engine_and_catch_a_wrong_rule(em
     CPU, too slow for the page, so they run here) with the embedded pair: our engine's token
     verification is consistent with the target's law; our engine with a wrong rule (every draft
     kept: the draft's law) is inconsistent."""
-    from specdec.chapters.ch10.audit import NegativeControl
+    from specdec.audit.design import NegativeControl
     from specdec.peers.ours import OursEngine
 
     shown = [m for md in _cells("markdown") for m in re.findall(r"```python\n(.*?)```", md, re.S)

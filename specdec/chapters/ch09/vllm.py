@@ -5,7 +5,7 @@ exactly as our engine's runs are.
 
 Protocol, stated before any result: every server of the run is started first (all at once, each
 one thread, its log kept) and stopped in a ``finally``; the plain server is the baseline.  The
-configurations are chapter 10's (`specdec.chapters.ch10.audit.plan`, by label), and each carries chapter 10's
+configurations are chapter 10's (`specdec.audit.design.plan`, by label), and each carries chapter 10's
 verdict at the chapter's sampling setting (`law_status`, read from its committed laws table): one
 whose law test rejected is run only under a label saying "not the target's law here", and its
 rows' verdicts say so instead of faster or slower.
@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
-from specdec.chapters.ch10.audit import Config, plan
+from specdec.audit.design import Config, plan
 from specdec.measure.server_runs import NONE, server_sweep
 from specdec.peers.vllm_server import VLLMServer
 from specdec.measure.serving_runs import speedups as paired_speedups

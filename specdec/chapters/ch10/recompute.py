@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from specdec.chapters.ch10 import audit, law, runs, speed as speed_lib, tables
-from specdec.chapters.ch10.prompts import choose
+from specdec.audit import design, law, runs, speed as speed_lib, tables
+from specdec.audit.prompts import choose
 from specdec.measure.subjects import load_subjects
 from specdec.peers.conformance import design_n
 from specdec.peers.laws import enumerate_prompt
@@ -29,18 +29,19 @@ __all__ = ["configs_of", "recompute"]
 
 def configs_of(P) -> list:
     """The plan's configurations this run audits (``P.ENGINES``, ``P.VLLM_CONFIGS``)."""
-    return [c for c in audit.plan(P.K, P.DRAFT) if c.engine in P.ENGINES
+    return [c for c in design.plan(P.K, P.DRAFT) if c.engine in P.ENGINES
             and (c.engine != "vllm" or not P.VLLM_CONFIGS or c.label in P.VLLM_CONFIGS)]
 
 
 def _sizes(P) -> dict:
-    """Per-prompt sizes (`tables.size_of`): vLLM's speculative rows at the design's n, llama.cpp's at
-    ``N_LLAMA``; every plain-decoding control, vLLM's and llama.cpp's too, at ``N_OURS``."""
+    """Per-prompt sizes (`tables.size_of`): vLLM's speculative rows at the design's n; llama.cpp's rows,
+    its control too, at ``N_LLAMA`` (one request per sample); every other plain-decoding control,
+    vLLM's too, at ``N_OURS``."""
     return {e: {"n1": max(n // P.STAGE1, 40), "n2": n, "n_long": nl}
             for e, n, nl in (("vllm", P.N_VLLM, P.N_LONG), ("vllm-control", P.N_OURS, P.N_LONG),
                              ("ours", P.N_OURS, P.N_LONG), ("hf", P.N_OURS, P.N_LONG),
                              ("hf-spec", P.N_HF, P.N_LONG_HF), ("llama", P.N_LLAMA, P.N_LONG),
-                             ("llama-control", P.N_OURS, P.N_LONG))}
+                             ("llama-control", P.N_LLAMA, P.N_LONG))}
 
 
 def recompute(P) -> dict:
@@ -61,7 +62,7 @@ def recompute(P) -> dict:
     configs = configs_of(P)
     subjects = load_subjects("cpu", "float32", allow_stand_in=False, seed=P.SEED)
     tgt, dft = subjects.target, subjects.drafts[P.DRAFT]
-    sampled = {name: audit.config_cfg(s) for name, s in audit.SETTINGS.items() if s.temperature > 0}
+    sampled = {name: design.config_cfg(s) for name, s in design.SETTINGS.items() if s.temperature > 0}
     chosen = choose(tgt, subjects.prompts(P.CANDIDATES, P.PROMPT_LEN, seed=P.SEED), list(sampled.values()),
                     count=P.PROMPTS, min_drafts=P.MIN_DRAFTS, min_spread=P.MIN_SPREAD)
     prompts = chosen["prompts"]

@@ -1,4 +1,4 @@
-"""Chapter 10's law of the first two tokens: one row per (configuration, setting) with what ran,
+"""The law of the first two tokens (chapter 10): one row per (configuration, setting) with what ran,
 how many samples went through a verification that carried drafts, the two-stage test, its power
 and, for a rejection, the diagnosis; and acceptance at the first verification step against its
 exact expectation.
@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from specdec.chapters.ch10.audit import SETTINGS, Config, config_cfg
+from specdec.audit.design import SETTINGS, Config, config_cfg
 from specdec.core.sampling import SamplingConfig
 from specdec.peers.acceptance import first_step_expectation
 from specdec.peers.conformance import law_test, verdict

@@ -1,4 +1,4 @@
-"""Chapter 10's plan: which configuration of which engine is held to the target's law, and the
+"""The audit's plan (chapter 10 runs it): which configuration of which engine is held to the target's law, and the
 negative controls the tests must reject.
 
 Protocol, stated before any result (the chapter states it again in its own words):
@@ -10,8 +10,8 @@ Protocol, stated before any result (the chapter states it again in its own words
      verification rules, the negative controls, which the tests must reject.
   2. What ran is read from the running engine (vLLM: `peers.vllm_patch.what_ran`): a requested
      option the build ignores makes its row "ignored by this build", never a verdict.
-  3. The law of the first two tokens (`specdec.chapters.ch10.law`), every position of long outputs
-     (`specdec.chapters.ch10.pit_rows`), acceptance against its exact expectation, greedy equality.
+  3. The law of the first two tokens (`specdec.audit.law`), every position of long outputs
+     (`specdec.audit.pit_rows`), acceptance against its exact expectation, greedy equality.
 
 The planted fault "temperature misapplied at drafted positions" (`TemperedAtDrafts`) verifies
 exactly but against the target's law at another temperature at every drafted position (the bonus

@@ -1,8 +1,8 @@
-"""Chapter 10's tables from its runs: the jobs of each stage, the law rows merged over the two
+"""The audit's tables from its runs (chapter 10): the jobs of each stage, the law rows merged over the two
 stages, acceptance, the every-position (PIT) rows with the planted faults' power, greedy equality,
 repeatability and the kernel check.  Numbers and one-word verdicts only: the chapter words them.
 
-Stages, stated before any result (`specdec.chapters.ch10.law` gives the test's design):
+Stages, stated before any result (`specdec.audit.law` gives the test's design):
   0. vLLM: every configuration built and inspected (what ran), and the kernel check; no samples.
   1. every tested configuration: law samples (``n1`` per prompt), long outputs, greedy outputs.
   2. every law row stage 1 did not reject: ``n2`` fresh law samples per prompt (seed + 1).
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import math
 
-from specdec.chapters.ch10.audit import SETTINGS, Config
-from specdec.chapters.ch10.law import Exact, acceptance_row, law_row, ran
-from specdec.chapters.ch10.pit_rows import fault_power, pit_row
-from specdec.chapters.ch10.runs import Job, law_length
-from specdec.chapters.ch10.speed import filled
+from specdec.audit.design import SETTINGS, Config
+from specdec.audit.law import Exact, acceptance_row, law_row, ran
+from specdec.audit.pit_rows import fault_power, pit_row
+from specdec.audit.runs import Job, law_length
+from specdec.audit.speed import filled
 from specdec.peers.diagnosis import greedy_divergences
 
 __all__ = ["versions", "inspect_jobs", "size_of", "stage_jobs", "ignored", "law_table", "second_jobs", "lead_jobs",

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from specdec.measure.protocol import OUT_OF_REACH
-from specdec.chapters.ch10 import audit, tables
-from specdec.chapters.ch10 import speed as runs
-from specdec.chapters.ch10.runs import Job
+from specdec.audit import design, tables
+from specdec.audit import speed as runs
+from specdec.audit.runs import Job
 from specdec.peers.interface import Continuations
 from specdec.peers.ours import OursEngine
 
@@ -25,7 +25,7 @@ def ours():
 
 
 def _ours_pairs(ks):
-    return [p for p in runs.speed_pairs(audit.plan(2, DRAFT), ks) if p[0].engine == "ours"]
+    return [p for p in runs.speed_pairs(design.plan(2, DRAFT), ks) if p[0].engine == "ours"]
 
 
 def test_draft_lengths_are_relabelled_and_keep_the_tested_configuration():
@@ -65,7 +65,7 @@ class _WrongWhenSpeculating:
     def continue_prompts(self, prompts, n, max_new_tokens, sampling, spec, seed):
         if spec is None:
             return self.ours.continue_prompts(prompts, n, max_new_tokens, sampling, spec, seed)
-        wrong = audit.NegativeControl(self.ours.model("target"), self.ours.model(DRAFT), "always_accept")
+        wrong = design.NegativeControl(self.ours.model("target"), self.ours.model(DRAFT), "always_accept")
         return wrong.continue_prompts(prompts, n, max_new_tokens, sampling, spec, seed)
 
 
@@ -86,14 +86,14 @@ def test_plain_decoding_against_a_reference(ours):
     with pytest.raises(ValueError, match="reference"):
         runs.plain_rows(engines, "vllm", PROMPTS, batches=(1,), length=3, rounds=2, settings=("greedy",), seed=0)
     lean = OursEngine(mode="lean", _models=ours._models)
-    g = ours.continue_prompts(PROMPTS, 2, 6, audit.SETTINGS["greedy"], None, 0)
-    assert lean.continue_prompts(PROMPTS, 2, 6, audit.SETTINGS["greedy"], None, 0).tokens == g.tokens
+    g = ours.continue_prompts(PROMPTS, 2, 6, design.SETTINGS["greedy"], None, 0)
+    assert lean.continue_prompts(PROMPTS, 2, 6, design.SETTINGS["greedy"], None, 0).tokens == g.tokens
     with pytest.raises(ValueError, match="mode"):
-        OursEngine(mode="fast").continue_prompts(PROMPTS, 1, 2, audit.SETTINGS["greedy"], None, 0)
+        OursEngine(mode="fast").continue_prompts(PROMPTS, 1, 2, design.SETTINGS["greedy"], None, 0)
 
 
 def test_greedy_differences_are_classified_against_plain_at_the_prefix():
-    plain_cfg, spec_cfg = audit.plan(2, DRAFT)[0], audit.plan(2, DRAFT)[1]
+    plain_cfg, spec_cfg = design.plan(2, DRAFT)[0], design.plan(2, DRAFT)[1]
     first = {Job(plain_cfg, "greedy", "greedy", 1, 3, 0): Continuations([[[1, 2, 3], [1, 2, 3]]], {}, {}),
              Job(spec_cfg, "greedy", "greedy", 1, 3, 0): Continuations([[[1, 5, 3], [1, 2, 7]]], {}, {})}
     again = {(9, 1): 2, (9, 1, 2): 7}  # plain decoding emits its own token at (9, 1), the other one at (9, 1, 2)

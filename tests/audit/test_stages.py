@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from specdec.chapters.ch10 import audit, law, runs, tables
+from specdec.audit import design, law, runs, tables
 from specdec.family.loader import load_pair
 from specdec.peers.interface import Continuations
 from specdec.peers.laws import enumerate_prompt
@@ -25,14 +25,14 @@ TEST = dict(alpha1=0.001, alpha2=0.009, eps=0.1, n_bins=8, x1_bins=2, power_targ
 def setup():
     target, draft, tok = load_pair("embedded", DRAFT, dtype=torch.float32)
     prompts = [tok.encode("?\n\nBENEDICK.")]
-    ctx = {name: [enumerate_prompt(target, draft, p, audit.config_cfg(s)) for p in prompts]
-           for name, s in audit.SETTINGS.items() if s.temperature > 0}
+    ctx = {name: [enumerate_prompt(target, draft, p, design.config_cfg(s)) for p in prompts]
+           for name, s in design.SETTINGS.items() if s.temperature > 0}
     return target, draft, prompts, law.Exact(ctx)
 
 
 def test_two_stages_decide_each_row(setup):
     target, draft, prompts, exact = setup
-    configs = [c for c in audit.plan(2, DRAFT) if c.engine == "ours" and c.label in (
+    configs = [c for c in design.plan(2, DRAFT) if c.engine == "ours" and c.label in (
         "plain decoding", "token verification, k = 2", "wrong rule: every draft kept")]
     engines = {"ours": OursEngine(mode="lean")}
     jobs = tables.stage_jobs(configs, SIZES, seed=5, long_len=8, greedy_len=4)
@@ -56,7 +56,7 @@ def test_two_stages_decide_each_row(setup):
 
 
 def test_vllm_keeps_its_seed_in_stage_two_and_ignored_rows_get_no_jobs():
-    configs = [c for c in audit.plan(2, DRAFT) if c.engine == "vllm"]
+    configs = [c for c in design.plan(2, DRAFT) if c.engine == "vllm"]
     rows = [{"engine": "vllm", "configuration": c.label, "setting": "temperature 1", "status": "pass"} for c in configs]
     assert {j.seed for j in tables.second_jobs(rows, configs, SIZES, seed=5)} == {5}
     skip = {("vllm", configs[-1].label): ("ignored by this build", "rejection_sample_method=block")}
@@ -72,13 +72,13 @@ def test_each_row_draws_at_its_own_size():
     sizes = {"vllm": {"n1": 10, "n2": 100}, "vllm-control": {"n1": 5, "n2": 20}, "ours": {"n1": 4, "n2": 8},
              "hf": {"n1": 3, "n2": 6}, "hf-spec": {"n1": 2, "n2": 4}, "llama": {"n1": 7, "n2": 70},
              "llama-control": {"n1": 1, "n2": 30}}
-    got = {(c.engine, c.spec is None): tables.size_of(c, sizes)["n2"] for c in audit.plan(2, DRAFT)}
+    got = {(c.engine, c.spec is None): tables.size_of(c, sizes)["n2"] for c in design.plan(2, DRAFT)}
     assert got == {("vllm", False): 100, ("vllm", True): 20, ("ours", False): 8, ("ours", True): 8,
                    ("hf", False): 4, ("hf", True): 6, ("llama", False): 70, ("llama", True): 30}
 
 
 def test_what_ran_and_verified_samples_come_from_the_engine_record():
-    cfg = next(c for c in audit.plan(2, DRAFT) if c.label == "draft model, k = 2, probabilistic drafts, block rejection")
+    cfg = next(c for c in design.plan(2, DRAFT) if c.label == "draft model, k = 2, probabilistic drafts, block rejection")
     spec = {"method": "draft_model", "draft_sample_method": "probabilistic", "rejection_sample_method": "block"}
     argmax = {"draft_sampling": "argmax", "rejection": "standard"}
     res = Continuations([], {}, {"speculative_config": spec, "what_ran": argmax})
@@ -89,12 +89,12 @@ def test_what_ran_and_verified_samples_come_from_the_engine_record():
     with pytest.raises(ValueError, match="what ran is unknown"):
         law.ran(cfg, Continuations([], {}, {"speculative_config": spec}))
     # vLLM: x1 from prefill, x2 from the one step; a sample whose step carried no draft is not verified
-    ngram = next(c for c in audit.plan(2, DRAFT) if c.label == "n-gram prompt lookup, k = 2")
+    ngram = next(c for c in design.plan(2, DRAFT) if c.label == "n-gram prompt lookup, k = 2")
     got = Continuations([[[1, 2], [1, 3], [4, 5]]], {}, {}, steps=[[[[2, 0]], [[2, 1]], []]])
     assert law.verified_x2(ngram, got) == (2, 3)
     assert law.first_step_counts(got) == (1, 2)
     # ours: every step listed, x2 in the first step when its first draft was kept, else in the second
-    token = next(c for c in audit.plan(2, DRAFT) if c.label == "token verification, k = 2")
+    token = next(c for c in design.plan(2, DRAFT) if c.label == "token verification, k = 2")
     ours = Continuations([[[1, 2, 3], [1, 2, 3]]], {}, {}, steps=[[[(2, 1), (1, 0)], [(2, 0), (0, 0), (0, 0)]]])
     assert law.verified_x2(token, ours) == (1, 2)  # sample 2's x2 came from an undrafted step
     assert law.verified_x2(token, Continuations([[[1, 2, 3]]], {}, {})) == (-1, 1)
@@ -108,7 +108,7 @@ def test_law_samples_drawn_in_processes_of_their_own_are_the_same_tokens(setup):
     target, draft, prompts, _ = setup
     ours = OursEngine()
     engines = {"ours": ours, "hf": HFEngine(_models=ours._models)}
-    configs = [c for c in audit.plan(2, DRAFT) if c.engine == "hf" and c.role == "speculative"]
+    configs = [c for c in design.plan(2, DRAFT) if c.engine == "hf" and c.role == "speculative"]
     jobs = [runs.Job(c, "temperature 1", "law", 6, 3, 3) for c in configs]
     here, apart = runs.stage(jobs, engines, prompts), runs.stage(jobs, engines, prompts, workers=2)
     assert list(here) == list(apart) == jobs
@@ -123,7 +123,7 @@ def test_law_samples_drawn_in_processes_of_their_own_are_the_same_tokens(setup):
     runs.stage(jobs[:1], engines, prompts, meanwhile=lambda: seen.append(threading.get_ident()))
     assert seen == [threading.get_ident()]
     with pytest.raises(ValueError, match="VLLMSession"):
-        runs.stage([runs.Job(next(c for c in audit.plan(2, DRAFT) if "block rejection" in c.label), "temperature 1",
+        runs.stage([runs.Job(next(c for c in design.plan(2, DRAFT) if "block rejection" in c.label), "temperature 1",
                              "law", 6, 2, 3)], {"vllm": None}, prompts)
 
 
@@ -131,7 +131,7 @@ def test_only_a_lead_is_drawn_again_and_its_draw_decides():
     """Stage 3: a stage-2 rejection with lead_p < p and no impossible token gets factor x n2 fresh
     samples (in process seed + 2, vLLM its own seed); a rejection far below lead_p, one with an
     impossible token, a stage-1 rejection and a pass get none."""
-    configs = audit.plan(2, DRAFT)
+    configs = design.plan(2, DRAFT)
     token, plain, ngram = configs[1], configs[0], next(c for c in configs if c.engine == "vllm" and c.spec is not None)
     row = lambda c, **kw: {"engine": c.engine, "configuration": c.label, "setting": "temperature 1",  # noqa: E731
                            "status": "reject", "stage": 2, "p_value": 0.005, "impossible": 0, **kw}
@@ -142,7 +142,7 @@ def test_only_a_lead_is_drawn_again_and_its_draw_decides():
 
 
 def test_a_lead_of_the_every_position_test_is_drawn_again():
-    configs = audit.plan(2, DRAFT)
+    configs = design.plan(2, DRAFT)
     hf = next(c for c in configs if c.engine == "hf" and c.spec is not None)
     neg = next(c for c in configs if c.role == "negative control")
     row = lambda c, **kw: {"engine": c.engine, "configuration": c.label, "role": c.role, "setting": "temperature 1",  # noqa: E731

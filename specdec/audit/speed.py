@@ -1,4 +1,4 @@
-"""Chapter 10's timing: each engine's speculative decoding against its own plain decoding, and the
+"""The audit's timing (chapter 10): each engine's speculative decoding against its own plain decoding, and the
 engines' plain decoding against each other.
 
 Timing (`speed_rows`), stated before the results: per engine and prompt (every prompt of
@@ -23,7 +23,7 @@ import numpy as np
 
 import math
 
-from specdec.chapters.ch10.audit import SETTINGS, Config
+from specdec.audit.design import SETTINGS, Config
 from specdec.measure.protocol import level_verdict, paired_interval
 from specdec.report.robustness import NOT_EXACT
 

@@ -1,4 +1,4 @@
-"""Chapter 10's every-position test: the PIT of each token of long outputs (`specdec.peers.pit`),
+"""The every-position test (chapter 10): the PIT of each token of long outputs (`specdec.peers.pit`),
 one row per (configuration, setting), and the power of the test against the planted faults.
 
 Per row: the sequences and tokens tested, the share of tokens emitted by verification steps that
@@ -19,8 +19,8 @@ import math
 
 import numpy as np
 
-from specdec.chapters.ch10.audit import SETTINGS, Config, config_cfg
-from specdec.chapters.ch10.law import PREFILL, ran
+from specdec.audit.design import SETTINGS, Config, config_cfg
+from specdec.audit.law import PREFILL, ran
 from specdec.peers.conformance import CONSISTENT, INCONSISTENT
 from specdec.peers.pit import pit_test, pit_values, resampled_power
 from specdec.peers.steps import token_steps

@@ -1,4 +1,4 @@
-"""Chapter 10's runs: every configuration of `specdec.chapters.ch10.audit.plan` on every engine, in
+"""The audit's runs (chapter 10): every configuration of `specdec.audit.design.plan` on every engine, in
 stages, with vLLM on one worker process kept across them (`specdec.peers.vllm_session`).
 
 Which tokens a job yields.  Law samples: ``n`` per prompt of the first tokens -- vLLM 2 (x1 from
@@ -24,7 +24,7 @@ from multiprocessing import get_context
 
 import torch
 
-from specdec.chapters.ch10.audit import SETTINGS, Config, NegativeControl
+from specdec.audit.design import SETTINGS, Config, NegativeControl
 
 __all__ = ["Job", "stage", "law_length", "greedy_next", "repeatability"]
 
