@@ -3,7 +3,6 @@ greedy speculative output equal to plain greedy output), bad input refused with 
 the vLLM adapter's process handling against real fake workers (a missing environment, a worker that
 hangs and is killed at the timeout with its child, one that fails)."""
 
-import os
 import sys
 import time
 import typing
@@ -130,16 +129,7 @@ time.sleep(120)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:  # a zombie awaiting its reaper is not running
-        return f.read().split(") ")[-1][0] != "Z"
-
-
-def test_a_hanging_worker_and_its_child_are_killed_at_the_timeout(tmp_path, monkeypatch):
+def test_a_hanging_worker_and_its_child_are_killed_at_the_timeout(tmp_path, monkeypatch, gone):
     """A real subprocess (not a mock) that starts a child and sleeps: every row says it timed out, the
     call returns at the timeout, and neither process survives (the whole group is killed)."""
     worker, folder = tmp_path / "hangs.py", tmp_path / "request"
@@ -153,7 +143,7 @@ def test_a_hanging_worker_and_its_child_are_killed_at_the_timeout(tmp_path, monk
     assert rows[0].tokens == [] and rows[0].provenance["process_wall_s"] >= 3
     worker_pid, child_pid = map(int, (folder / "result.json.pids").read_text().split())
     time.sleep(0.2)
-    assert not _alive(worker_pid) and not _alive(child_pid)
+    assert gone(worker_pid) and gone(child_pid)
 
 
 class _Fixed:

@@ -27,14 +27,6 @@ def _spec(drafting: str, k: int = 2) -> Speculation:
     return Speculation("draft_model", k=k, draft=DRAFT, options=(("draft_sampling", drafting),))
 
 
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 def test_requests_pin_the_order_of_the_rules_and_a_difference_is_caught():
     got = request_payload([1, 2], 4, Sampling(0.7, top_p=0.9), seed=2**40 + 5)
     assert got["samplers"] == ["temperature", "top_p"]       # Sampling's order, not llama.cpp's default
@@ -93,7 +85,7 @@ def engine():
 
 
 @llama_group
-def test_one_seed_one_output_and_every_server_stopped(engine):
+def test_one_seed_one_output_and_every_server_stopped(engine, gone):
     a = engine.continue_prompts(PROMPTS, 6, 5, Sampling(1.0), None, seed=3)
     b = engine.continue_prompts(PROMPTS, 6, 5, Sampling(1.0), None, seed=3)
     c = engine.continue_prompts(PROMPTS, 6, 5, Sampling(1.0), None, seed=4)
@@ -106,7 +98,7 @@ def test_one_seed_one_output_and_every_server_stopped(engine):
     with LlamaEngine() as own:
         own.continue_prompts(PROMPTS[:1], 1, 2, Sampling(0.0), None, seed=0)
         pids = [s.pid for s in own._servers.values()]
-    assert pids and all(_gone(pid) for pid in pids)
+    assert pids and all(gone(pid) for pid in pids)
 
 
 @llama_group

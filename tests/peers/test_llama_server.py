@@ -16,15 +16,6 @@ def _script(path, body: str):
     return path
 
 
-def _gone(pid: int) -> bool:
-    """No such process, or a zombie (killed, not yet reaped by whoever adopted it)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 def test_a_missing_binary_names_make_llama_env(tmp_path):
     with pytest.raises(LlamaUnavailable, match="make llama-env"):
         LlamaServer(binary=tmp_path / "nope").start(tmp_path / "m.gguf")
@@ -37,14 +28,14 @@ def test_a_server_that_exits_raises_with_its_log(tmp_path):
     assert server.pid is None
 
 
-def test_a_server_never_healthy_is_stopped_after_the_timeout(tmp_path):
+def test_a_server_never_healthy_is_stopped_after_the_timeout(tmp_path, gone):
     # the stand-in and its child sleep: the whole process group must go
     server = LlamaServer(binary=_script(tmp_path / "srv", "sleep 300 & echo $! > child.pid; sleep 300"),
                          startup_timeout_s=1.0, stop_timeout_s=2.0, log_dir=tmp_path)
     with pytest.raises(ServerFailed, match="not healthy after 1 s"):
         server.start(tmp_path / "m.gguf")
     child = int((tmp_path / "child.pid").read_text())
-    assert server.pid is None and server.provenance["stopped"] and _gone(child)
+    assert server.pid is None and server.provenance["stopped"] and gone(child)
     server.stop()   # idempotent
 
 
