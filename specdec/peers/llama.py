@@ -49,7 +49,7 @@ from pathlib import Path
 from specdec.family.loader import embedded_dir
 from specdec.family.manifest import read_sums, sha256_file, verify_dir
 from specdec.io.paths import BUILD_DIR, MODELS_DIR
-from specdec.peers.contract import check_request
+from specdec.peers.contract import check_request, config_limits
 from specdec.peers.interface import Continuations, Sampling, Speculation, stream_seed
 from specdec.peers.llama_server import LlamaServer, build_info
 
@@ -157,29 +157,35 @@ class LlamaEngine:
     request_timeout_s: float = 120.0
     name: str = "llama.cpp"
     _servers: dict = field(default_factory=dict, repr=False)
+    _limits: tuple | None = field(default=None, repr=False)
+
+    def limits(self) -> tuple[int, int | None]:
+        """(vocabulary size, context) of the target, from its config, read once
+        (`specdec.peers.contract.config_limits`)."""
+        if self._limits is None:
+            import json
+
+            self._limits = config_limits(json.loads((MODELS_DIR / embedded_dir(self.target) / "config.json").read_text()))
+        return self._limits
 
     def _server(self, spec: Speculation | None) -> LlamaServer:
         key = None if spec is None or spec.method == "none" else (spec.draft, spec.k, spec.options)
         if key not in self._servers:
+            flags = [*EXACT_FLAGS, *server_flags(spec, self.threads)]  # a bad option raises before any file or process
             server = LlamaServer(threads=self.threads, startup_timeout_s=self.startup_timeout_s,
                                  request_timeout_s=self.request_timeout_s)
             draft = gguf_file(spec.draft) if key is not None else None
-            server.start(gguf_file(self.target), draft=draft, extra_args=[*EXACT_FLAGS, *server_flags(spec, self.threads)])
+            server.start(gguf_file(self.target), draft=draft, extra_args=flags)
             self._servers[key] = server
         return self._servers[key]
 
     def continue_prompts(self, prompts: list[list[int]], n: int, max_new_tokens: int,
                          sampling: Sampling, spec: Speculation | None, seed: int) -> Continuations:
-        import json
-
-        config = json.loads((MODELS_DIR / embedded_dir(self.target) / "config.json").read_text())
+        vocab, context = self.limits()
         prompts, n, max_new_tokens, seed, method, options = check_request(
-            prompts, n, max_new_tokens, sampling, spec, seed, vocab_size=int(config["vocab_size"]),
-            context=int(config["n_positions"]), methods=LLAMA_METHODS, drafted=("draft_model",),
-            options={"draft_model": ("draft_sampling",)})
+            prompts, n, max_new_tokens, sampling, spec, seed, vocab_size=vocab, context=context,
+            methods=LLAMA_METHODS, drafted=("draft_model",), options={"draft_model": ("draft_sampling",)})
         k = spec.k if method != "none" else 0
-        if method != "none":
-            server_flags(spec, self.threads)  # the option's value, before a server starts
         start = time.perf_counter()
         server = self._server(spec if method != "none" else None)
         tokens, steps = [], []

@@ -110,8 +110,6 @@ class LlamaServer:
         """POST `payload` as JSON to `path`; the decoded answer (an HTTP error raises)."""
         if self._proc is None:
             raise RuntimeError("the server is not running: call start first")
-        if self._client is None:
-            self._client = httpx.Client(timeout=self.request_timeout_s)
         response = self._client.post(self.url + path, json=payload)
         response.raise_for_status()
         return response.json()
