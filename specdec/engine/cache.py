@@ -21,8 +21,10 @@ def _layers(cache) -> list:
 
 
 def kv_bytes(cache) -> int:
-    """Bytes held by a cache's key and value tensors (padding and masked holes included)."""
-    return sum(t.numel() * t.element_size() for layer in _layers(cache) for t in (layer.keys, layer.values))
+    """Bytes held by a cache's key and value tensors (padding and masked holes included, and a
+    `specdec.engine.modes.grow.GrowLayer`'s spare slots)."""
+    return sum(layer.allocated_bytes() if hasattr(layer, "allocated_bytes") else
+               sum(t.numel() * t.element_size() for t in (layer.keys, layer.values)) for layer in _layers(cache))
 
 
 def _pad_left(x: torch.Tensor, length: int) -> torch.Tensor:

@@ -19,9 +19,10 @@ at wrapping, naming the reason.  The blocks' parameters are taken at wrapping: a
 parameters are replaced afterwards (not updated in place) is wrapped again.
 
 The engine calls it as it calls any model (`specdec.engine.kv`): ``input_ids`` (B, s), the 2-D
-``attention_mask`` over every cached and fed slot (0 = a hole), ``position_ids``, the engine's
-DynamicCache (``cache=``; keys and values are appended with its ``update``, so every cache surgery
-of the engine -- crop, row selection, leading-slot drop, rows joining -- works unchanged) and
+``attention_mask`` over every cached and fed slot (0 = a hole), ``position_ids``, the cache
+(``cache=``: the `specdec.engine.modes.grow.GrowCache` its ``new_cache`` hands the engine, or any
+DynamicCache; keys and values are appended with its ``update``, so every cache surgery of the
+engine -- crop, row selection, leading-slot drop, rows joining -- works unchanged) and
 ``logits_to_keep``.  Inference only: dropout is never applied, whatever ``model.training`` says.
 
 Masking.  Query i of a forward that follows `past` cached slots attends slot j when j <= past + i
@@ -46,6 +47,7 @@ import torch
 import torch.nn.functional as F
 
 from specdec.engine.kv import KVCompat
+from specdec.engine.modes.grow import GrowCache
 
 __all__ = ["LeanGPT2", "lean", "refusal"]
 
@@ -99,6 +101,11 @@ class LeanGPT2(KVCompat):
         self.blocks = [(b.ln_1.weight, b.ln_1.bias, b.attn.c_attn.weight, b.attn.c_attn.bias, b.attn.c_proj.weight,
                         b.attn.c_proj.bias, b.ln_2.weight, b.ln_2.bias, b.mlp.c_fc.weight, b.mlp.c_fc.bias,
                         b.mlp.c_proj.weight, b.mlp.c_proj.bias) for b in t.h]
+
+    def new_cache(self, slots: int) -> GrowCache:
+        """The cache the engine decodes on (`specdec.engine.kv.new_cache`): a `GrowCache` of ``slots``
+        slots, which appends in place where a DynamicCache copies every slot each step."""
+        return GrowCache(slots)
 
     def _mask(self, attention_mask, B: int, s: int, past: int, device) -> torch.Tensor | None:
         """(B, 1, s, past + s) bool (or what broadcasts to it): causal and the caller's holes, and
