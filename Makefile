@@ -61,7 +61,7 @@ NB_PARAMS := DEVICE=$(DEVICE) DTYPE=$(DTYPE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRA
 HTML := $(BUILD)/book/_build/html/index.html
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help env reproduce replicate notebooks book readme test bench serve-bench gpu gpu-wheels data models lab clean
+.PHONY: help env reproduce replicate notebooks book readme test bench breakdown serve-bench gpu gpu-wheels data models lab clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -126,6 +126,9 @@ lab: $(ENV_STAMP) ## JupyterLab from the project's environment, at the repositor
 
 bench: $(ENV_STAMP) ## CPU benchmarks (reported, not asserted)
 	$(PY) -m specdec.cli.bench --out data/results/bench
+
+breakdown: $(ENV_STAMP) $(VLLM_STAMP) $(LLAMA_STAMP) ## chapter 10's time breakdown of the three engines (timed, ~15 min; the chapter renders the committed tables)
+	$(PY) -m specdec.cli.breakdown --out data/results/breakdown
 
 # make serve-bench URL="http://host:port [http://host2:port]" MODEL=name [NAMES="plain ngram"] [SERVE_ARGS="--rates 1 4"]
 serve-bench: $(ENV_STAMP) ## chapter 09's workload against any OpenAI-compatible deployment: URL=... MODEL=...

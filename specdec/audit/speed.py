@@ -8,7 +8,10 @@ speculative, speculative, plain (each block rounds / 2 calls), so a linear drift
 cancels in the pairs; round j of the speculative blocks pairs with round j of the plain ones.  The
 pairs of every prompt are pooled: the speedup is plain's wall time over the configuration's,
 summarized by `specdec.measure.protocol.paired_interval` with its words; a row with fewer pairs
-than its level needs reads "too few pairs for this level" (`protocol.level_verdict`).
+than its level needs reads "too few pairs for this level" (`protocol.level_verdict`).  Each row also
+factors its speedup: ``tokens_per_forward`` (E[L], from the engine's own kept-draft count of the
+configuration's first call per prompt, `tokens_per_forward`) over ``step_cost``, what one
+speculative step (drafts and verification) costs in plain decoding steps: speedup = E[L] / cost.
 A configuration whose law test failed is reported as "not the target's law here" and not timed at
 the sampled settings (its speed is not a speedup of this model's decoding); at greedy it is timed
 when its outputs equal plain decoding's, and reported "not the target's law here" when they differ.
@@ -27,7 +30,7 @@ from specdec.audit.design import SETTINGS, Config
 from specdec.measure.protocol import level_verdict, paired_interval
 from specdec.report.robustness import NOT_EXACT
 
-__all__ = ["speed_pairs", "at_k", "speed_rows", "plain_rows", "NOT_EXACT", "filled"]
+__all__ = ["speed_pairs", "at_k", "speed_rows", "plain_rows", "NOT_EXACT", "filled", "tokens_per_forward"]
 
 
 def filled(rows: list[dict]) -> list[dict]:
@@ -60,13 +63,26 @@ def at_k(cfg: Config, k: int) -> Config:
     return replace(cfg, label=cfg.label.replace(f"k = {cfg.spec.k}", f"k = {k}"), spec=replace(cfg.spec, k=k))
 
 
-def _timed(engine, job) -> tuple[float, list]:
-    """(wall seconds, tokens) of one call."""
+def _timed(engine, job) -> tuple[float, list, dict]:
+    """(wall seconds, tokens, the engine's counters) of one call."""
     start = time.perf_counter()
     res = engine.continue_prompts(*job)
     if res.error:
         raise RuntimeError(res.error)
-    return time.perf_counter() - start, res.tokens
+    return time.perf_counter() - start, res.tokens, res.counters
+
+
+ACCEPTED = ("num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens", "draft_n_accepted")  # ours/HF, vLLM, llama
+
+
+def tokens_per_forward(tokens: list, counters: dict) -> float:
+    """Tokens emitted per target forward in one call: every forward emits one token of the target's own
+    plus the drafts it kept, so forwards = tokens - kept drafts (the prefill's forward, which emits the
+    first token, counted as one).  The kept drafts are read from the engine's own counters (any name
+    of ACCEPTED); NaN when it reports none."""
+    n = sum(len(sample) for prompt in tokens for sample in prompt)
+    kept = next((counters[name] for name in ACCEPTED if name in counters), None)
+    return n / (n - kept) if kept is not None and n > kept else math.nan
 
 
 def _cells(pairs, engines: dict, settings: tuple, batches: tuple) -> list[tuple]:
@@ -114,30 +130,34 @@ def speed_rows(pairs: list[tuple[Config, Config, Config]], engines: dict, prompt
             out.append({**base, "verdict": f"not timed: {got}"})
             continue
         if SETTINGS[name].temperature == 0:
-            same = all(tokens[spec] == tokens[plain] for _, tokens in got)
+            same = all(tokens[spec] == tokens[plain] for _, tokens, _ in got)
             law = "greedy outputs equal" if same else "greedy outputs differ"
         else:
             same, law = True, f"law test at k = {tested.spec.k} passed"
-        tb = np.array([t for times, _ in got for t in times[plain]])
-        ts = np.array([t for times, _ in got for t in times[spec]])
+        tb = np.array([t for times, _, _ in got for t in times[plain]])
+        ts = np.array([t for times, _, _ in got for t in times[spec]])
         med, lo, hi = paired_interval(tb, ts, seed=seed)  # plain's time over the configuration's
+        per_forward = float(np.mean([g[2] for g in got]))  # over prompts; NaN if the engine reports no counts
         out.append({**base, "k": spec.spec.k, "prompts": len(prompts), "pairs": len(tb), "speedup": med,
                     "speedup_lo": lo, "speedup_hi": hi, "plain_tokens_per_s": b * length / float(np.median(tb)),
-                    "tokens_per_s": b * length / float(np.median(ts)), "law": law,
+                    "tokens_per_s": b * length / float(np.median(ts)), "tokens_per_forward": per_forward,
+                    "step_cost": per_forward / med, "law": law,
                     "verdict": level_verdict(lo, hi, len(tb)) if same else NOT_EXACT})
     return filled(out)
 
 
-def _paired(plain: Config, spec: Config, blocks: list, half: int) -> tuple[dict, dict]:
-    """(wall times per configuration, tokens of its first call) from the four blocks run in the
-    order plain, spec, spec, plain (each: (times, tokens of its first call)); ABBA: the first plain
-    block pairs with the second speculative block, and the other two likewise."""
-    times, tokens = {plain: [], spec: []}, {}
-    for c, (t, toks) in zip((plain, spec, spec, plain), blocks):
+def _paired(plain: Config, spec: Config, blocks: list, half: int) -> tuple[dict, dict, float]:
+    """(wall times per configuration, tokens of its first call, the speculative first call's tokens
+    per target forward) from the four blocks run in the order plain, spec, spec, plain (each: (times,
+    tokens and counters of its first call)); ABBA: the first plain block pairs with the second
+    speculative block, and the other two likewise."""
+    times, tokens, counters = {plain: [], spec: []}, {}, {}
+    for c, (t, toks, cnt) in zip((plain, spec, spec, plain), blocks):
         times[c] += list(t)
         tokens.setdefault(c, toks)
+        counters.setdefault(c, cnt)
     times[spec] = times[spec][half:] + times[spec][:half]
-    return times, tokens
+    return times, tokens, tokens_per_forward(tokens[spec], counters[spec])
 
 
 def _abba(eng, plain: Config, spec: Config, jobs: dict, half: int) -> tuple[dict, dict]:
@@ -145,7 +165,7 @@ def _abba(eng, plain: Config, spec: Config, jobs: dict, half: int) -> tuple[dict
     blocks = []
     for c in (plain, spec, spec, plain):
         calls = [_timed(eng, jobs[c]) for _ in range(half)]
-        blocks.append(([t for t, _ in calls], calls[0][1]))
+        blocks.append(([t for t, _, _ in calls], calls[0][1], calls[0][2]))
     return _paired(plain, spec, blocks, half)
 
 
@@ -168,7 +188,8 @@ def _vllm_abba(cells: list[tuple], eng, job, half: int, n_prompts: int) -> dict:
             if bad:
                 got = bad
                 break
-            got.append(_paired(plain, spec, [(r.provenance["generate_each_s"], r.tokens) for r in block], half))
+            got.append(_paired(plain, spec, [(r.provenance["generate_each_s"], r.tokens, r.counters) for r in block],
+                               half))
         out[cells[j]] = got
     return out
 

@@ -208,6 +208,8 @@ class LlamaEngine:
                 counters["num_drafted_requests"] += dn > 0
                 counters["draft_n"] += dn
                 counters["draft_n_accepted"] += da
+                counters["server_ms"] = counters.get("server_ms", 0.0) + float(timing.get("prompt_ms", 0.0)) + \
+                    float(timing.get("predicted_ms", 0.0))  # the server's own compute time, HTTP excluded
                 records.append(step_record(dn, da, k, max_new_tokens) if k else [])
             tokens.append(rows)
             steps.append(records)
@@ -216,6 +218,33 @@ class LlamaEngine:
                                   "requests_drafted": counters["num_drafted_requests"],
                                   "requests": counters["num_requests"]}
         return Continuations(tokens, counters, provenance, steps=steps if method != "none" else None)
+
+    def forward_times(self, ns, *, context: list[int], extra: list[int], repeats: int) -> dict:
+        """{n: [milliseconds, ...]}: the plain server's own time (``timings.prompt_ms``) to evaluate n
+        tokens appended to the cached ``context``, ``repeats`` times each, the n interleaved.  A request
+        is ``context`` plus n tokens of ``extra``, taken from its start and from its second token in
+        turn (they differ), so the server's prompt cache holds exactly the context and it evaluates
+        the n new tokens -- checked against its ``prompt_n`` (a mismatch raises naming both).  The
+        first request caches the context and is not kept."""
+        ns = [int(n) for n in ns]
+        if not ns or min(ns) < 1 or max(ns) >= len(extra) or repeats < 1 or not context or extra[0] == extra[1]:
+            raise ValueError(f"forward_times needs n >= 1 below the {len(extra)} extra tokens (whose first two "
+                             f"differ), repeats >= 1 and a context; got ns {ns}, repeats {repeats}, "
+                             f"context of {len(context)}")
+        server, greedy = self._server(None), Sampling(0.0)
+        server.post("/completion", request_payload(list(context), 1, greedy, 0))
+        out: dict = {n: [] for n in ns}
+        turn = 0
+        for _ in range(repeats):
+            for n in ns:
+                turn ^= 1
+                tail = list(extra[turn:turn + n])
+                timing = server.post("/completion", request_payload(list(context) + tail, 1, greedy, 0))["timings"]
+                if int(timing.get("prompt_n", -1)) != n:
+                    raise RuntimeError(f"llama-server evaluated {timing.get('prompt_n')} prompt tokens where {n} "
+                                       f"were new: its prompt cache did not hold the context")
+                out[n].append(float(timing["prompt_ms"]))
+        return out
 
     def _provenance(self, server, method, k, options, sampling, n, seed, start) -> dict:
         return {"engine": self.name, "method": method, "k": k, "options": dict(options), "sampling": vars(sampling),
