@@ -138,3 +138,21 @@ def test_each_drafting_rule_meets_its_own_acceptance_and_misses_the_other(engine
             return (kept - n * a) / math.sqrt(n * a * (1 - a))
         assert abs(z(expect[own])) < 4, (drafting, kept, expect)
         assert abs(z(expect[other])) > 4, (drafting, kept, expect)
+
+
+@llama_group
+def test_forward_times_time_exactly_the_new_tokens_and_refuse_bad_requests(engine):
+    """Each timed request evaluates exactly n tokens past the cached context (the server's prompt_n,
+    checked inside; a request whose tail matched the cache would raise), more tokens cost more; the
+    draft's one-token forward is cheaper than the target's; a cache-defeating extra (first two tokens
+    equal) and out-of-range n are refused before any request."""
+    ctx, extra = PROMPTS[0] * 4, [901, 17, 333, 48, 1200, 7]
+    t = engine.forward_times((1, 5), context=ctx, extra=extra, repeats=6)
+    assert sorted(t) == [1, 5] and all(len(v) == 6 and min(v) > 0 for v in t.values())
+    assert sorted(t[5])[3] > sorted(t[1])[3]
+    with LlamaEngine(target=DRAFT) as draft:
+        d = draft.forward_times((1,), context=ctx, extra=extra, repeats=6)
+    assert sorted(d[1])[3] < sorted(t[1])[3]
+    for bad in (dict(ns=(1,), extra=[5, 5, 6]), dict(ns=(6,), extra=extra), dict(ns=(0,), extra=extra)):
+        with pytest.raises(ValueError, match="forward_times needs"):
+            engine.forward_times(bad["ns"], context=ctx, extra=bad["extra"], repeats=1)

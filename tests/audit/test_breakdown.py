@@ -1,0 +1,77 @@
+"""Chapter 10's time breakdown (`specdec.audit.breakdown`, `specdec.measure.step_split`): the arithmetic of
+its predictions, our step split's shares, the streaming reference, and the in-place cache's paired gain,
+which refuses to time two caches that decode differently (a planted fault must be caught)."""
+
+import math
+
+import pytest
+
+from specdec.audit import breakdown
+from specdec.engine.modes.grow import _Buffer
+from specdec.measure import step_split
+
+PROMPTS = [[3, 7, 1, 9], [4, 8, 1, 7]]
+
+
+def test_predicted_cost_is_verification_plus_k_drafts_in_plain_steps():
+    assert breakdown.predicted_cost(1.5, 0.1, 2) == pytest.approx(1.7)
+    for bad in ((1.5, 0.1, 0), (0.0, 0.1, 2), (1.5, -0.1, 2)):
+        with pytest.raises(ValueError, match="need k >= 1"):
+            breakdown.predicted_cost(*bad)
+
+
+def test_forward_rows_divide_by_t1_and_price_k_with_t_of_k_plus_one():
+    times = {1: [0.010, 0.012, 0.011], 2: [0.013], 3: [0.016], 5: [0.020]}
+    rows = breakdown.forward_rows("x", times, [0.0011], (2, 4))
+    by_n = {r["n"]: r for r in rows if "n" in r}
+    assert by_n[1]["ratio"] == 1.0 and by_n[3]["ratio"] == pytest.approx(16 / 11) and by_n[1]["forward_ms"] == 11.0
+    by_k = {r["k"]: r for r in rows if "k" in r}
+    assert by_k[2]["predicted_cost"] == pytest.approx(16 / 11 + 2 * 0.1)
+    assert by_k[4]["predicted_cost"] == pytest.approx(20 / 11 + 4 * 0.1)
+
+
+def test_configs_pair_each_engines_plain_decoding_with_its_draft_model():
+    from specdec.audit.speed import speed_pairs
+
+    pairs = speed_pairs(breakdown.configs(("ours", "vllm", "llama"), "draft-distilled"), (1, 4))
+    assert [(p.engine, s.spec.method, s.spec.k) for p, s, _ in pairs] == [
+        ("ours", "token", 1), ("ours", "token", 4), ("vllm", "draft_model", 1), ("vllm", "draft_model", 4),
+        ("llama", "draft_model", 1), ("llama", "draft_model", 4)]
+    assert all(p.spec is None and s.spec.draft == "draft-distilled" for p, s, _ in pairs)
+
+
+def test_step_split_shares_are_a_partition_of_profiled_operator_time(tiny_pair):
+    row = step_split.step_split(tiny_pair[0], PROMPTS, batch=2, length=6)
+    shares = [v for k, v in row.items() if k.startswith("share ")]
+    assert len(shares) == len(step_split.GROUPS) + 1 and sum(shares) == pytest.approx(1.0)
+    assert all(0 <= s <= 1 for s in shares) and row["share matrix products"] > 0
+    assert row["forward_s"] > 0 and row["outside_s"] > 0
+    with pytest.raises(ValueError, match="at least one prompt"):
+        step_split.step_split(tiny_pair[0], [], batch=1, length=2)
+
+
+def test_limit_divides_the_streaming_rate_by_the_weights_a_step_reads(tiny_pair):
+    model = tiny_pair[0]
+    everything = sum(p.numel() * p.element_size() for p in model.parameters())
+    wpe = model.transformer.wpe.weight
+    assert step_split.weight_bytes(model) == everything - wpe.numel() * wpe.element_size()
+    got = step_split.limit(model, size_mb=64, repeats=1)
+    assert got["tokens_per_s"] == pytest.approx(got["bandwidth_bytes_per_s"] / got["weight_bytes"])
+    assert 1e8 < got["bandwidth_bytes_per_s"] < 1e12
+    with pytest.raises(ValueError, match="size_mb must be >= 64"):
+        step_split.limit(model, size_mb=8)
+
+
+def test_cache_gain_is_paired_and_refuses_caches_that_decode_differently(tiny_pair, monkeypatch):
+    got = step_split.cache_gain(tiny_pair[0], PROMPTS, batch=2, length=40, rounds=2, seed=0)
+    assert got["pairs"] == 4 and got["gain_lo"] <= got["gain"] <= got["gain_hi"] and math.isfinite(got["gain"])
+    with pytest.raises(ValueError, match="rounds must be even"):
+        step_split.cache_gain(tiny_pair[0], PROMPTS, batch=1, length=4, rounds=3, seed=0)
+
+    def corrupt(self, x, capacity):  # a cache that stores what it is given, scaled: a wrong write
+        return original(self, 3 * x, capacity)
+
+    original = _Buffer.append
+    monkeypatch.setattr(_Buffer, "append", corrupt)
+    with pytest.raises(RuntimeError, match="different tokens"):
+        step_split.cache_gain(tiny_pair[0], PROMPTS, batch=2, length=40, rounds=2, seed=0)

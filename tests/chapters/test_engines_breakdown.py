@@ -1,0 +1,74 @@
+"""What chapter 10's time-breakdown section shows (`specdec.chapters.ch10.breakdown`), on small
+hand-made tables: each engine against ours with the reference's fraction at batch 1 only, the
+speculative rows at the page's k within a page's width, "-" where a number is missing (never
+"nan"), and the glued numbers read from the rows they name."""
+
+import pandas as pd
+import pytest
+
+from specdec.chapters.ch10 import breakdown
+from specdec.report.formatting import MAX_COLUMNS
+
+NAN = float("nan")
+
+
+def _tables():
+    plain = pd.DataFrame([
+        {"engine": "llama.cpp", "setting": "greedy", "batch": 1, "prompts": 3, "pairs": 12, "relative_speed": 1.2,
+         "relative_lo": 1.1, "relative_hi": 1.3, "tokens_per_s": 150.0, "reference_tokens_per_s": 125.0,
+         "verdict": "faster"},
+        {"engine": "vllm", "setting": "greedy", "batch": 1, "prompts": 3, "pairs": 12, "relative_speed": 0.5,
+         "relative_lo": 0.4, "relative_hi": 0.6, "tokens_per_s": 62.5, "reference_tokens_per_s": 125.0,
+         "verdict": "slower"},
+        {"engine": "vllm", "setting": "greedy", "batch": 8, "prompts": 3, "pairs": 12, "relative_speed": 0.9,
+         "relative_lo": 0.8, "relative_hi": 1.05, "tokens_per_s": 450.0, "reference_tokens_per_s": 500.0,
+         "verdict": "undecided"}])
+    spec = pd.DataFrame([
+        {"engine": e, "configuration": f"draft model, k = {k}", "setting": "greedy", "batch": b, "k": k, "prompts": 3,
+         "pairs": 12, "speedup": s, "speedup_lo": s - 0.1, "speedup_hi": s + 0.1, "plain_tokens_per_s": 100.0,
+         "tokens_per_s": 100.0 * s, "tokens_per_forward": 1.5, "step_cost": 1.5 / s, "law": "greedy outputs equal",
+         "verdict": "faster" if s - 0.1 > 1 else "slower" if s + 0.1 < 1 else "undecided"}
+        for e, b, k, s in (("ours", 1, 2, 1.2), ("ours", 1, 4, 0.8), ("ours", 8, 2, 1.05), ("llama.cpp", 1, 2, 0.85),
+                           ("vllm", 1, 2, 1.15), ("vllm", 8, 2, NAN))])
+    forwards = pd.DataFrame([
+        *[{"engine": e, "n": n, "forward_ms": 8.0 * r, "ratio": r, "k": NAN, "draft_ratio": NAN, "predicted_cost": NAN}
+          for e in ("ours", "llama.cpp") for n, r in ((1, 1.0), (2, 1.2), (3, 1.5), (5, 1.7))],
+        *[{"engine": e, "n": NAN, "forward_ms": NAN, "ratio": NAN, "k": 2, "draft_ratio": c, "predicted_cost": 1.5 + 2 * c}
+          for e, c in (("ours", 0.08), ("llama.cpp", 0.04))]])
+    split = pd.DataFrame([{"batch": b, "length": 128, "forward_s": 0.008 * b, "outside_s": 0.0002,
+                           "share matrix products": 0.75, "share attention": 0.05, "share copies": 0.02,
+                           "share other": 0.18} for b in (1, 8)])
+    limit = pd.DataFrame([{"bandwidth_bytes_per_s": 12e9, "weight_bytes": 60_000_000, "tokens_per_s": 200.0,
+                           "threads": 1}])
+    cache = pd.DataFrame([{"batch": b, "length": 128, "pairs": 12, "gain": g, "gain_lo": g - 0.05,
+                           "gain_hi": g + 0.05, "verdict": v} for b, g, v in ((1, 1.0, "undecided"), (8, 1.2, "faster"))])
+    return {"plain": plain, "speculative": spec, "forwards": forwards, "split": split, "limit": limit, "cache": cache}
+
+
+def test_plain_view_puts_ours_as_the_reference_and_the_fraction_at_batch_1_only():
+    v = breakdown.plain_view(_tables())
+    assert list(zip(v["engine"], v["batch"])) == [("llama.cpp", 1), ("ours", 1), ("vllm", 1), ("ours", 8), ("vllm", 8)]
+    assert list(v["of the reference"]) == ["0.75", "0.62", "0.31", "-", "-"]
+    assert list(v["95% interval"])[1] == "-" and "nan" not in v.to_string()
+
+
+def test_economics_view_shows_the_pages_k_within_the_page_width():
+    v = breakdown.economics_view(_tables(), (2,))
+    assert len(v) == 5 and len(v.columns) <= MAX_COLUMNS
+    assert list(v["speedup [95%]"])[:2] == ["1.20 [1.10, 1.30]", "1.05 [0.95, 1.15]"]
+    assert list(v["speedup [95%]"])[-1] == "-" and "nan" not in v.to_string()
+
+
+def test_values_read_the_rows_they_name():
+    got = breakdown.values(_tables(), 2)
+    assert got["vllm_step_b1"] == "16.0" and got["ours_step_b1"] == "8.0" and got["bd_length"] == 128
+    assert got["ours_b1_cost"] == "1.25" and got["ours_b1_alone"] == "1.66" and got["llama_b1_alone"] == "1.58"
+    assert got["llama_b1_verdict"] == "slower" and got["vllm_b1_verdict"] == "faster"
+    assert (got["bd_other_faster"], got["bd_other_n"], got["bd_other_slower"]) == (0, 1, 1)
+    assert (got["ours_fastest_b1"], got["ours_fastest_b1_how"]) == ("125", "plain")
+    assert (got["vllm_fastest_b1"], got["vllm_fastest_b1_how"]) == ("115", "k = 2")
+    assert (got["vllm_fastest_b8"], got["vllm_fastest_b8_how"]) == ("450", "plain")  # its k = 2 cell: untimed
+    assert got["grow_b8"] == "1.20" and got["grow_b1_iv"] == "[0.95, 1.05]" and got["share_matrix_b1"] == "75"
+    assert got["ref_tps"] == "200" and got["ref_gbs"] == "12.0" and got["weights_mb"] == "60.0"
+    with pytest.raises(KeyError, match="expected one row"):
+        breakdown._row(_tables()["plain"], engine="hf")
