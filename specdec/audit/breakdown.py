@@ -54,6 +54,8 @@ def forward_rows(engine: str, times: dict, draft_times: list, ks: tuple) -> list
     """One row per n: T(n) (median milliseconds) and T(n) / T(1); then one per k: the draft's
     T_d(1) / T(1) and `predicted_cost`.  ``times``: {n: [seconds]}; ``draft_times``: [seconds] of the
     draft's one-token forward."""
+    if 1 not in times or any(k + 1 not in times for k in ks):
+        raise ValueError(f"forward_rows needs T(1) and T(k + 1) for every k of {tuple(ks)}, got n = {sorted(times)}")
     t1, td = float(np.median(times[1])), float(np.median(draft_times))
     rows = [{"engine": engine, "n": n, "forward_ms": 1e3 * float(np.median(v)), "ratio": float(np.median(v)) / t1}
             for n, v in sorted(times.items())]

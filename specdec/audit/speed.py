@@ -79,10 +79,15 @@ def tokens_per_forward(tokens: list, counters: dict) -> float:
     """Tokens emitted per target forward in one call: every forward emits one token of the target's own
     plus the drafts it kept, so forwards = tokens - kept drafts (the prefill's forward, which emits the
     first token, counted as one).  The kept drafts are read from the engine's own counters (any name
-    of ACCEPTED); NaN when it reports none."""
+    of ACCEPTED); NaN when it reports none; a count below 0 or not below the tokens emitted is no
+    count of these tokens' drafts, and raises naming both."""
     n = sum(len(sample) for prompt in tokens for sample in prompt)
     kept = next((counters[name] for name in ACCEPTED if name in counters), None)
-    return n / (n - kept) if kept is not None and n > kept else math.nan
+    if kept is None:
+        return math.nan
+    if not 0 <= kept < n:
+        raise ValueError(f"the engine counts {kept} kept drafts for {n} emitted tokens: not a count of their drafts")
+    return n / (n - kept)
 
 
 def _cells(pairs, engines: dict, settings: tuple, batches: tuple) -> list[tuple]:

@@ -5,10 +5,11 @@ other engines'):
 
   * `step_split`: one generate call (the lean forward, greedy) split by the engine's own step
     timings (`specdec.engine.stats`: target forward vs everything outside it), then a second,
-    profiled call (`torch.profiler`, self CPU time per operator) splitting the forward's operator
-    time into matrix products (addmm, mm), attention (the scaled-dot-product kernels), copies (the KV
-    cache's appends among them) and the other operators.  The profiler adds a few microseconds per
-    operator, so its shares are of profiled operator time, never seconds of the unprofiled run.
+    profiled call (`torch.profiler`, self CPU time per operator) splitting the whole call's operator
+    time (the forwards are most of it; prefill and sampling are in it too) into matrix products
+    (addmm, mm), attention (the scaled-dot-product kernels), copies (the KV cache's appends among
+    them) and the other operators.  The profiler adds a few microseconds per operator, so its shares
+    are of profiled operator time, never seconds of the unprofiled run.
   * `limit`: the bytes of weights one plain step must read (every parameter but the position table,
     of which a step reads one row; tied weights once) and this core's streaming rate: the fastest of
     three one-thread probes over a tensor far larger than the caches (a sum, and a matrix-vector
@@ -49,8 +50,8 @@ def _prompts(prompts, batch: int) -> list[torch.Tensor]:
 
 def step_split(model, prompts, *, batch: int, length: int) -> dict:
     """Seconds per plain decoding step (greedy, lean forward) of the target forward and of the engine's
-    work outside it (medians over ``prompts``' unprofiled calls), and the shares of the forward's
-    profiled operator time by GROUPS ("other" the rest)."""
+    work outside it (medians over ``prompts``' unprofiled calls), and the shares of one profiled
+    call's operator time by GROUPS ("other" the rest)."""
     from torch.profiler import ProfilerActivity, profile
 
     lm, ids = lean(model), _prompts(prompts, batch)
@@ -105,6 +106,9 @@ def cache_gain(model, prompts, *, batch: int, length: int, rounds: int, seed: in
     grow, dynamic = lean(model), lean(model)
     dynamic.new_cache = lambda slots: None  # the engine then decodes on a DynamicCache
     times = {"grow": [], "dynamic": []}
+    warm = _prompts(prompts, batch)[0]
+    for m in (dynamic, grow):  # untimed: the first call of each pays one-off costs
+        generate(m, warm, max_new_tokens=length, temperature=0)
     for x in _prompts(prompts, batch):
         first = {}
         for name in ("dynamic", "grow", "grow", "dynamic"):

@@ -208,8 +208,6 @@ class LlamaEngine:
                 counters["num_drafted_requests"] += dn > 0
                 counters["draft_n"] += dn
                 counters["draft_n_accepted"] += da
-                counters["server_ms"] = counters.get("server_ms", 0.0) + float(timing.get("prompt_ms", 0.0)) + \
-                    float(timing.get("predicted_ms", 0.0))  # the server's own compute time, HTTP excluded
                 records.append(step_record(dn, da, k, max_new_tokens) if k else [])
             tokens.append(rows)
             steps.append(records)

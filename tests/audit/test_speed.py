@@ -104,16 +104,18 @@ def test_greedy_differences_are_classified_against_plain_at_the_prefix():
 
 def test_tokens_per_forward_reads_each_engines_kept_drafts_and_factors_the_speedup(ours):
     """E[L] = tokens / (tokens - kept drafts), the kept drafts read under ours', vLLM's and llama.cpp's
-    names; NaN without them; and a timed row's speedup is its E[L] over its step cost, the E[L] being
-    what our engine's own step records give for the same call."""
+    names; NaN without them, an error for a count that cannot be theirs; a timed row's E[L] is what our
+    engine's own step records give for the same call."""
     toks = [[[1] * 12, [2] * 12]]  # 24 tokens
     for name in runs.ACCEPTED:
         assert runs.tokens_per_forward(toks, {name: 8}) == pytest.approx(24 / 16)
     assert pd.isna(runs.tokens_per_forward(toks, {"num_drafts": 3}))
+    for bad in (-1, 24, 30):
+        with pytest.raises(ValueError, match="not a count of their drafts"):
+            runs.tokens_per_forward(toks, {"draft_n_accepted": bad})
     row = runs.speed_rows(_ours_pairs((2,)), {"ours": ours}, PROMPTS[:1], failed=set(), batches=(1,), length=12,
                           rounds=2, settings=("greedy",), seed=0)[0]
     spec = _ours_pairs((2,))[0][1]
     res = ours.continue_prompts([PROMPTS[0]], 1, 12, design.SETTINGS["greedy"], spec.spec, 0)
     kept = sum(a for sample in res.steps[0] for _, a in sample)
     assert row["tokens_per_forward"] == pytest.approx(12 / (12 - kept)) and 1 < row["tokens_per_forward"] <= 3
-    assert row["speedup"] == pytest.approx(row["tokens_per_forward"] / row["step_cost"])

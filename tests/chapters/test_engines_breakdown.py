@@ -62,10 +62,12 @@ def test_economics_view_shows_the_pages_k_within_the_page_width():
 def test_values_read_the_rows_they_name():
     got = breakdown.values(_tables(), 2)
     assert got["vllm_step_b1"] == "16.0" and got["ours_step_b1"] == "8.0" and got["bd_length"] == 128
-    assert got["ours_b1_cost"] == "1.25" and got["ours_b1_alone"] == "1.66" and got["llama_b1_alone"] == "1.58"
+    assert got["ours_b1_cost"] == "1.25" and got["vllm_b1_cost"] == "1.30"
     assert got["llama_b1_verdict"] == "slower" and got["vllm_b1_verdict"] == "faster"
     assert (got["bd_other_faster"], got["bd_other_n"], got["bd_other_slower"]) == (0, 1, 1)
-    assert (got["ours_fastest_b1"], got["ours_fastest_b1_how"]) == ("125", "plain")
+    assert (got["ours_fastest_b1"], got["ours_fastest_b1_how"]) == ("120", "k = 2")  # faster by its interval
+    assert (got["ours_fastest_b8"], got["ours_fastest_b8_how"]) == ("500", "plain")  # 1.05 [0.95, 1.15]: undecided
+    assert (got["llama_fastest_b1"], got["llama_fastest_b1_how"]) == ("150", "plain")  # slower: plain
     assert (got["vllm_fastest_b1"], got["vllm_fastest_b1_how"]) == ("115", "k = 2")
     assert (got["vllm_fastest_b8"], got["vllm_fastest_b8_how"]) == ("450", "plain")  # its k = 2 cell: untimed
     assert got["grow_b8"] == "1.20" and got["grow_b1_iv"] == "[0.95, 1.05]" and got["share_matrix_b1"] == "75"

@@ -31,7 +31,7 @@ def test_dynamic_shapes_decode_what_the_eager_engine_decodes_on_its_growing_cach
 
 def test_serving_refuses_a_static_compiled_model_up_front(tiny_pair):
     """Before any work (rows that join need a growing cache), for the target and for a draft."""
-    from conftest import serving_jobs
+    from shared_helpers import serving_jobs
 
     from specdec.engine.continuous import serve
 
@@ -48,7 +48,7 @@ def test_compiled_engine_decodes_what_the_eager_engine_decodes(tiny_pair):
     engine's keyword through, and a repeated call of the same shapes compiles nothing new.  Traced
     by dynamo on static shapes and run by aot_eager (the same graphs, guards and cache mutations
     as inductor's, without a C++ build per graph); inductor's own kernels: the next test."""
-    from conftest import assert_decodes_like_eager
+    from shared_helpers import assert_decodes_like_eager
 
     target, draft = tiny_pair
     ct, cd = assert_decodes_like_eager(lambda m: compiled(m, backend="aot_eager"), tiny_pair, 10)

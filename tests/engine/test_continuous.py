@@ -5,7 +5,7 @@ generator), cancellation with memory release, idle time skipped, and bad inputs 
 import numpy as np
 import pytest
 import torch
-from conftest import serving_jobs
+from shared_helpers import serving_jobs
 
 from specdec.engine.cache import join_caches, kv_bytes
 from specdec.engine.continuous import Job, serve

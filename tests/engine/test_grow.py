@@ -119,3 +119,36 @@ def test_a_planted_fault_in_the_buffer_is_caught(tiny_pair, monkeypatch):
 def test_a_bad_capacity_is_named(capacity):
     with pytest.raises(ValueError, match="capacity of 0 or more slots"):
         GrowCache(capacity)
+
+
+def test_reset_reorder_repeat_and_an_adopted_tensor_left_untouched():
+    """transformers' reset, reorder_cache and batch_repeat_interleave act as on a DynamicCache; a tensor
+    assigned to a layer is content, never a buffer later appends write into (the caller may hold it)."""
+    c = GrowCache(8)
+    k = torch.randn(2, 1, 3, 2)
+    c.update(k, k, 0)
+    layer = c.layers[0]
+    layer.reorder_cache(torch.tensor([1, 0]))
+    assert torch.equal(layer.keys, k.flip(0))
+    layer.batch_repeat_interleave(2)
+    assert layer.keys.shape == (4, 1, 3, 2) and torch.equal(layer.keys[1], k[1])
+    held = torch.randn(4, 1, 3, 2)
+    kept = held.clone()
+    layer.keys = layer.values = held
+    c.crop(-1)
+    x = torch.randn(4, 1, 1, 2)
+    keys, _ = c.update(x, x, 0)
+    assert torch.equal(held, kept) and torch.equal(keys, torch.cat([kept[:, :, :2], x], 2))
+    layer.reset()
+    assert layer.keys is None and layer.get_seq_length() == 0
+
+
+def test_an_append_that_does_not_fit_the_content_is_refused():
+    """Rows, heads or head size that differ from what the layer holds raise (a concatenation would too),
+    never a silent broadcast of one row over many."""
+    c = GrowCache(8)
+    one = torch.randn(1, 1, 3, 2)
+    c.update(one, one, 0)
+    for bad in (torch.randn(3, 1, 1, 2), torch.randn(1, 2, 1, 2), torch.randn(1, 1, 1, 4)):
+        with pytest.raises(ValueError, match="rows, heads and head size must match"):
+            c.update(bad, bad, 0)

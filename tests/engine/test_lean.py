@@ -72,7 +72,7 @@ def test_lean_without_cache_or_mask_is_the_causal_forward_and_keeps_the_last_log
 def test_lean_engine_decodes_what_the_eager_engine_decodes(tiny_pair):
     """Greedy on a ragged batch of two, plain and k = 2, and a seeded sampled run at batch 1, k = 3:
     token for token the eager run's (the lean forward differs from HF's only in fp32 rounding)."""
-    from conftest import assert_decodes_like_eager
+    from shared_helpers import assert_decodes_like_eager
 
     target, draft = tiny_pair
     lt, ld = assert_decodes_like_eager(lean, tiny_pair, 12)
@@ -126,7 +126,7 @@ def test_a_plain_call_runs_the_lean_forward_and_eager_is_named(tiny_pair):
 def test_lean_models_serve_what_eager_models_serve(tiny_pair):
     """Continuous batching (rows join: caches are padded and stacked) with a lean target and draft:
     every job's tokens equal the eager run's, greedy."""
-    from conftest import serving_jobs
+    from shared_helpers import serving_jobs
 
     from specdec.engine.continuous import serve
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import serving_jobs
+from shared_helpers import serving_jobs
 
 from specdec.engine.continuous import serve
 from specdec.measure.serving import workload

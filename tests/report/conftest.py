@@ -66,20 +66,3 @@ def built_html(request) -> Path:
             pytest.fail(f"SPECDEC_BUILT_BOOK={given}: no built pages there (run `make book` first)")
         return path
     return request.getfixturevalue("book")[0]
-
-
-# `from conftest import ...` in tests elsewhere finds this module first when pytest is given paths
-# that include tests/report: the shared helpers of tests/conftest.py are re-exported here for them.
-def _root_helpers():
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location("_root_conftest", Path(__file__).resolve().parents[1] / "conftest.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-serving_jobs = _root_helpers().serving_jobs
-assert_decodes_like_eager = _root_helpers().assert_decodes_like_eager
-

@@ -72,15 +72,16 @@ def _row(df: pd.DataFrame, **where) -> pd.Series:
 
 
 def _fastest(p: pd.DataFrame, s: pd.DataFrame, engine: str, batch: int) -> tuple[str, str]:
-    """(tokens/s, "plain" or "k = n"): an engine's fastest exact decoding at ``batch``, the median
-    tokens/s of its plain row (ours: the reference's) or of its fastest timed speculative row."""
-    plain = float(p.loc[p["batch"] == batch, "reference_tokens_per_s"].iloc[0]) if engine == "ours" else \
-        float(p.loc[(p["engine"] == engine) & (p["batch"] == batch), "tokens_per_s"].max())
-    timed = s[(s["engine"] == engine) & (s["batch"] == batch)].dropna(subset=["tokens_per_s"])
-    best = timed.loc[timed["tokens_per_s"].idxmax()] if len(timed) else None
-    if best is None or plain >= float(best["tokens_per_s"]):
-        return _num(plain, ".0f"), "plain"
-    return _num(best["tokens_per_s"], ".0f"), f"k = {int(best['k'])}"
+    """(tokens/s, "plain" or "k = n"): an engine's fastest exact decoding at ``batch``: of its
+    speculative rows faster than its plain decoding by their paired interval, the one of the largest
+    speedup (its cell's median tokens/s), else plain decoding (its plain row's; ours: the reference's)."""
+    won = s[(s["engine"] == engine) & (s["batch"] == batch) & (s["verdict"] == "faster")]
+    if len(won):
+        best = won.loc[won["speedup"].idxmax()]
+        return _num(best["tokens_per_s"], ".0f"), f"k = {int(best['k'])}"
+    plain = p.loc[p["batch"] == batch, "reference_tokens_per_s"].iloc[0] if engine == "ours" else \
+        p.loc[(p["engine"] == engine) & (p["batch"] == batch), "tokens_per_s"].max()
+    return _num(plain, ".0f"), "plain"
 
 
 def values(t: dict, k: int = 2) -> dict:
@@ -89,7 +90,6 @@ def values(t: dict, k: int = 2) -> dict:
     p, s, f, split, lim, cache = (t[n] for n in NAMES)
     sk = s[s["k"] == k]
     spec = {e: _row(sk, engine=e, batch=1) for e in ("ours", "vllm", "llama.cpp")}
-    alone = {e: f.loc[(f["engine"] == e) & (f["k"] == k), "predicted_cost"] for e in ("ours", "llama.cpp")}
     one, grow1, grow8 = _row(split, batch=1), _row(cache, batch=1), _row(cache, batch=8)
     vllm1, other = _row(p, engine="vllm", batch=1), s[s["k"] != k]
     fast = {(e, b): _fastest(p, s, e, b) for e, b in (("ours", 1), ("llama.cpp", 1), ("vllm", 1), ("ours", 8),
@@ -104,12 +104,12 @@ def values(t: dict, k: int = 2) -> dict:
         vllm_step_b1=_num(1e3 / vllm1["tokens_per_s"], ".1f"), ours_step_b1=_num(1e3 / vllm1["reference_tokens_per_s"], ".1f"),
         grow_b1=_num(grow1["gain"]), grow_b1_iv=_iv(grow1["gain_lo"], grow1["gain_hi"]),
         grow_b8=_num(grow8["gain"]), grow_b8_iv=_iv(grow8["gain_lo"], grow8["gain_hi"]),
+        grow_b1_verdict=grow1["verdict"], grow_b8_verdict=grow8["verdict"],
         bd_other_faster=int((other["verdict"] == "faster").sum()), bd_other_n=len(other),
         bd_other_slower=int((other["verdict"] == "slower").sum()),
         ours_b1_cost=_num(spec["ours"]["step_cost"]), ours_b1_verdict=spec["ours"]["verdict"],
         vllm_b1_cost=_num(spec["vllm"]["step_cost"]), vllm_b1_verdict=spec["vllm"]["verdict"],
         llama_b1_cost=_num(spec["llama.cpp"]["step_cost"]), llama_b1_verdict=spec["llama.cpp"]["verdict"],
-        ours_b1_alone=_num(alone["ours"].iloc[0]), llama_b1_alone=_num(alone["llama.cpp"].iloc[0]),
         ours_fastest_b1=fast["ours", 1][0], ours_fastest_b1_how=fast["ours", 1][1],
         llama_fastest_b1=fast["llama.cpp", 1][0], llama_fastest_b1_how=fast["llama.cpp", 1][1],
         vllm_fastest_b1=fast["vllm", 1][0], vllm_fastest_b1_how=fast["vllm", 1][1],

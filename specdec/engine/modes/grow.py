@@ -1,9 +1,8 @@
 """A KV cache that appends in place: the lean forward's cache.
 
 Why.  A DynamicCache appends a step's keys and values with ``torch.cat``, which copies every cached
-slot of every layer on every forward: O(context) bytes per step, eight rows' worth at batch 8.  On
-the embedded target that copy is a large share of a decoding step on this CPU, the more so the
-larger the batch (chapter 10's time breakdown measures what it saves, `specdec.audit.breakdown`).  `GrowCache` keeps each layer's keys and values in a buffer with
+slot of every layer on every forward: O(context) bytes per step and row.  What appending in place
+saves is measured, paired, by chapter 10's time breakdown (`specdec.measure.step_split.cache_gain`).  `GrowCache` keeps each layer's keys and values in a buffer with
 room to spare, writes a step's slots after the filled ones and hands the forward views of the filled
 part: the same numbers in the same order as the concatenation, so attention computes the same
 result (tested equal to the DynamicCache path, token for token and logit for logit).
@@ -12,8 +11,10 @@ What the engine's cache surgery sees is a DynamicCache (`GrowLayer` is a Dynamic
 ``values`` read as (rows, heads, filled, head_dim) tensors, and whatever the engine or transformers
 assigns to them is taken as the new content.  An assignment of a leading slice of the buffer (a
 DynamicLayer's ``crop``) only moves the fill mark; any other tensor (rows selected, a cache joined or
-shifted by `specdec.engine.cache`) becomes the buffer, and the next append that does not fit
-reallocates with room for twice the slots (amortised O(1) per slot).  ``capacity`` is the first
+shifted by `specdec.engine.cache`) becomes the content, and the next append copies it into a buffer
+of the layer's own (never writing into a tensor the caller may still hold), with room for twice the
+slots (amortised O(1) per slot).  An append whose rows, heads or head size differ from the filled
+content's raises: a concatenation would have refused it too.  ``capacity`` is the first
 buffer's slot count (the engine passes the prompt plus what the run can append), so a batch-1 run
 allocates once.  `specdec.engine.cache.kv_bytes` counts the buffers' bytes, spare room included.
 
@@ -42,33 +43,37 @@ def _layer_base():
 class _Buffer:
     """One growable (rows, heads, slots, head_dim) tensor: ``buf`` with its first ``n`` slots filled."""
 
-    __slots__ = ("buf", "n")
+    __slots__ = ("buf", "n", "owned")
 
     def __init__(self):
-        self.buf, self.n = None, 0
+        self.buf, self.n, self.owned = None, 0, False
 
     def view(self):
         return None if self.buf is None else self.buf[:, :, :self.n]
 
     def assign(self, value) -> None:
         if value is None:
-            self.buf, self.n = None, 0
+            self.buf, self.n, self.owned = None, 0, False
         elif (self.buf is not None and value.dim() == 4 and value.data_ptr() == self.buf.data_ptr()
               and value.shape[:2] == self.buf.shape[:2] and value.shape[3] == self.buf.shape[3]
               and value.stride() == self.buf.stride() and value.shape[2] <= self.buf.shape[2]):
             self.n = int(value.shape[2])  # a leading slice of the buffer: a crop
-        else:
-            self.buf, self.n = value, int(value.shape[2]) if value.dim() == 4 else 0
+        else:  # another tensor: its content, copied into a buffer of our own at the next append
+            self.buf, self.n, self.owned = value, int(value.shape[2]) if value.dim() == 4 else 0, False
 
     def append(self, x: torch.Tensor, capacity: int) -> torch.Tensor:
         s, need = x.shape[2], self.n + x.shape[2]
         buf = self.buf
-        if buf is None or buf.dim() != 4 or buf.shape[:2] != x.shape[:2] or need > buf.shape[2]:
+        if self.n and (buf.shape[:2] != x.shape[:2] or buf.shape[3] != x.shape[3]):
+            raise ValueError(f"cannot append keys or values of shape {tuple(x.shape)} to a cache holding "
+                             f"{tuple(buf[:, :, :self.n].shape)}: rows, heads and head size must match")
+        if buf is None or not self.owned or buf.shape[:2] != x.shape[:2] or need > buf.shape[2]:
             room = max(need, capacity, 2 * self.n)
             new = x.new_empty(x.shape[0], x.shape[1], room, x.shape[3])
             if self.n:
                 new[:, :, :self.n].copy_(buf[:, :, :self.n])
-            self.buf = buf = new
+            self.buf, self.owned = new, True
+            buf = new
         buf[:, :, self.n:need].copy_(x)
         self.n = need
         return buf[:, :, :need]
