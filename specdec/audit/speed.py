@@ -9,8 +9,8 @@ cancels in the pairs; round j of the speculative blocks pairs with round j of th
 pairs of every prompt are pooled: the speedup is plain's wall time over the configuration's,
 summarized by `specdec.measure.protocol.paired_interval` with its words; a row with fewer pairs
 than its level needs reads "too few pairs for this level" (`protocol.level_verdict`).  Each row also
-factors its speedup: ``tokens_per_forward`` (E[L], from the engine's own kept-draft count of the
-configuration's first call per prompt, `tokens_per_forward`) over ``step_cost``, what one
+factors its speedup: ``tokens_per_forward`` (E[L], from the engine's own kept-draft count or step
+records of the configuration's first call per prompt, `tokens_per_forward`) over ``step_cost``, what one
 speculative step (drafts and verification) costs in plain decoding steps: speedup = E[L] / cost.
 A configuration whose law test failed is reported as "not the target's law here" and not timed at
 the sampled settings (its speed is not a speedup of this model's decoding); at greedy it is timed
@@ -63,25 +63,35 @@ def at_k(cfg: Config, k: int) -> Config:
     return replace(cfg, label=cfg.label.replace(f"k = {cfg.spec.k}", f"k = {k}"), spec=replace(cfg.spec, k=k))
 
 
-def _timed(engine, job) -> tuple[float, list, dict]:
-    """(wall seconds, tokens, the engine's counters) of one call."""
+def _timed(engine, job) -> tuple[float, list, tuple]:
+    """(wall seconds, tokens, (the engine's counters, its step records)) of one call."""
     start = time.perf_counter()
     res = engine.continue_prompts(*job)
     if res.error:
         raise RuntimeError(res.error)
-    return time.perf_counter() - start, res.tokens, res.counters
+    return time.perf_counter() - start, res.tokens, (res.counters, res.steps)
 
 
 ACCEPTED = ("num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens", "draft_n_accepted")  # ours/HF, vLLM, llama
 
 
-def tokens_per_forward(tokens: list, counters: dict) -> float:
+def tokens_per_forward(tokens: list, counters: dict, steps: list | None = None) -> float:
     """Tokens emitted per target forward in one call: every forward emits one token of the target's own
     plus the drafts it kept, so forwards = tokens - kept drafts (the prefill's forward, which emits the
     first token, counted as one).  The kept drafts are read from the engine's own counters (any name
     of ACCEPTED); NaN when it reports none; a count below 0 or not below the tokens emitted is no
-    count of these tokens' drafts, and raises naming both."""
+    count of these tokens' drafts, and raises naming both.
+
+    vLLM is counted from its step records instead (``steps``, [prompt][sample] -> [(drafted,
+    accepted)]): it drafts k at a request's last step too and counts the drafts kept there even when
+    max_tokens then cuts them (seen: 161 counted against ours' 158 for the same 384 tokens), so its
+    counter overstates E[L]; its records list every verification step (with a draft model every step
+    drafts), and a sample's forwards are its prefill plus its steps.  NaN without complete records."""
     n = sum(len(sample) for prompt in tokens for sample in prompt)
+    if "vllm:spec_decode_num_accepted_tokens" in counters:
+        if steps is None or any(sample is None for prompt in steps for sample in prompt):
+            return math.nan
+        return n / sum(1 + len(sample) for prompt in steps for sample in prompt)
     kept = next((counters[name] for name in ACCEPTED if name in counters), None)
     if kept is None:
         return math.nan
@@ -156,13 +166,13 @@ def _paired(plain: Config, spec: Config, blocks: list, half: int) -> tuple[dict,
     per target forward) from the four blocks run in the order plain, spec, spec, plain (each: (times,
     tokens and counters of its first call)); ABBA: the first plain block pairs with the second
     speculative block, and the other two likewise."""
-    times, tokens, counters = {plain: [], spec: []}, {}, {}
+    times, tokens, counts = {plain: [], spec: []}, {}, {}
     for c, (t, toks, cnt) in zip((plain, spec, spec, plain), blocks):
         times[c] += list(t)
         tokens.setdefault(c, toks)
-        counters.setdefault(c, cnt)
+        counts.setdefault(c, cnt)
     times[spec] = times[spec][half:] + times[spec][:half]
-    return times, tokens, tokens_per_forward(tokens[spec], counters[spec])
+    return times, tokens, tokens_per_forward(tokens[spec], *counts[spec])
 
 
 def _abba(eng, plain: Config, spec: Config, jobs: dict, half: int) -> tuple[dict, dict]:
@@ -193,8 +203,8 @@ def _vllm_abba(cells: list[tuple], eng, job, half: int, n_prompts: int) -> dict:
             if bad:
                 got = bad
                 break
-            got.append(_paired(plain, spec, [(r.provenance["generate_each_s"], r.tokens, r.counters) for r in block],
-                               half))
+            got.append(_paired(plain, spec, [(r.provenance["generate_each_s"], r.tokens, (r.counters, r.steps))
+                                             for r in block], half))
         out[cells[j]] = got
     return out
 

@@ -103,16 +103,23 @@ def test_greedy_differences_are_classified_against_plain_at_the_prefix():
 
 
 def test_tokens_per_forward_reads_each_engines_kept_drafts_and_factors_the_speedup(ours):
-    """E[L] = tokens / (tokens - kept drafts), the kept drafts read under ours', vLLM's and llama.cpp's
-    names; NaN without them, an error for a count that cannot be theirs; a timed row's E[L] is what our
-    engine's own step records give for the same call."""
+    """E[L] = tokens / (tokens - kept drafts), the kept drafts read under ours' and llama.cpp's names;
+    vLLM's from its step records (its counter also counts kept drafts max_tokens cut); NaN without
+    them, an error for a count that cannot be theirs; a timed row's E[L] is what our engine's own
+    step records give for the same call."""
     toks = [[[1] * 12, [2] * 12]]  # 24 tokens
-    for name in runs.ACCEPTED:
+    for name in ("num_accepted_tokens", "draft_n_accepted"):  # ours (and HF), llama.cpp
         assert runs.tokens_per_forward(toks, {name: 8}) == pytest.approx(24 / 16)
     assert pd.isna(runs.tokens_per_forward(toks, {"num_drafts": 3}))
     for bad in (-1, 24, 30):
         with pytest.raises(ValueError, match="not a count of their drafts"):
             runs.tokens_per_forward(toks, {"draft_n_accepted": bad})
+    # vLLM: 4 steps keeping 2 drafts each would make 13 tokens; max_tokens cut the last kept draft, which
+    # its counter (8) still counts: E[L] is 12 tokens over prefill + 4 steps, not 12 / (12 - 8)
+    one = [[[7] * 12]]
+    vllm = {"vllm:spec_decode_num_accepted_tokens": 8}
+    assert runs.tokens_per_forward(one, vllm, [[[(2, 2)] * 4]]) == pytest.approx(12 / 5)
+    assert pd.isna(runs.tokens_per_forward(one, vllm)) and pd.isna(runs.tokens_per_forward(one, vllm, [[None]]))
     row = runs.speed_rows(_ours_pairs((2,)), {"ours": ours}, PROMPTS[:1], failed=set(), batches=(1,), length=12,
                           rounds=2, settings=("greedy",), seed=0)[0]
     spec = _ours_pairs((2,))[0][1]
