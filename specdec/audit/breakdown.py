@@ -86,7 +86,8 @@ def _ours_forwards(target, draft, *, context: int, repeats: int, seed: int) -> t
 def _llama_forwards(llama_target, llama_draft, prompt: list, *, context: int, repeats: int, seed: int):
     rng = np.random.default_rng(seed)
     ctx = (list(prompt) * (context // max(len(prompt), 1) + 1))[:context]
-    extra = [int(x) for x in rng.choice(np.arange(1, 2048), size=max(NS) + 1, replace=False)]
+    vocab = llama_target.limits()[0]
+    extra = [int(x) for x in rng.choice(np.arange(1, vocab), size=max(NS) + 1, replace=False)]
     t = llama_target.forward_times(NS, context=ctx, extra=extra, repeats=repeats)
     d = llama_draft.forward_times((1,), context=ctx, extra=extra, repeats=repeats)
     return {n: [x / 1e3 for x in v] for n, v in t.items()}, [x / 1e3 for x in d[1]]

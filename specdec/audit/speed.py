@@ -72,13 +72,14 @@ def _timed(engine, job) -> tuple[float, list, tuple]:
     return time.perf_counter() - start, res.tokens, (res.counters, res.steps)
 
 
-ACCEPTED = ("num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens", "draft_n_accepted")  # ours/HF, vLLM, llama
+ACCEPTED = ("num_accepted_tokens", "draft_n_accepted")  # ours (and HF), llama.cpp
+VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"  # read only to know the counts are vLLM's
 
 
 def tokens_per_forward(tokens: list, counters: dict, steps: list | None = None) -> float:
     """Tokens emitted per target forward in one call: every forward emits one token of the target's own
     plus the drafts it kept, so forwards = tokens - kept drafts (the prefill's forward, which emits the
-    first token, counted as one).  The kept drafts are read from the engine's own counters (any name
+    first token, counted as one).  The kept drafts are read from the engine's own counters (a name
     of ACCEPTED); NaN when it reports none; a count below 0 or not below the tokens emitted is no
     count of these tokens' drafts, and raises naming both.
 
@@ -88,7 +89,7 @@ def tokens_per_forward(tokens: list, counters: dict, steps: list | None = None) 
     counter overstates E[L]; its records list every verification step (with a draft model every step
     drafts), and a sample's forwards are its prefill plus its steps.  NaN without complete records."""
     n = sum(len(sample) for prompt in tokens for sample in prompt)
-    if "vllm:spec_decode_num_accepted_tokens" in counters:
+    if VLLM_ACCEPTED in counters:
         if steps is None or any(sample is None for prompt in steps for sample in prompt):
             return math.nan
         return n / sum(1 + len(sample) for prompt in steps for sample in prompt)

@@ -105,25 +105,23 @@ def cache_gain(model, prompts, *, batch: int, length: int, rounds: int, seed: in
         raise ValueError(f"rounds must be even and >= 2, got {rounds}")
     grow, dynamic = lean(model), lean(model)
     dynamic.new_cache = lambda slots: None  # the engine then decodes on a DynamicCache
-    times = {"grow": [], "dynamic": []}
-    warm = _prompts(prompts, batch)[0]
+    inputs, d, g = _prompts(prompts, batch), [], []
     for m in (dynamic, grow):  # untimed: the first call of each pays one-off costs
-        generate(m, warm, max_new_tokens=length, temperature=0)
-    for x in _prompts(prompts, batch):
-        first = {}
-        for name in ("dynamic", "grow", "grow", "dynamic"):
+        generate(m, inputs[0], max_new_tokens=length, temperature=0)
+    for x in inputs:
+        blocks, first = [], {}
+        for m in (dynamic, grow, grow, dynamic):
             block = []
             for _ in range(rounds // 2):
                 start = time.perf_counter()
-                res = generate(grow if name == "grow" else dynamic, x, max_new_tokens=length, temperature=0)
+                res = generate(m, x, max_new_tokens=length, temperature=0)
                 block.append(time.perf_counter() - start)
-                first.setdefault(name, [t.tolist() for t in res.tokens])
-            times[name] += block
-        if first["grow"] != first["dynamic"]:
+                first.setdefault(m is grow, [t.tolist() for t in res.tokens])
+            blocks.append(block)
+        if first[True] != first[False]:
             raise RuntimeError("the GrowCache and the DynamicCache gave different tokens: not the same forward")
-    half = rounds // 2  # ABBA: pair dynamic's first block with grow's second, and the reverse
-    g = [t for i in range(len(prompts)) for t in (times["grow"][i * rounds + half:(i + 1) * rounds]
-                                                  + times["grow"][i * rounds:i * rounds + half])]
-    med, lo, hi = paired_interval(np.array(times["dynamic"]), np.array(g), seed=seed)
+        d += blocks[0] + blocks[3]  # ABBA: dynamic's first block pairs with grow's second, and the reverse
+        g += blocks[2] + blocks[1]
+    med, lo, hi = paired_interval(np.array(d), np.array(g), seed=seed)
     return {"batch": batch, "length": length, "pairs": len(g), "gain": med, "gain_lo": lo, "gain_hi": hi,
             "verdict": level_verdict(lo, hi, len(g))}

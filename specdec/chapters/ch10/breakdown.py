@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from specdec.chapters.ch10.values import MISSING, _num as _text
 from specdec.io.results import read_table
+from specdec.report.formatting import estimate_cell
 
 __all__ = ["NAMES", "tables", "economics_view", "plain_view", "values"]
 
 NAMES = ("plain", "speculative", "forwards", "split", "limit", "cache")
-MISSING = "-"
 
 
 def tables(path: Path) -> dict:
@@ -24,7 +25,7 @@ def tables(path: Path) -> dict:
 
 
 def _num(v, fmt: str = ".2f") -> str:
-    return MISSING if pd.isna(v) else format(float(v), fmt)
+    return _text(v, fmt)
 
 
 def _iv(lo, hi) -> str:
@@ -39,8 +40,8 @@ def economics_view(t: dict, ks: tuple = (2,)) -> pd.DataFrame:
     return pd.DataFrame({
         "engine": s["engine"], "batch": s["batch"], "tokens per forward": [_num(v) for v in s["tokens_per_forward"]],
         "step cost": [_num(v) for v in s["step_cost"]],
-        "speedup [95%]": [MISSING if pd.isna(v) else f"{_num(v)} {_iv(lo, hi)}"
-                          for v, lo, hi in zip(s["speedup"], s["speedup_lo"], s["speedup_hi"])],
+        "speedup [95%]": [estimate_cell(v, lo, hi) or MISSING for v, lo, hi in zip(s["speedup"], s["speedup_lo"],
+                                                                                       s["speedup_hi"])],
         "verdict": s["verdict"]})
 
 

@@ -62,7 +62,7 @@ class _Buffer:
             self.buf, self.n, self.owned = value, int(value.shape[2]) if value.dim() == 4 else 0, False
 
     def append(self, x: torch.Tensor, capacity: int) -> torch.Tensor:
-        s, need = x.shape[2], self.n + x.shape[2]
+        need = self.n + x.shape[2]
         buf = self.buf
         if self.n and (buf.shape[:2] != x.shape[:2] or buf.shape[3] != x.shape[3]):
             raise ValueError(f"cannot append keys or values of shape {tuple(x.shape)} to a cache holding "
