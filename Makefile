@@ -61,7 +61,7 @@ NB_PARAMS := DEVICE=$(DEVICE) DTYPE=$(DTYPE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRA
 HTML := $(BUILD)/book/_build/html/index.html
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help env reproduce replicate notebooks book readme test bench breakdown serve-bench gpu gpu-wheels data models lab clean
+.PHONY: help env reproduce replicate notebooks book readme test bench breakdown serve-bench audit audit-servers gpu gpu-wheels data models lab clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -134,6 +134,14 @@ breakdown: $(ENV_STAMP) $(VLLM_STAMP) $(LLAMA_STAMP) ## chapter 10's time breakd
 serve-bench: $(ENV_STAMP) ## chapter 09's workload against any OpenAI-compatible deployment: URL=... MODEL=...
 	@test -n "$(URL)" -a -n "$(MODEL)" || { echo 'usage: make serve-bench URL="http://host:port ..." MODEL=name [NAMES="a b"] [SERVE_ARGS=...]'; exit 2; }
 	$(PY) -m specdec.cli.serve_bench --url $(URL) --model $(MODEL) $(if $(NAMES),--name $(NAMES)) --out $(or $(OUT),data/results/serve-bench) $(SERVE_ARGS)
+
+# make audit URL="http://host:port [http://host2:port]" MODEL=name TARGET=<folder> [AUDIT_ARGS="--temperature 0.7 --top-p 0.9"]
+audit: $(ENV_STAMP) ## any deployment's sampling held to the target's exact law at every position: URL=... MODEL=... TARGET=...
+	@test -n "$(URL)" -a -n "$(MODEL)" -a -n "$(TARGET)" || { echo 'usage: make audit URL="http://host:port [plain first, then speculative]" MODEL=name TARGET=<local weights folder> [AUDIT_ARGS=...]'; exit 2; }
+	$(PY) -m specdec.cli.audit --url $(URL) --model $(MODEL) --target $(TARGET) --out $(or $(OUT),build/audit) $(AUDIT_ARGS)
+
+audit-servers: $(ENV_STAMP) $(VLLM_STAMP) $(LLAMA_STAMP) ## make audit at full size against ours, llama-server and vLLM's CPU server shipped and patched (~10 min; chapter 10 renders the committed table)
+	$(PY) -m specdec.cli.audit_servers --out data/results/audit
 
 gpu-wheels: $(ENV_STAMP) ## download the wheels `make gpu` installs on an offline GPU machine (requirements-gpu.txt)
 	@mkdir -p $(GPU_WHEELS)

@@ -25,16 +25,15 @@ Example: make serve-bench URL="http://10.0.0.5:8000 http://10.0.0.6:8000" NAMES=
 """
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import sys
 from pathlib import Path
 from typing import NoReturn
 
+from specdec.cli.args import Parser, prompts as read_prompts, usage
 from specdec.measure.server_runs import NONE, server_sweep
 from specdec.measure.serving_runs import break_even_rows, speedups
-from specdec.peers.contract import check_prompts, check_seed
+from specdec.peers.contract import check_seed
 from specdec.peers.openai_client import check_url, endpoint_info, reachable
 from specdec.io.results import provenance, write_table
 
@@ -63,26 +62,8 @@ def bench(endpoints: dict, prompts, out: Path, params: dict, **sweep) -> dict:
     return tables
 
 
-class UsageError(SystemExit):
-    """A usage error: exit status 2 (as argparse's own) after ONE line on stderr.  The exception
-    carries the line too (``str(exc)``), for a caller of `main` in the same process."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.code = 2  # the interpreter exits with this status and prints nothing more
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, its errors (an unknown option, "abc" for a number) as one-line `UsageError`s."""
-
-    def error(self, message):
-        _usage(f"{message} (see --help)")
-
-
 def _usage(message: str) -> NoReturn:
-    """Print the one line and raise `UsageError` (the command line's only exit on a usage error)."""
-    print(f"serve-bench: {message}", file=sys.stderr)
-    raise UsageError(message)
+    usage("serve-bench", message)
 
 
 def _check_args(a) -> None:
@@ -107,31 +88,8 @@ def _check_args(a) -> None:
         _usage(str(exc))
 
 
-def _prompts(a) -> list[list[int]]:
-    if a.prompt_file:
-        path = Path(a.prompt_file)
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            _usage(f"--prompt-file {path}: no such file")
-        except (OSError, UnicodeDecodeError) as exc:
-            _usage(f"--prompt-file {path}: cannot be read ({exc})")
-        try:
-            ids = json.loads(text)
-        except ValueError as exc:
-            _usage(f"--prompt-file {path} is not JSON ({exc}): expected a JSON list of token-id lists")
-        try:
-            return check_prompts(ids)
-        except (TypeError, ValueError) as exc:
-            _usage(f"--prompt-file {path}: {exc}: expected a JSON list of non-empty token-id lists")
-    from specdec.family.loader import load_tokenizer
-    from specdec.family.tokens import heldout_prompts
-
-    return heldout_prompts(load_tokenizer("embedded"), n=a.prompts, prompt_len=a.prompt_len, seed=a.seed).tolist()
-
-
 def main(argv=None) -> None:
-    ap = _Parser(prog="python -m specdec.cli.serve_bench", description=__doc__.split("\n")[0])
+    ap = Parser("serve-bench", prog="python -m specdec.cli.serve_bench", description=__doc__.split("\n")[0])
     ap.add_argument("--url", nargs="+", required=True, help="endpoint base URLs; the first is the baseline")
     ap.add_argument("--name", nargs="*", default=None, help="one name per URL (default endpoint-1, ...)")
     ap.add_argument("--model", required=True, help="the model name the endpoints serve")
@@ -160,7 +118,7 @@ def main(argv=None) -> None:
     names = a.name or [f"endpoint-{i + 1}" for i in range(len(a.url))]
     if len(names) != len(a.url) or len(set(names)) != len(names):
         _usage(f"--name needs one distinct name per --url: {len(a.url)} URLs, names {names}")
-    prompts = _prompts(a)
+    prompts = read_prompts("serve-bench", a.prompt_file, a.prompts, a.prompt_len, a.seed)
     for url in a.url:
         why = reachable(url)
         if why is not None:

@@ -42,6 +42,8 @@ from specdec.peers.process import LOOPBACK, ServerFailed, free_port, signal_grou
 
 __all__ = ["VLLMServer", "ServerFailed", "free_port", "LOOPBACK"]
 
+SITE = Path(__file__).parent / "vllm_site"  # its sitecustomize patches vLLM's expand when asked
+PATCH_MARK = "expand_batch_to_tokens patched"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _FACTS = {"non_default_args": "non-default args: ", "engine_config": "Initializing a V1 LLM engine"}
 
@@ -71,6 +73,7 @@ class VLLMServer:
     threads: int = 1
     kv_cache_gib: int = 1
     max_num_seqs: int | None = None
+    patched: bool = False  # the project's expand in vLLM's rejection sampler (`vllm_site`): labelled, never a default
     max_model_len: int = 512
     target: str = "target"
     startup_timeout_s: float = 180.0
@@ -113,10 +116,14 @@ class VLLMServer:
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "VLLM_CPU_OMP_THREADS_BIND": "nobind",
                "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        if self.patched:
+            env.update(SPECDEC_VLLM_PATCH="1", PYTHONPATH=os.pathsep.join(
+                [str(SITE), *filter(None, [os.environ.get("PYTHONPATH")])]))
         url = f"http://{LOOPBACK}:{port}"
         here = str(ROOT) + "/"  # paths in the provenance relative to the repository
         self.provenance = {"url": url, "command": shlex.join(cmd).replace(here, ""), "threads": self.threads,
-                           "kv_cache_gib": self.kv_cache_gib, "log": str(log).replace(here, ""), "seed": int(self.seed)}
+                           "kv_cache_gib": self.kv_cache_gib, "log": str(log).replace(here, ""), "seed": int(self.seed),
+                           "patched": self.patched}
         with open(log, "w") as out:
             self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=log_dir,
                                           start_new_session=True)
@@ -124,6 +131,8 @@ class VLLMServer:
         try:
             wait_healthy(self._proc, url, log, timeout_s=self.startup_timeout_s, name="the vLLM server", poll_s=0.5)
             self.provenance["version"] = httpx.get(url + "/version", timeout=10).json().get("version")
+            if self.patched and self.spec is not None and PATCH_MARK not in log.read_text(errors="replace"):
+                raise ServerFailed(f"the patched vLLM server never installed the patch (no {PATCH_MARK!r} in {log})")
         except BaseException:
             self.stop()
             raise

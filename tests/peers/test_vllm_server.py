@@ -121,6 +121,16 @@ def test_serve_bench_measures_a_running_endpoint(server, tmp_path):
         serve_bench.main(["--url", f"http://{LOOPBACK}:9", "--model", "x", "--out", str(tmp_path)])
 
 
+def test_make_audit_finds_the_plain_server_consistent_with_the_target_law(server):
+    from specdec.audit.deployment import audit
+    from specdec.io.paths import MODELS_DIR
+    from specdec.peers.interface import Sampling
+
+    (row,) = audit([("plain", server.url)], MODELS_DIR / "target", server.model, [PROMPT, PROMPT[:4]], sequences=16,
+                   length=16, sampling=Sampling(1.0), seed=0)["rows"]
+    assert row["kind"] == "vllm" and row["drafts"] == 0 and row["tokens"] == 512 and row["verdict"] == "consistent"
+
+
 def test_a_server_that_exits_or_never_answers_is_reported_and_stopped(tmp_path):
     dies = tmp_path / "dies.py"
     dies.write_text("import sys; print('bad flag'); sys.exit(3)\n")

@@ -1,7 +1,7 @@
 """The front page (specdec.chapters.summary and notebooks/98_summary.ipynb): its numbers agree with the
 chapters' tables counted directly, hand-made tables give hand-counted values, a missing table is an
 error naming it, and the page's deployment code is the code that runs (the cost lines on the page,
-the law-harness lines in a test: too slow for the page)."""
+the `make audit` line through the Makefile)."""
 
 import json
 import re
@@ -167,30 +167,20 @@ def test_guide_cells_are_short():
             assert len(words) <= 25, cell
 
 
-@pytest.fixture(scope="module")
-def embedded_pair():
-    import torch
+def test_the_audit_command_shown_runs_the_audit_with_its_arguments():
+    """The box's `make audit` line is a command the Makefile runs as the audit's command line with the
+    same URLs, model and weights (the audit itself is tested against real servers in
+    tests/audit/test_deployment*.py)."""
+    import shlex
+    import subprocess
 
-    from specdec.family.loader import load_pair
-    target, draft, tok = load_pair("embedded", "draft-distilled", dtype=torch.float32)
-    return target, draft, tok.encode("ROMEO:\n")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("wrong_rule", [None, "always_accept"])
-def test_the_law_harness_lines_shown_run_on_our_engine_and_catch_a_wrong_rule(embedded_pair, wrong_rule):
-    """The box's law-harness lines, run as shown (their n buys power 0.8 at binned TV 0.1: seconds of
-    CPU, too slow for the page, so they run here) with the embedded pair: our engine's token
-    verification is consistent with the target's law; our engine with a wrong rule (every draft
-    kept: the draft's law) is inconsistent."""
-    from specdec.audit.design import NegativeControl
-    from specdec.peers.ours import OursEngine
-
-    shown = [m for md in _cells("markdown") for m in re.findall(r"```python\n(.*?)```", md, re.S)
-             if "specdec.peers" in m]
-    assert len(shown) == 1 and len([ln for ln in shown[0].splitlines() if ln.strip()]) <= 12
-    target, draft, prompt = embedded_pair
-    engine = OursEngine() if wrong_rule is None else NegativeControl(target, draft, wrong_rule)
-    names = {"engine": engine, "target": target, "draft": draft, "prompt": prompt}
-    exec(compile(shown[0], "the front page's law harness", "exec"), names)
-    assert names["verdict"] == ("consistent" if wrong_rule is None else "inconsistent")
+    shown = [m for md in _cells("markdown") for m in re.findall(r"```bash\n(make audit .*?)\n```", md, re.S)]
+    assert len(shown) == 1
+    args = shlex.split(shown[0])
+    dry = subprocess.run(["make", "-n", *args[1:]], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    line = [ln for ln in dry.splitlines() if "specdec.cli.audit" in ln]
+    assert len(line) == 1
+    want = dict(a.split("=", 1) for a in args[2:])
+    got = shlex.split(line[0])
+    assert got[got.index("--url") + 1:got.index("--model")] == want["URL"].split()
+    assert got[got.index("--model") + 1] == want["MODEL"] and got[got.index("--target") + 1] == want["TARGET"]
