@@ -12,8 +12,10 @@ the minimal detectable TV at power 0.8, the power at ``--eps``, the verdict) and
 
 Usage errors are refused before anything is sampled, with exit status 2 and ONE line on stderr: a
 malformed or unreachable URL, a server whose rules cannot be pinned, a TARGET that is not a model
-folder or not the served weights, a temperature that is not > 0, top-k < 0, top-p outside (0, 1],
-counts < 1, a level or eps outside (0, 1), a seed outside [0, 2**32), a bad prompt file.
+folder or not the served weights (``--tie-tol``: the logits by which a served greedy token may
+trail the local argmax; raise it for a server in lower precision), a temperature that is not > 0,
+top-k < 0, top-p outside (0, 1], counts < 1, a level or eps outside (0, 1), a seed outside
+[0, 2**32), a bad prompt file.
 
 Example: make audit URL="http://127.0.0.1:8000 http://127.0.0.1:8001" MODEL=target TARGET=data/models/target
 """
@@ -39,12 +41,16 @@ def _check(a) -> Sampling:
     if not (math.isfinite(a.temperature) and a.temperature > 0):
         usage(TOOL, f"--temperature must be a finite number > 0 (the audit tests sampled decoding), got {a.temperature!r}")
     for flag, v in {"--sequences": a.sequences, "--length": a.length, "--prompts": a.prompts,
-                    "--prompt-len": a.prompt_len}.items():
+                    "--prompt-len": a.prompt_len, "--identity-tokens": a.identity_tokens}.items():
         if v < 1:
             usage(TOOL, f"{flag} must be an int >= 1, got {v}")
     for flag, v in {"--alpha": a.alpha, "--eps": a.eps}.items():
         if not 0 < v < 1:
             usage(TOOL, f"{flag} must lie in (0, 1), got {v!r}")
+    if not 0 <= a.margin < 1:
+        usage(TOOL, f"--margin must lie in [0, 1), got {a.margin!r}")
+    if not (math.isfinite(a.tie_tol) and a.tie_tol >= 0):
+        usage(TOOL, f"--tie-tol must be a finite number of logits >= 0, got {a.tie_tol!r}")
     if not (math.isfinite(a.timeout) and a.timeout > 0):
         usage(TOOL, f"--timeout must be a finite number of seconds > 0, got {a.timeout!r}")
     if len(a.url) > 2:
@@ -73,6 +79,11 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--length", type=int, default=32, help="tokens per sample")
     ap.add_argument("--alpha", type=float, default=0.01)
     ap.add_argument("--eps", type=float, default=0.05, help="binned TV of u from uniform at which power is stated")
+    ap.add_argument("--tie-tol", type=float, default=0.1,
+                    help="logits by which a served greedy token may trail the local argmax (a near tie)")
+    ap.add_argument("--identity-tokens", type=int, default=8, help="greedy tokens per prompt compared")
+    ap.add_argument("--margin", type=float, default=1e-3,
+                    help="probability mass within which a token just past the local top-p/top-k cut is a boundary token")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     a = ap.parse_args(argv)
@@ -84,7 +95,8 @@ def main(argv=None) -> list[dict]:
     prompts = read_prompts(TOOL, a.prompt_file, a.prompts, a.prompt_len, a.seed)
     try:
         out = audit(list(zip(names, a.url)), a.target, a.model, prompts, sequences=a.sequences, length=a.length,
-                    sampling=sampling, seed=a.seed, alpha=a.alpha, eps=a.eps, timeout_s=a.timeout)
+                    sampling=sampling, seed=a.seed, alpha=a.alpha, eps=a.eps, timeout_s=a.timeout,
+                    tie_tol=a.tie_tol, identity_tokens=a.identity_tokens, margin=a.margin)
     except (TypeError, ValueError) as exc:  # the endpoint's EndpointError is a ValueError
         usage(TOOL, str(exc))
     prov = provenance({k: v for k, v in vars(a).items()}, seed=a.seed)

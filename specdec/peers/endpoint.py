@@ -17,8 +17,9 @@ Kinds (`probe`), told apart by what each answers, each with the requests that pi
     per request, `specdec.peers.llama.request_payload` (its sampler chain in `Sampling`'s order,
     min-p, penalties, DRY, XTC off, a seed per sample) and each answer's ``generation_settings``
     checked against the request (`specdec.peers.llama.settings_differ`; a difference is an error).
-    Its ``ignore_eos`` bans the end-of-generation tokens, so ``bans_eos`` is True: the law in force
-    is the target's without them.  Counters: each answer's ``draft_n`` / ``draft_n_accepted``.
+    Its ``ignore_eos`` bans every end-of-generation token of the vocabulary (bias -inf), which each
+    answer echoes in ``logit_bias``: ``bans`` lists them (the law in force is the target's without
+    them), and any other bias is an error.  Counters: each answer's ``draft_n`` / ``draft_n_accepted``.
 Anything else is refused: a server whose defaults for top-k, min-p and penalties are unknown cannot
 be held to an exact law.
 
@@ -37,10 +38,10 @@ import httpx
 
 from specdec.peers.contract import check_prompts, check_seed
 from specdec.peers.interface import Sampling, as_int, stream_seed
-from specdec.peers.llama import request_payload, settings_differ
+from specdec.peers.llama import banned, request_payload, settings_differ
 from specdec.peers.openai_client import check_url, reachable, scrape
 
-__all__ = ["KINDS", "EndpointError", "probe", "sample", "VLLM_COUNTERS"]
+__all__ = ["KINDS", "EndpointError", "probe", "check_model", "sample", "VLLM_COUNTERS"]
 
 KINDS = ("specdec", "vllm", "llama.cpp")
 VLLM_COUNTERS = ("vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total")
@@ -59,7 +60,7 @@ def _get(client: httpx.Client, url: str, path: str):
 
 
 def probe(url: str, timeout_s: float = 10.0) -> dict:
-    """{"url", "kind", "version", "models", "bans_eos"} of the server at ``url`` (module docstring);
+    """{"url", "kind", "version", "models"} of the server at ``url`` (module docstring);
     `EndpointError` when it is malformed, does not answer, or is of no kind whose rules can be pinned."""
     try:
         url = check_url(url)
@@ -82,14 +83,20 @@ def probe(url: str, timeout_s: float = 10.0) -> dict:
         raise EndpointError(f"{url}: not a server whose sampling rules this audit can pin (it knows {', '.join(KINDS)}; "
                             f"/version answered {version!r}, /props {'answered' if props else 'did not answer'}): "
                             f"an unknown server's defaults for top-k, min-p and penalties would change the law unseen")
-    return {"url": url, "kind": kind, "version": ver, "models": served, "bans_eos": kind == "llama.cpp"}
+    return {"url": url, "kind": kind, "version": ver, "models": served}
 
 
-def _check(info, model, prompts, n, length, sampling, seed, timeout_s):
+def check_model(info: dict, model: str) -> None:
+    """`EndpointError` unless ``info`` is what `probe` returned and the server serves ``model``
+    (llama-server serves one model whatever the name)."""
     if not isinstance(info, dict) or info.get("kind") not in KINDS:
         raise EndpointError(f"info must be what probe returned, got {info!r}")
     if info["kind"] != "llama.cpp" and model not in info["models"]:
         raise EndpointError(f"{info['url']} serves {info['models']}, not {model!r}: name the served model")
+
+
+def _check(info, model, prompts, n, length, sampling, seed, timeout_s):
+    check_model(info, model)
     if not isinstance(sampling, Sampling):
         raise TypeError(f"sampling must be a specdec.peers.Sampling, got {sampling!r}")
     if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
@@ -115,7 +122,8 @@ def _tokens(info, answer: dict, n: int, length: int) -> list[list[int]]:
     if len(rows) != n or any(not isinstance(r, list) or len(r) != length for r in rows):
         got = [len(r) if isinstance(r, list) else None for r in rows]
         raise EndpointError(f"{info['url']} answered {len(rows)} samples of {got} token ids where {n} of {length} "
-                            f"were asked (a server must return token ids: vLLM's return_token_ids)")
+                            f"were asked (a server must return token ids, vLLM's return_token_ids, and must not "
+                            f"stop early: a stop token of its own)")
     return [[int(t) for t in r] for r in rows]
 
 
@@ -126,20 +134,33 @@ def _post(client: httpx.Client, info: dict, path: str, body: dict) -> dict:
         raise EndpointError(f"{info['url']}{path}: {type(exc).__name__}: {exc}") from None
     if resp.status_code != 200:
         raise EndpointError(f"{info['url']}{path} refused the request (HTTP {resp.status_code}): {resp.text[:300]}")
-    return resp.json()
+    try:
+        answer = resp.json()
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise EndpointError(f"{info['url']}{path} answered something other than a JSON object: {resp.text[:200]!r}")
+    return answer
+
+
+def _scrape(info: dict) -> dict:
+    try:
+        return scrape(info["url"])
+    except httpx.HTTPError as exc:
+        raise EndpointError(f"{info['url']}/metrics: {type(exc).__name__}: {exc}") from None
 
 
 def sample(info: dict, model: str, prompts, *, n: int, length: int, sampling: Sampling, seed: int,
            timeout_s: float = 300.0) -> dict:
-    """{"tokens": prompts x n x length ids, "drafts", "accepted"} from the endpoint ``info``
+    """{"tokens": prompts x n x length ids, "drafts", "accepted", "bans"} from the endpoint ``info``
     (`probe`) under the pinned rules of its kind (module docstring); ``drafts`` / ``accepted`` the
-    server's own counters over these requests (None where it gives none)."""
+    server's own counters over these requests, ``bans`` the token ids the server banned."""
     prompts, n, length, seed = _check(info, model, prompts, n, length, sampling, seed, timeout_s)
     kind = info["kind"]
     with httpx.Client(timeout=timeout_s, limits=httpx.Limits(max_connections=len(prompts))) as client:
         if kind == "llama.cpp":
             return _llama(client, info, prompts, n, length, sampling, seed)
-        before = scrape(info["url"]) if kind == "vllm" else None
+        before = _scrape(info) if kind == "vllm" else None
         bodies = [_openai_body(info, model, p, n, length, sampling, stream_seed(seed, i) & 0xFFFFFFFF)
                   for i, p in enumerate(prompts)]
         workers = len(prompts) if kind == "vllm" else 1  # vLLM batches what arrives together; ours serves one at a time
@@ -149,14 +170,14 @@ def sample(info: dict, model: str, prompts, *, n: int, length: int, sampling: Sa
     if kind == "specdec":
         spec = [a.get("speculative") or {} for a in answers]
         return {"tokens": tokens, "drafts": sum(s.get("drafts", 0) for s in spec),
-                "accepted": sum(s.get("accepted", 0) for s in spec)}
-    after = scrape(info["url"])
+                "accepted": sum(s.get("accepted", 0) for s in spec), "bans": []}
+    after = _scrape(info)
     drafts, accepted = (after.get(c, 0.0) - before.get(c, 0.0) for c in VLLM_COUNTERS)
-    return {"tokens": tokens, "drafts": int(drafts), "accepted": int(accepted)}
+    return {"tokens": tokens, "drafts": int(drafts), "accepted": int(accepted), "bans": []}
 
 
 def _llama(client, info, prompts, n, length, sampling, seed) -> dict:
-    tokens, drafts, accepted = [], 0, 0
+    tokens, drafts, accepted, bans = [], 0, 0, None
     for i, prompt in enumerate(prompts):
         rows = []
         for j in range(n):
@@ -167,9 +188,16 @@ def _llama(client, info, prompts, n, length, sampling, seed) -> dict:
             if wrong or len(got) < length:
                 why = "; ".join(wrong) or f"{len(got)} tokens returned, {length} asked"
                 raise EndpointError(f"{info['url']} did not run as asked: {why}")
+            try:
+                ids = banned(answer["generation_settings"])
+            except ValueError as exc:
+                raise EndpointError(f"{info['url']}: {exc}") from None
+            if bans is not None and ids != bans:
+                raise EndpointError(f"{info['url']} banned {ids} in one answer and {bans} in another")
+            bans = ids
             rows.append([int(t) for t in got[:length]])
             timing = answer.get("timings", {})
             drafts += int(timing.get("draft_n", 0))
             accepted += int(timing.get("draft_n_accepted", 0))
         tokens.append(rows)
-    return {"tokens": tokens, "drafts": drafts, "accepted": accepted}
+    return {"tokens": tokens, "drafts": drafts, "accepted": accepted, "bans": bans or []}

@@ -18,7 +18,8 @@ then ours to float32 rounding and its float16 GELU table, `tests/peers/test_llam
 
 Per request: ``samplers`` ["temperature", "top_k"?, "top_p"?] in that order -- the order of
 `Sampling` (llama.cpp's default order puts top-p before the temperature, another law), no penalty,
-DRY, XTC, min-p or typical-p sampler in the chain; ``seed`` `stream_seed(seed, prompt, sample)`
+DRY, XTC, min-p or typical-p sampler in the chain, no dynamic temperature, min_keep 0, no logit
+bias or grammar sent (a server started with ``--logit-bias`` or ``--dynatemp-range`` is overridden); ``seed`` `stream_seed(seed, prompt, sample)`
 (uint32, never llama.cpp's "random" 0xFFFFFFFF); ``ignore_eos``, which llama.cpp implements by
 banning the end-of-text token (logit bias -inf on every end-of-generation token; the family's is
 id 0): the rules in force are the target's law without that token, a difference of the mass the
@@ -54,7 +55,7 @@ from specdec.peers.interface import Continuations, Sampling, Speculation, stream
 from specdec.peers.llama_server import LlamaServer, build_info
 
 __all__ = ["LLAMA_METHODS", "DRAFT_SAMPLING", "EXACT_FLAGS", "LlamaEngine", "gguf_file", "server_flags",
-           "request_payload", "step_record", "settings_differ"]
+           "request_payload", "step_record", "settings_differ", "banned", "CHECKED"]
 
 LLAMA_METHODS = ("none", "draft_model")
 DRAFT_SAMPLING = ("greedy", "probabilistic")
@@ -101,11 +102,25 @@ def request_payload(prompt: list[int], n_predict: int, sampling: Sampling, seed:
             "temperature": float(sampling.temperature), "samplers": samplers, "top_k": int(sampling.top_k or 0),
             "top_p": float(sampling.top_p if sampling.top_p is not None else 1.0), "min_p": 0.0,
             "typical_p": 1.0, "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
-            "dry_multiplier": 0.0, "xtc_probability": 0.0, "mirostat": 0, "n_probs": 0,
+            "dry_multiplier": 0.0, "xtc_probability": 0.0, "mirostat": 0, "n_probs": 0, "dynatemp_range": 0.0,
+            "dynatemp_exponent": 1.0, "min_keep": 0, "logit_bias": [], "grammar": "",
             "ignore_eos": True, "cache_prompt": True, "return_tokens": True, "stream": False}
 
 
-CHECKED = ("samplers", "temperature", "top_k", "top_p", "min_p", "seed", "ignore_eos")
+CHECKED = ("samplers", "temperature", "top_k", "top_p", "min_p", "seed", "ignore_eos", "dynatemp_range", "min_keep")
+
+
+def banned(settings: dict) -> list[int]:
+    """The token ids a response's echoed ``logit_bias`` bans: with ``ignore_eos`` (and no bias sent)
+    llama-server lists there every end-of-generation token of its vocabulary, bias -inf (JSON null).
+    A finite bias is a rule this project did not ask for: ValueError naming it."""
+    out = []
+    for entry in settings.get("logit_bias") or []:
+        bias = entry.get("bias") if isinstance(entry, dict) else None
+        if bias is not None and bias != float("-inf"):
+            raise ValueError(f"llama-server applied a logit bias {entry!r} that was not asked for")
+        out.append(int(entry["token"]))
+    return sorted(set(out))
 
 
 def settings_differ(payload: dict, settings: dict, drafted: bool) -> list[str]:

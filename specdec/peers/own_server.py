@@ -122,8 +122,10 @@ def _handler(state: dict):
                 if not isinstance(body, dict):
                     raise Refused("the body must be a JSON object")
                 self._send(200, completion(body, state))
-            except (Refused, json.JSONDecodeError) as exc:
+            except (Refused, json.JSONDecodeError, ValueError) as exc:
                 self._send(400, {"error": {"message": str(exc), "code": 400}})
+            except Exception as exc:  # the engine failed: an answer naming why, never a dropped connection
+                self._send(500, {"error": {"message": f"{type(exc).__name__}: {exc}", "code": 500}})
 
         def log_message(self, *args):  # keep the log to start-up and errors
             pass

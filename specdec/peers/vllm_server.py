@@ -43,7 +43,8 @@ from specdec.peers.process import LOOPBACK, ServerFailed, free_port, signal_grou
 __all__ = ["VLLMServer", "ServerFailed", "free_port", "LOOPBACK"]
 
 SITE = Path(__file__).parent / "vllm_site"  # its sitecustomize patches vLLM's expand when asked
-PATCH_MARK = "expand_batch_to_tokens patched"
+PATCH_MARK = "expand_batch_to_tokens patched"  # vllm_site/sitecustomize.py's MARK, written when installed
+PATCH_USED = "the patched expand_batch_to_tokens ran"  # ... its USED, written at the first call
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _FACTS = {"non_default_args": "non-default args: ", "engine_config": "Initializing a V1 LLM engine"}
 

@@ -18,7 +18,7 @@ from specdec.io.paths import MODELS_DIR, ROOT
 from specdec.peers.conformance import CONSISTENT, INCONSISTENT
 from specdec.peers.interface import Sampling, Speculation
 from specdec.peers.vllm import VLLM_VENV
-from specdec.peers.vllm_server import PATCH_MARK, VLLMServer
+from specdec.peers.vllm_server import PATCH_MARK, PATCH_USED, SITE, VLLMServer
 
 PROMPTS = [[348, 891, 452, 264, 1125, 321, 77, 99], [40, 47, 54, 61, 68, 75, 82, 89], [5, 6, 7, 8, 9, 10, 11, 12],
            [600, 12, 44, 900, 3, 17, 250, 31]]
@@ -26,6 +26,11 @@ SPEC = Speculation("draft_model", k=2, draft="draft-distilled", options=(("draft
 pytestmark = [pytest.mark.skipif(not (VLLM_VENV / "bin" / "python").exists(),
                                  reason=f"{VLLM_VENV} is missing: build it with `make vllm-env`"),
               pytest.mark.xdist_group("vllm_server")]  # the worker that runs the other vLLM server
+
+
+def test_the_marks_the_server_checks_are_the_ones_the_patch_writes():
+    site = (SITE / "sitecustomize.py").read_text()
+    assert PATCH_MARK in site and PATCH_USED in site
 
 
 def test_vllm_probabilistic_drafts_at_temperature_1_shipped_rejected_patched_passes():
@@ -40,7 +45,8 @@ def test_vllm_probabilistic_drafts_at_temperature_1_shipped_rejected_patched_pas
     for row, server, verdict in ((shipped, servers[0], INCONSISTENT), (patched, servers[1], CONSISTENT)):
         assert row["kind"] == "vllm" and row["version"] == "0.32.0" and row["tokens"] == 1024 and row["drafts"] > 0
         assert row["verdict"] == verdict and row["greedy_mismatches"] == 0
-        marked = PATCH_MARK in (ROOT / server.provenance["log"]).read_text()
-        assert marked == server.provenance["patched"] == server.patched and server._proc is None
+        log = (ROOT / server.provenance["log"]).read_text()
+        assert (PATCH_MARK in log) == (PATCH_USED in log) == server.provenance["patched"] == server.patched
+        assert server._proc is None
     assert 0 < patched["accepted"] < patched["drafts"]
     assert shipped["p_value"] < 1e-6 and shipped["tv"] > 3 * shipped["mdtv"]

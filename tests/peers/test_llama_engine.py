@@ -15,7 +15,7 @@ import random
 import pytest
 
 from specdec.peers.interface import Sampling, Speculation
-from specdec.peers.llama import LlamaEngine, request_payload, settings_differ, step_record
+from specdec.peers.llama import CHECKED, LlamaEngine, banned, request_payload, settings_differ, step_record
 from specdec.peers.llama_server import LLAMA_SERVER
 
 PROMPTS = [[348, 891, 452, 264, 1125, 321, 77, 99], [40, 47, 54, 61, 68, 75]]
@@ -27,13 +27,22 @@ def _spec(drafting: str, k: int = 2) -> Speculation:
     return Speculation("draft_model", k=k, draft=DRAFT, options=(("draft_sampling", drafting),))
 
 
+def test_the_echoed_bans_are_read_and_an_unasked_bias_is_refused():
+    assert banned({"logit_bias": [{"bias": None, "token": 7}, {"bias": float("-inf"), "token": 0}]}) == [0, 7]
+    assert banned({"logit_bias": []}) == [] and banned({}) == []
+    with pytest.raises(ValueError, match="not asked for"):
+        banned({"logit_bias": [{"bias": -2.5, "token": 3}]})
+    got = request_payload([1], 1, Sampling(1.0), 0)
+    assert (got["dynatemp_range"], got["min_keep"], got["logit_bias"], got["grammar"]) == (0.0, 0, [], "")
+
+
 def test_requests_pin_the_order_of_the_rules_and_a_difference_is_caught():
     got = request_payload([1, 2], 4, Sampling(0.7, top_p=0.9), seed=2**40 + 5)
     assert got["samplers"] == ["temperature", "top_p"]       # Sampling's order, not llama.cpp's default
     assert (got["top_k"], got["min_p"], got["seed"]) == (0, 0.0, 5)
     assert request_payload([1], 1, Sampling(1.0, top_k=5), 0)["samplers"] == ["temperature", "top_k"]
     assert request_payload([1], 1, Sampling(1.0), 0xFFFFFFFF)["seed"] != 0xFFFFFFFF   # llama.cpp's "random"
-    echoed = {key: got[key] for key in ("samplers", "temperature", "top_k", "top_p", "min_p", "seed", "ignore_eos")}
+    echoed = {key: got[key] for key in CHECKED}
     assert settings_differ(got, {**echoed, "speculative.types": "none,draft-simple"}, drafted=True) == []
     wrong = settings_differ(got, {**echoed, "samplers": ["top_p", "temperature"], "top_p": 0.95}, drafted=True)
     assert [w.split(":")[0] for w in wrong] == ["samplers", "top_p", "speculative.types"]

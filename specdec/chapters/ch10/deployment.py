@@ -21,7 +21,8 @@ def _split(t: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 def audit_view(t: pd.DataFrame) -> pd.DataFrame:
     """One row per (pair, setting): the control's verdict, the speculative endpoint's p-value, binned
     TV, the TV it detects at power 0.8, its acceptance (the server's counters), verdict and the
-    verdict predicted before the run."""
+    verdict ("not run" where the row has none: its status in the CSV says why) and the verdict
+    predicted before the run."""
     control, spec = _split(t)
     return pd.DataFrame({
         "server": [p for p, _ in spec.index], "setting": [s for _, s in spec.index],
@@ -29,7 +30,8 @@ def audit_view(t: pd.DataFrame) -> pd.DataFrame:
         "p": [_p(v) for v in spec["p_value"]], "TV": [_num(v, ".3f") for v in spec["tv"]],
         "TV detected": [_num(v, ".3f") for v in spec["mdtv"]],
         "acceptance": [_num(v, ".2f") for v in spec["acceptance"]],
-        "verdict": spec["verdict"].fillna(MISSING).to_list(), "predicted": spec["predicted"].to_list()})
+        "verdict": [v if isinstance(v, str) else "not run" for v in spec["verdict"]],
+        "predicted": spec["predicted"].fillna(MISSING).to_list()})
 
 
 def audit_values(t: pd.DataFrame) -> dict:

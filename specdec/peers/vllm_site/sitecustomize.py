@@ -13,6 +13,7 @@ import sys
 
 MODULE = "vllm.v1.sample.rejection_sampler"
 MARK = "specdec: vLLM's expand_batch_to_tokens patched (dtype kept) in process"
+USED = "specdec: the patched expand_batch_to_tokens ran in process"
 
 
 def _expand():
@@ -20,7 +21,15 @@ def _expand():
     spec = importlib.util.spec_from_file_location("specdec_vllm_patch", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.expand_keep_dtype
+    ran = []
+
+    def expand(*args, **kwargs):
+        if not ran:  # once per process: the log shows that the patch was called, not only installed
+            ran.append(True)
+            print(f"{USED} {os.getpid()}", file=sys.stderr, flush=True)
+        return module.expand_keep_dtype(*args, **kwargs)
+
+    return expand
 
 
 class _Finder(importlib.abc.MetaPathFinder):
