@@ -1,20 +1,23 @@
-"""Our engine behind an OpenAI-compatible completions endpoint on 127.0.0.1: what `make audit` is
-tested against beside vLLM's and llama.cpp's servers, with a named wrong verifier as the negative
-control that the audit must reject.
+"""Our serving loop (chapter 09's continuous batching, `specdec.engine.continuous.serve`) behind an
+OpenAI-compatible completions endpoint on 127.0.0.1: what `make audit` is tested against beside
+vLLM's and llama.cpp's servers, with a named wrong verifier as the negative control that the audit
+must reject.
 
 The server (``python -m specdec.peers.own_server --port P [--draft M --k K] [--variant NAME]``)
 loads the embedded target (and draft) once and answers, one request at a time:
   * ``GET /health``, ``GET /version`` -> {"server": "specdec", "version", "draft", "k", "variant"},
     ``GET /v1/models`` -> the served name;
   * ``POST /v1/completions`` (not streamed): ``prompt`` token ids, ``max_tokens``, ``n`` samples,
-    ``temperature``, ``top_p``, ``top_k`` (0 = off), ``seed`` (the samples' generator; absent: 0),
+    ``temperature``, ``top_p``, ``top_k`` (0 = off), ``seed`` (sample j is a job of the loop seeded
+    `stream_seed` (seed, j); absent: 0; up to ``MAX_BATCH`` rows run at once),
     ``ignore_eos`` (no stop token is ever applied: every sample has exactly max_tokens ids).  A rule
     it does not run -- ``min_p``, a penalty other than neutral, ``logit_bias``, ``stop``, ``stream`` --
     is refused with HTTP 400 naming it, never ignored.  Answer: ``choices[j].token_ids`` and
     ``speculative`` {"drafts", "accepted"} (the engine's counters for the request).
-The verifier: exact token-wise verification (`specdec.core.verify`), or with ``--variant`` a wrong
-rule of `specdec.core.rules.variants` (e.g. "always_accept": every draft kept): a planted fault,
-never a default, named in /version.
+The verifier: exact token-wise verification (`specdec.core.verify`) in the serving loop, or with
+``--variant`` a wrong rule of `specdec.core.rules.variants` (e.g. "always_accept": every draft
+kept; a planted fault, never a default, named in /version), run by the engine's `generate` on one
+batch of n rows (the wrong rules draw from one generator, the loop gives each row its own).
 
 `OwnServer` starts it in a process group of its own, waits for /health within
 ``startup_timeout_s`` and stops it (SIGTERM, then SIGKILL) on exit, whatever happened.
@@ -36,11 +39,13 @@ from pathlib import Path
 
 from specdec.io.paths import BUILD_DIR, ROOT
 from specdec.peers.contract import check_request
-from specdec.peers.interface import Sampling, Speculation
+from specdec.peers.interface import Sampling, Speculation, stream_seed
 from specdec.peers.process import LOOPBACK, free_port, stop_group, wait_healthy
 
 __all__ = ["OwnServer", "NEUTRAL", "completion", "main"]
 
+MAX_BATCH = 16  # rows the serving loop runs at once
+MASK = 0xFFFFFFFF
 NEUTRAL = {"min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
            "logit_bias": None, "stop": None, "stream": False, "logprobs": None, "best_of": None, "echo": False,
            "suffix": None}
@@ -63,6 +68,7 @@ def completion(body: dict, state: dict) -> dict:
     """The answer to one /v1/completions body (module docstring); `Refused` for a rule it does not run."""
     import torch
 
+    from specdec.engine.continuous import Job, serve
     from specdec.engine.decode import generate
 
     unknown = sorted(set(body) - KNOWN)
@@ -81,17 +87,27 @@ def completion(body: dict, state: dict) -> dict:
             vocab_size=state["vocab"], context=state["context"], methods=("none", "token"), drafted=("token",))
     except (TypeError, ValueError) as exc:
         raise Refused(str(exc)) from None
+    rules = dict(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p)
     with state["lock"]:  # one request at a time: the models are shared
-        res = generate(state["target"], torch.tensor(prompts * n), drafter=state["draft_model"], k=state["k"] or 1,
-                       max_new_tokens=length, temperature=sampling.temperature, top_k=sampling.top_k,
-                       top_p=sampling.top_p, generator=torch.Generator().manual_seed(seed),
-                       verifier=state["verifier"], mode="lean")
-    rows = [r for r in res.stats.accept_rows() if r["k"] > 0]
+        if state["verifier"] is None:
+            jobs = [Job(prompt=torch.tensor(prompts[0]), max_new_tokens=length, arrival_s=0.0,
+                        seed=stream_seed(seed, j) & MASK) for j in range(n)]
+            res = serve(state["target"], jobs, drafter=state["draft_model"], k=state["k"] or 1,
+                        max_batch=min(n, MAX_BATCH), **rules)
+            rows, steps = [r["tokens"] for r in res.requests], [(st["drafted"], st["accepted"]) for st in res.steps]
+        else:  # a wrong rule draws from one generator: the engine's generate, one batch of n rows
+            res = generate(state["target"], torch.tensor(prompts * n), drafter=state["draft_model"], k=state["k"],
+                           max_new_tokens=length, generator=torch.Generator().manual_seed(seed),
+                           verifier=state["verifier"], mode="lean", **rules)
+            rows = [t.tolist() for t in res.tokens]
+            steps = [(r["k"], r["accepted"]) for r in res.stats.accept_rows()]
+    drafted = state["draft"] is not None
     return {"object": "text_completion", "model": state["name"],
             "choices": [{"index": j, "text": "", "token_ids": [int(t) for t in row], "finish_reason": "length"}
-                        for j, row in enumerate(t.tolist() for t in res.tokens)],
+                        for j, row in enumerate(rows)],
             "usage": {"prompt_tokens": len(prompts[0]), "completion_tokens": n * length},
-            "speculative": {"drafts": sum(r["k"] for r in rows), "accepted": sum(r["accepted"] for r in rows)}}
+            "speculative": {"drafts": sum(d for d, _ in steps) if drafted else 0,
+                            "accepted": sum(a for _, a in steps) if drafted else 0}}
 
 
 def _handler(state: dict):
