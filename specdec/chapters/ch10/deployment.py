@@ -8,39 +8,45 @@ from __future__ import annotations
 
 import pandas as pd
 
-from specdec.chapters.ch10.values import MISSING, _num, _p
+from specdec.chapters.ch10.values import MISSING, _num, _p, _pair
 
 __all__ = ["audit_view", "audit_values"]
 
 
 def _split(t: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    keys = ["pair", "setting"]
-    return t[t["endpoint"] == "control"].set_index(keys), t[t["endpoint"] == "speculative"].set_index(keys)
+    return t[t["endpoint"] == "control"], t[t["endpoint"] == "speculative"]
+
+
+def _verdict(v) -> str:
+    return v if isinstance(v, str) else "not run"  # its status in the CSV says why
 
 
 def audit_view(t: pd.DataFrame) -> pd.DataFrame:
-    """One row per (pair, setting): the control's verdict, the speculative endpoint's p-value, binned
-    TV, the TV it detects at power 0.8, its acceptance (the server's counters), verdict and the
-    verdict ("not run" where the row has none: its status in the CSV says why) and the verdict
-    predicted before the run."""
+    """One row per server pair, its settings in one cell (the chapter's convention, temperature 1
+    first): the control's verdict, the speculative endpoint's p-value, acceptance (the server's
+    counters), tokens left out at the nucleus boundary, verdict, and the verdict predicted before
+    the run."""
     control, spec = _split(t)
-    return pd.DataFrame({
-        "server": [p for p, _ in spec.index], "setting": [s for _, s in spec.index],
-        "control": control["verdict"].reindex(spec.index).fillna(MISSING).to_list(),
-        "p": [_p(v) for v in spec["p_value"]], "TV": [_num(v, ".3f") for v in spec["tv"]],
-        "TV detected": [_num(v, ".3f") for v in spec["mdtv"]],
-        "acceptance": [_num(v, ".2f") for v in spec["acceptance"]],
-        "verdict": [v if isinstance(v, str) else "not run" for v in spec["verdict"]],
-        "predicted": spec["predicted"].fillna(MISSING).to_list()})
+    rows = []
+    for pair, g in spec.groupby("pair", sort=False):
+        c = control[control["pair"] == pair]
+        rows.append({"server": pair, "control": _pair(c["verdict"], _verdict), "p": _pair(g["p_value"], _p),
+                     "acceptance": _pair(g["acceptance"], lambda v: _num(v, ".2f")),
+                     "boundary": _pair(g["boundary"], lambda v: _num(v, ".0f")),
+                     "verdict": _pair(g["verdict"], _verdict), "predicted": _pair(g["predicted"], lambda v: v
+                                                                                  if isinstance(v, str) else MISSING)})
+    return pd.DataFrame(rows)
 
 
 def audit_values(t: pd.DataFrame) -> dict:
     """The counts the section quotes: rows, predictions met (the speculative verdict as predicted
-    and the control consistent), controls consistent, the values tested per endpoint, the largest
+    and its control consistent), controls consistent, the values tested per endpoint, the largest
     detectable TV and the smallest power at the stated TV."""
     control, spec = _split(t)
-    ok = control["verdict"].reindex(spec.index) == "consistent"
-    return {"audit_n": len(spec), "audit_met": int(((spec["verdict"] == spec["predicted"]) & ok).sum()),
+    keys = ["pair", "setting"]
+    ok = control.set_index(keys)["verdict"].reindex(spec.set_index(keys).index).to_numpy() == "consistent"
+    return {"audit_n": len(spec), "audit_met": int(((spec["verdict"] == spec["predicted"]).to_numpy() & ok).sum()),
             "audit_controls": int((control["verdict"] == "consistent").sum()), "audit_controls_n": len(control),
-            "audit_tokens": int(spec["tokens"].min()), "audit_mdtv": _num(t["mdtv"].max(), ".3f"),
-            "audit_eps": _num(t["eps"].max(), ".2f"), "audit_power": _num(t["power_at_eps"].min(), ".2f")}
+            "audit_tokens": int(spec["tokens"].max()), "audit_mdtv": _num(t["mdtv"].max(), ".3f"),
+            "audit_eps": _num(t["eps"].max(), ".2f"), "audit_power": _num(t["power_at_eps"].min(), ".2f"),
+            "audit_boundary": int(t["boundary"].fillna(0).sum()), "audit_margin": _num(t["margin"].max(), "g")}
