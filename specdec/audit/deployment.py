@@ -23,6 +23,10 @@ logits differ at their rounding cuts the nucleus one token later now and then.  
 leaves the test whole: a selection on an event of ~1e-4 per token, far below the test's resolution;
 the row counts them.
 
+The local forward runs on the CPU in float32, 16 sequences at a time, and holds their processed
+laws as (16, length, V) float64: ~600 MB at V = 150,000 and 32 tokens (a larger vocabulary wants
+shorter samples).
+
 Two endpoints: the first is the control (plain decoding of the same deployment).  A control that
 fails the test means the served numerics differ from the local ones with or without speculation,
 so the second row's verdict is `CONTROL_FAILS`, never "inconsistent".
