@@ -192,14 +192,9 @@ def _row(local, info, name, model, prompts, sampling, *, sequences, length, seed
         raise ValueError(f"{info['url']}: {exc}: the served model is not TARGET") from None
     edge = [[(j, pos) for j, pos in zip(*np.nonzero(part["impossible"]))
              if boundary(local, p, t[j], int(pos), law, margin)] for p, t, part in zip(prompts, drawn["tokens"], parts)]
-    u = np.concatenate([part["u"] for part in parts])
-    keep = np.ones(u.shape[0], dtype=bool)
-    start = 0
-    for part, cut in zip(parts, edge):  # a sequence with a boundary token leaves the test whole
-        for j, _ in cut:
-            keep[start + j] = False
-        start += part["u"].shape[0]
-    r = pit_test(u[keep], bins=bins, position_groups=position_groups, alpha=alpha)
+    # a sequence with a boundary token leaves the test whole
+    u = np.concatenate([np.delete(part["u"], [j for j, _ in cut], axis=0) for part, cut in zip(parts, edge)])
+    r = pit_test(u, bins=bins, position_groups=position_groups, alpha=alpha)
     comp = dict(zip(r.tests, r.p_components))
     level = alpha / max(len(r.tests), 1)
     return {"endpoint": name, "url": info["url"], "kind": info["kind"], "version": str(info["version"]),

@@ -57,6 +57,12 @@ def _servers(stack: ExitStack, pair: str) -> tuple[str, str]:
     return plain.url, stack.enter_context(VLLMServer(spec, seed=0, patched="patched" in pair, startup_timeout_s=300)).url
 
 
+def _not_run(pair: str, setting: str, exc: BaseException) -> list[dict]:
+    """The control's and the speculative endpoint's rows of a (pair, setting) that did not run."""
+    return [{"pair": pair, "setting": setting, "endpoint": e, "status": f"not run: {exc}"[:300]}
+            for e in ("control", "speculative")]
+
+
 def run_all(prompts, *, sequences: int, length: int, seed: int, eps: float = 0.03, pairs=PAIRS,
             settings=tuple(SETTINGS), log=print) -> list[dict]:
     """One row per (pair, setting, endpoint) with the predicted verdict beside the audit's (module
@@ -69,16 +75,14 @@ def run_all(prompts, *, sequences: int, length: int, seed: int, eps: float = 0.0
             try:
                 control, speculative = _servers(stack, pair)
             except (RuntimeError, OSError) as exc:  # ServerFailed, an environment not built
-                rows += [{"pair": pair, "setting": s, "endpoint": e, "status": f"not run: {exc}"[:300]}
-                         for s in settings for e in ("control", "speculative")]
+                rows += [row for name in settings for row in _not_run(pair, name, exc)]
                 continue
             for name in settings:
                 try:
                     out = audit([("control", control), ("speculative", speculative)], target, "target", prompts,
                                 sequences=sequences, length=length, sampling=SETTINGS[name], seed=seed, eps=eps)
                 except (RuntimeError, OSError, ValueError) as exc:  # an endpoint's error, an identity refusal
-                    rows += [{"pair": pair, "setting": name, "endpoint": e, "status": f"not run: {exc}"[:300]}
-                             for e in ("control", "speculative")]
+                    rows += _not_run(pair, name, exc)
                     continue
                 for r in out["rows"]:
                     predicted = PREDICTED[pair] if r["endpoint"] == "speculative" else "consistent"

@@ -38,7 +38,7 @@ import httpx
 
 from specdec.peers.contract import check_prompts, check_seed
 from specdec.peers.interface import Sampling, as_int, stream_seed
-from specdec.peers.llama import banned, request_payload, settings_differ
+from specdec.peers.llama import answer_tokens, banned, request_payload
 from specdec.peers.openai_client import check_url, reachable, scrape
 
 __all__ = ["KINDS", "EndpointError", "probe", "check_model", "sample", "VLLM_COUNTERS"]
@@ -183,10 +183,8 @@ def _llama(client, info, prompts, n, length, sampling, seed) -> dict:
         for j in range(n):
             payload = request_payload(prompt, length, sampling, stream_seed(seed, i, j))
             answer = _post(client, info, "/completion", payload)
-            wrong = settings_differ(payload, answer.get("generation_settings", {}), drafted=False)
-            got = answer.get("tokens") or []
-            if wrong or len(got) < length:
-                why = "; ".join(wrong) or f"{len(got)} tokens returned, {length} asked"
+            got, why = answer_tokens(payload, answer, drafted=False)
+            if why:
                 raise EndpointError(f"{info['url']} did not run as asked: {why}")
             try:
                 ids = banned(answer["generation_settings"])
@@ -195,7 +193,7 @@ def _llama(client, info, prompts, n, length, sampling, seed) -> dict:
             if bans is not None and ids != bans:
                 raise EndpointError(f"{info['url']} banned {ids} in one answer and {bans} in another")
             bans = ids
-            rows.append([int(t) for t in got[:length]])
+            rows.append(got)
             timing = answer.get("timings", {})
             drafts += int(timing.get("draft_n", 0))
             accepted += int(timing.get("draft_n_accepted", 0))

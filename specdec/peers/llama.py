@@ -55,7 +55,7 @@ from specdec.peers.interface import Continuations, Sampling, Speculation, stream
 from specdec.peers.llama_server import LlamaServer, build_info
 
 __all__ = ["LLAMA_METHODS", "DRAFT_SAMPLING", "EXACT_FLAGS", "LlamaEngine", "gguf_file", "server_flags",
-           "request_payload", "step_record", "settings_differ", "banned", "CHECKED"]
+           "request_payload", "step_record", "settings_differ", "answer_tokens", "banned", "CHECKED"]
 
 LLAMA_METHODS = ("none", "draft_model")
 DRAFT_SAMPLING = ("greedy", "probabilistic")
@@ -108,6 +108,18 @@ def request_payload(prompt: list[int], n_predict: int, sampling: Sampling, seed:
 
 
 CHECKED = ("samplers", "temperature", "top_k", "top_p", "min_p", "seed", "ignore_eos", "dynatemp_range", "min_keep")
+
+
+def answer_tokens(payload: dict, answer: dict, drafted: bool) -> tuple[list[int], str | None]:
+    """(the first ``n_predict`` token ids of one /completion answer, None), or ([], why) when the
+    server did not run as asked: a pinned setting it does not echo (`settings_differ`) or fewer
+    tokens than asked."""
+    n = payload["n_predict"]
+    wrong = settings_differ(payload, answer.get("generation_settings", {}), drafted=drafted)
+    got = answer.get("tokens") or []
+    if wrong or len(got) < n:
+        return [], "; ".join(wrong) or f"{len(got)} tokens returned, {n} asked"
+    return [int(t) for t in got[:n]], None
 
 
 def banned(settings: dict) -> list[int]:
@@ -210,13 +222,11 @@ class LlamaEngine:
             for j in range(n):
                 payload = request_payload(prompt, max_new_tokens, sampling, stream_seed(seed, i, j))
                 answer = server.post("/completion", payload)
-                wrong = settings_differ(payload, answer.get("generation_settings", {}), drafted=k > 0)
-                got = answer.get("tokens") or []
-                if wrong or len(got) < max_new_tokens:
-                    why = "; ".join(wrong) or f"{len(got)} tokens returned, {max_new_tokens} asked"
+                got, why = answer_tokens(payload, answer, drafted=k > 0)
+                if why:
                     return Continuations([], counters, self._provenance(server, method, k, options, sampling, n, seed,
                                                                         start), f"llama-server did not run as asked: {why}")
-                rows.append([int(t) for t in got[:max_new_tokens]])
+                rows.append(got)
                 timing = answer.get("timings", {})
                 dn, da = int(timing.get("draft_n", 0)), int(timing.get("draft_n_accepted", 0))
                 counters["num_requests"] += 1

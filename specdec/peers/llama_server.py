@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -33,7 +32,7 @@ from typing import Sequence
 import httpx
 
 from specdec.io.paths import BUILD_DIR, ROOT
-from specdec.peers.process import LOOPBACK, ServerFailed, free_port, stop_group, wait_healthy
+from specdec.peers.process import LOOPBACK, ServerFailed, free_port, launch, stop_group
 
 __all__ = ["LLAMA_DIR", "LLAMA_SERVER", "LOOPBACK", "LlamaServer", "LlamaUnavailable", "ServerFailed", "build_info"]
 
@@ -87,22 +86,14 @@ class LlamaServer:
         port = free_port()
         cmd = self.command(port, Path(model), None if draft is None else Path(draft), extra_args)
         log_dir = Path(self.log_dir or BUILD_DIR / "llama-server")
-        log_dir.mkdir(parents=True, exist_ok=True)
         log = log_dir / f"server-{port}.log"
         url = f"http://{LOOPBACK}:{port}"
         here = str(ROOT) + "/"
         self.provenance = {"url": url, "command": shlex.join(cmd).replace(here, ""), "threads": self.threads,
                            "log": str(log).replace(here, ""), "build": build_info(Path(self.binary).parent.parent)}
-        with open(log, "w") as out:
-            self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          cwd=log_dir, start_new_session=True)
-        start = time.perf_counter()
-        try:
-            wait_healthy(self._proc, url, log, timeout_s=self.startup_timeout_s, name="llama-server")
-        except BaseException:
-            self.stop()
-            raise
-        self.provenance["startup_s"] = time.perf_counter() - start
+        self._proc = launch(cmd, log, url, self.provenance, name="llama-server", cwd=log_dir,
+                            timeout_s=self.startup_timeout_s,
+                            stop_timeout_s=self.stop_timeout_s)
         self._client = httpx.Client(timeout=self.request_timeout_s)
         return url
 

@@ -32,7 +32,6 @@ import shlex
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -40,7 +39,7 @@ from pathlib import Path
 from specdec.io.paths import BUILD_DIR, ROOT
 from specdec.peers.contract import check_request
 from specdec.peers.interface import Sampling, Speculation, stream_seed
-from specdec.peers.process import LOOPBACK, free_port, stop_group, wait_healthy
+from specdec.peers.process import LOOPBACK, free_port, launch, stop_group
 
 __all__ = ["OwnServer", "NEUTRAL", "completion", "main"]
 
@@ -217,21 +216,12 @@ class OwnServer:
             cmd += ["--draft", self.draft, "--k", str(self.k)]
         if self.variant:
             cmd += ["--variant", self.variant]
-        log_dir = Path(self.log_dir or BUILD_DIR / "own-server")
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log = log_dir / f"server-{port}.log"
+        log = Path(self.log_dir or BUILD_DIR / "own-server") / f"server-{port}.log"
         url = f"http://{LOOPBACK}:{port}"
         self.provenance = {"url": url, "command": shlex.join(cmd[1:]), "log": str(log).replace(str(ROOT) + "/", "")}
-        with open(log, "w") as out:
-            self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          cwd=ROOT, start_new_session=True)
-        start = time.perf_counter()
-        try:
-            wait_healthy(self._proc, url, log, timeout_s=self.startup_timeout_s, name="our server")
-        except BaseException:
-            self.stop()
-            raise
-        self.provenance["startup_s"] = time.perf_counter() - start
+        self._proc = launch(cmd, log, url, self.provenance, name="our server", cwd=ROOT,
+                            timeout_s=self.startup_timeout_s,
+                            stop_timeout_s=self.stop_timeout_s)
         return self
 
     def stop(self) -> None:

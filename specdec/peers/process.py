@@ -7,8 +7,10 @@ then reaped.  `wait_healthy` polls ``GET <url>/health`` until it answers 200; th
 first, or ``timeout_s`` passing, raises `ServerFailed` with the log's last lines (the caller stops
 the group).
 
-Example: ``proc = subprocess.Popen(cmd, start_new_session=True)``;
-``wait_healthy(proc, url, log, timeout_s=60, name="llama-server")``; ...; ``stop_group(proc, 10)``.
+`launch` does both for a server: start, wait, and stop the group if it never comes up.
+
+Example: ``proc = launch(cmd, log, url, provenance, name="llama-server", timeout_s=60, stop_timeout_s=10,
+cwd=log.parent)``; ...; ``stop_group(proc, 10)``.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["LOOPBACK", "ServerFailed", "free_port", "tail", "wait_healthy", "signal_group", "stop_group"]
+__all__ = ["LOOPBACK", "ServerFailed", "free_port", "tail", "wait_healthy", "launch", "signal_group", "stop_group"]
 
 LOOPBACK = "127.0.0.1"
 
@@ -62,6 +64,25 @@ def wait_healthy(proc: subprocess.Popen, url: str, log: Path, *, timeout_s: floa
         if time.perf_counter() - start > timeout_s:
             raise ServerFailed(f"{name} was not healthy after {timeout_s:g} s (then stopped): {tail(log)}")
         time.sleep(poll_s)
+
+
+def launch(cmd: list[str], log: Path, url: str, provenance: dict, *, name: str, timeout_s: float,
+           stop_timeout_s: float, cwd: Path, env: dict | None = None, poll_s: float = 0.2) -> subprocess.Popen:
+    """The process of ``cmd``, started in a session of its own with stdout and stderr to ``log``
+    (written from scratch), once ``<url>/health`` answers 200 (`wait_healthy`); its start-up seconds
+    go to ``provenance["startup_s"]``.  A failure to come up stops the group (`stop_group`) and sets
+    ``provenance["stopped"]`` before `ServerFailed` propagates."""
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
+                                start_new_session=True)
+    try:
+        provenance["startup_s"] = wait_healthy(proc, url, log, timeout_s=timeout_s, name=name, poll_s=poll_s)
+    except BaseException:
+        stop_group(proc, stop_timeout_s)
+        provenance["stopped"] = True
+        raise
+    return proc
 
 
 def signal_group(proc: subprocess.Popen, sig: int) -> None:

@@ -29,7 +29,6 @@ import re
 import shlex
 import signal
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +37,7 @@ import httpx
 from specdec.peers.interface import Speculation
 from specdec.peers.vllm import VLLM_VENV, VLLMUnavailable, model_folder, speculative_config
 from specdec.io.paths import BUILD_DIR, ROOT
-from specdec.peers.process import LOOPBACK, ServerFailed, free_port, signal_group, stop_group, wait_healthy
+from specdec.peers.process import LOOPBACK, ServerFailed, free_port, launch, signal_group, stop_group
 
 __all__ = ["VLLMServer", "ServerFailed", "free_port", "LOOPBACK"]
 
@@ -112,7 +111,6 @@ class VLLMServer:
         port = free_port()
         cmd = self.command(port)
         log_dir = Path(self.log_dir or BUILD_DIR / "vllm-server")
-        log_dir.mkdir(parents=True, exist_ok=True)
         log = log_dir / f"server-{port}.log"
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "VLLM_CPU_OMP_THREADS_BIND": "nobind",
                "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
@@ -125,19 +123,16 @@ class VLLMServer:
         self.provenance = {"url": url, "command": shlex.join(cmd).replace(here, ""), "threads": self.threads,
                            "kv_cache_gib": self.kv_cache_gib, "log": str(log).replace(here, ""), "seed": int(self.seed),
                            "patched": self.patched}
-        with open(log, "w") as out:
-            self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=log_dir,
-                                          start_new_session=True)
-        start = time.perf_counter()
+        self._proc = launch(cmd, log, url, self.provenance, name="the vLLM server", cwd=log_dir, env=env,
+                            timeout_s=self.startup_timeout_s,
+                            stop_timeout_s=self.stop_timeout_s, poll_s=0.5)
         try:
-            wait_healthy(self._proc, url, log, timeout_s=self.startup_timeout_s, name="the vLLM server", poll_s=0.5)
             self.provenance["version"] = httpx.get(url + "/version", timeout=10).json().get("version")
             if self.patched and self.spec is not None and PATCH_MARK not in log.read_text(errors="replace"):
                 raise ServerFailed(f"the patched vLLM server never installed the patch (no {PATCH_MARK!r} in {log})")
         except BaseException:
             self.stop()
             raise
-        self.provenance["startup_s"] = time.perf_counter() - start
         self.provenance.update(_log_facts(log, here))
         return self
 
