@@ -85,6 +85,7 @@ def plan(k: int, draft: str) -> list[Config]:
                "speculative", "argmax"),
         Config("llama", f"draft model, k = {k}, probabilistic drafts (rejection)",
                dm(("draft_sampling", "probabilistic")), "speculative", "sampled"),
+        Config("llama", f"n-gram prompt lookup (ngram-simple), k = {k}", Speculation("ngram", k=k), "speculative"),
     ]
 
 

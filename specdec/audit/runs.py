@@ -13,7 +13,8 @@ built and inspected, never sampled.
 `stage` runs one list of (Config, setting, kind, n, length, seed) jobs: the vLLM ones as one request
 on the session (in a thread: it waits on the worker), llama.cpp's in another thread (it waits on its
 servers), the in-process ones meanwhile, Hugging Face's assisted generation in ``workers`` processes
-of its own (one call per sample).  Nothing here is timed.
+of its own (one call per sample).  Nothing here is timed but each lane's busy wall seconds (``lanes``:
+where a recompute's budget goes).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from __future__ import annotations
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, is_dataclass, replace
 from multiprocessing import get_context
+
+import time
 
 import torch
 
@@ -62,13 +65,16 @@ def _args(job: Job, prompts) -> tuple:
 
 
 def stage(jobs: list[Job], engines: dict, prompts, *, session=None, hold: int = 1, kernel_check: bool = False,
-          target=None, draft=None, workers: int = 1, parallel: tuple = ("hf",), meanwhile=None) -> dict:
+          target=None, draft=None, workers: int = 1, parallel: tuple = ("hf",), meanwhile=None,
+          lanes: dict | None = None) -> dict:
     """Job -> Continuations for every job whose engine is in ``engines`` (module docstring); vLLM's
     go to ``session`` (a `VLLMSession`; its rows carry the kernel check when asked), negative
     controls run `NegativeControl` on ``target`` and ``draft``.  ``meanwhile``: a callable of no
     arguments run in this thread once the in-process jobs are done, while vLLM's may still run (work
     that needs no result of this stage keeps the second core busy); its exceptions propagate once
-    vLLM's jobs have returned (the worker has its own timeout)."""
+    vLLM's jobs have returned (the worker has its own timeout).  ``lanes``: a dict to which the wall
+    seconds of the "vllm", "llama" and "in-process" lanes are added (each from the stage's start to
+    its last job)."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an int >= 1, got {workers!r}")
     if meanwhile is not None and not callable(meanwhile):
@@ -81,14 +87,20 @@ def stage(jobs: list[Job], engines: dict, prompts, *, session=None, hold: int = 
     local = [j for j in jobs if j.cfg.engine not in ("vllm", "llama")]
     apart = [j for j in local if workers > 1 and j.cfg.engine in parallel and j.cfg.variant is None
              and j.cfg.spec is not None]
-    out = {}
+    out, lanes, t0 = {}, lanes if lanes is not None else {}, time.perf_counter()
+
+    def timed(lane, fn, *args):
+        try:
+            return fn(*args)
+        finally:
+            lanes[lane] = round(lanes.get(lane, 0.0) + time.perf_counter() - t0, 1)
     with ThreadPoolExecutor(max_workers=2) as pool, \
             ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as procs:
         vtuples = [(*_args(j, prompts), 1, {"patched": j.cfg.patched, "inspect_only": j.kind == "inspect"})
                    for j in vjobs]
-        vllm = pool.submit(session.run_many, vtuples, hold, kernel_check) if vjobs else None
-        llama = pool.submit(lambda: [engines["llama"].continue_prompts(*_args(j, prompts)) for j in ljobs]) \
-            if ljobs else None
+        vllm = pool.submit(timed, "vllm", session.run_many, vtuples, hold, kernel_check) if vjobs else None
+        llama = pool.submit(timed, "llama", lambda: [engines["llama"].continue_prompts(*_args(j, prompts))
+                                                     for j in ljobs]) if ljobs else None
         futures = {j: procs.submit(_run_fresh, _fresh(engines[j.cfg.engine]), _args(j, prompts)) for j in apart}
         for j in local:
             if j in futures:
@@ -97,6 +109,8 @@ def stage(jobs: list[Job], engines: dict, prompts, *, session=None, hold: int = 
             out[j] = engine.continue_prompts(*_args(j, prompts))
         for j, fut in futures.items():
             out[j] = fut.result()
+        if local:
+            timed("in-process", lambda: None)
         if meanwhile is not None:
             meanwhile()
         for j, res in zip(vjobs, vllm.result() if vllm else []):

@@ -183,7 +183,7 @@ def _llama(client, info, prompts, n, length, sampling, seed) -> dict:
         for j in range(n):
             payload = request_payload(prompt, length, sampling, stream_seed(seed, i, j))
             answer = _post(client, info, "/completion", payload)
-            got, why = answer_tokens(payload, answer, drafted=False)
+            got, why = answer_tokens(payload, answer, drafted=None)
             if why:
                 raise EndpointError(f"{info['url']} did not run as asked: {why}")
             try:

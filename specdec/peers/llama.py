@@ -14,7 +14,12 @@ then ours to float32 rounding and its float16 GELU table, `tests/peers/test_llam
     ``draft_sampling``: "greedy" (llama.cpp's default: the draft's argmax, kept while it equals the
     target's own sample, sample-and-match; acceptance p(argmax q)) or "probabilistic" (the draft
     samples q = its top 10 at the request's temperature and the target verifies by rejection with
-    the residual [p - q]+; used when the temperature is > 0; acceptance sum min(p, q)).
+    the residual [p - q]+; used when the temperature is > 0; acceptance sum min(p, q));
+  - "ngram": ``--spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-ngram-simple-size-m k``
+    (prompt lookup as vLLM's n-gram row runs it: the last token looked up in the context, the k
+    tokens that followed it drafted); a lookup draft has no q, so the server verifies it by
+    sample-and-match at every temperature (acceptance p(d)).  Its steps are derived from the tokens
+    by llama.cpp's own lookup rule (`ngram_steps`), checked against the request's totals.
 
 Per request: ``samplers`` ["temperature", "top_k"?, "top_p"?] in that order -- the order of
 `Sampling` (llama.cpp's default order puts top-p before the temperature, another law), no penalty,
@@ -30,12 +35,13 @@ prefill, and the server drafts min(k, n_predict - decoded - 1) tokens a step, so
 end drafts fewer (a caller that needs k drafts at token t asks for t + k tokens).  llama.cpp
 reports per request only its totals ``draft_n`` / ``draft_n_accepted``: the sample's step record
 (`Continuations.steps`: every step, undrafted ones as (0, 0)) is given where the totals determine
-it (`step_record`; always for 2 + k tokens at k = 2) and is None otherwise.
+it (`step_record`; always for 2 + k tokens at k = 2) or, for the n-gram lookup, where the lookup
+rule replayed on the tokens gives the totals (`ngram_steps`), and is None otherwise.
 
 What ran, per row (``provenance["what_ran"]``): the server's command line; every response's
 ``generation_settings`` checked against the request (samplers, temperature, top-k, top-p, seed,
-``speculative.types``) -- a difference is an error row, never tokens; the samples whose request
-drafted at all.
+``speculative.types``: the configuration's drafter) -- a difference is an error row, never tokens;
+the samples whose request drafted at all.
 
 Example: with LlamaEngine() as e: e.continue_prompts([[5, 6, 7]], n=4, max_new_tokens=2,
     sampling=Sampling(1.0), spec=Speculation("draft_model", k=2, draft="draft-distilled",
@@ -55,9 +61,10 @@ from specdec.peers.interface import Continuations, Sampling, Speculation, stream
 from specdec.peers.llama_server import LlamaServer, build_info
 
 __all__ = ["LLAMA_METHODS", "DRAFT_SAMPLING", "EXACT_FLAGS", "LlamaEngine", "gguf_file", "server_flags",
-           "request_payload", "step_record", "settings_differ", "answer_tokens", "banned", "CHECKED"]
+           "request_payload", "step_record", "settings_differ", "answer_tokens", "banned", "CHECKED",
+           "spec_type", "ngram_steps"]
 
-LLAMA_METHODS = ("none", "draft_model")
+LLAMA_METHODS = ("none", "draft_model", "ngram")
 DRAFT_SAMPLING = ("greedy", "probabilistic")
 EXACT_FLAGS = ("-ctk", "f32", "-ctv", "f32", "-fa", "off")
 RANDOM_SEED = 0xFFFFFFFF  # llama.cpp's LLAMA_DEFAULT_SEED: "draw a random seed"
@@ -86,11 +93,21 @@ def server_flags(spec: Speculation | None, threads: int) -> list[str]:
     """The speculative flags of one configuration (module docstring); [] for plain decoding."""
     if spec is None or spec.method == "none":
         return []
+    if spec.method == "ngram":
+        return ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "1",
+                "--spec-ngram-simple-size-m", str(spec.k)]
     drafting = dict(spec.options).get("draft_sampling", "greedy")
     if drafting not in DRAFT_SAMPLING:
         raise ValueError(f"option draft_sampling must be one of {DRAFT_SAMPLING}, got {drafting!r}")
     return ["-ctkd", "f32", "-ctvd", "f32", "-td", str(threads), "--spec-type", "draft-simple",
             "--spec-draft-sampling", drafting, "--spec-draft-n-max", str(spec.k), "--spec-draft-p-min", "0"]
+
+
+def spec_type(spec: Speculation | None) -> str | None:
+    """The drafter llama-server must echo in ``speculative.types`` for a configuration; None for plain."""
+    if spec is None or spec.method == "none":
+        return None
+    return "ngram-simple" if spec.method == "ngram" else "draft-simple"
 
 
 def request_payload(prompt: list[int], n_predict: int, sampling: Sampling, seed: int) -> dict:
@@ -110,10 +127,10 @@ def request_payload(prompt: list[int], n_predict: int, sampling: Sampling, seed:
 CHECKED = ("samplers", "temperature", "top_k", "top_p", "min_p", "seed", "ignore_eos", "dynatemp_range", "min_keep")
 
 
-def answer_tokens(payload: dict, answer: dict, drafted: bool) -> tuple[list[int], str | None]:
+def answer_tokens(payload: dict, answer: dict, drafted: str | None) -> tuple[list[int], str | None]:
     """(the first ``n_predict`` token ids of one /completion answer, None), or ([], why) when the
     server did not run as asked: a pinned setting it does not echo (`settings_differ`) or fewer
-    tokens than asked."""
+    tokens than asked.  ``drafted``: the drafter the server must run (`spec_type`), None for plain."""
     n = payload["n_predict"]
     wrong = settings_differ(payload, answer.get("generation_settings", {}), drafted=drafted)
     got = answer.get("tokens") or []
@@ -135,17 +152,17 @@ def banned(settings: dict) -> list[int]:
     return sorted(set(out))
 
 
-def settings_differ(payload: dict, settings: dict, drafted: bool) -> list[str]:
+def settings_differ(payload: dict, settings: dict, drafted: str | None) -> list[str]:
     """The pinned settings a response's ``generation_settings`` does not echo as sent (floats to
-    float32 rounding), and a missing draft-simple where the server should draft."""
+    float32 rounding), and a missing drafter ``drafted`` (`spec_type`) where the server should draft."""
     out = []
     for key in CHECKED:
         got, want = settings.get(key), payload[key]
         same = abs(float(got) - float(want)) < 1e-6 if isinstance(want, float) and got is not None else got == want
         if not same:
             out.append(f"{key}: sent {want!r}, ran {got!r}")
-    if drafted and "draft-simple" not in str(settings.get("speculative.types", "")):
-        out.append(f"speculative.types: {settings.get('speculative.types')!r} has no draft-simple")
+    if drafted and drafted not in str(settings.get("speculative.types", "")).split(","):
+        out.append(f"speculative.types: {settings.get('speculative.types')!r} has no {drafted}")
     return out
 
 
@@ -175,6 +192,30 @@ def step_record(draft_n: int, accepted: int, k: int, n_predict: int, budget: int
     return found[0] if len(found) == 1 and nodes[0] <= budget else None
 
 
+def ngram_steps(prompt: list[int], tokens: list[int], k: int, n_predict: int) -> list[tuple[int, int]]:
+    """Every step of one ngram-simple request (size n 1, size m ``k``), (drafted, accepted), replayed
+    on its tokens by llama.cpp's lookup (``common_ngram_simple_draft``, common/ngram-map.cpp): the
+    context is the prompt and the tokens before the last sampled one; that token is looked up at
+    positions len(context) - 2 down to 1 (llama.cpp skips position 0 and the context's last
+    position); the tokens after the match, at most k and at most n_predict - decoded - 1, are the
+    draft, kept while they equal the tokens the target sampled (sample-and-match).  A caller checks
+    the sums against the server's totals: a difference means the replay is not what ran."""
+    toks, out, decoded = list(prompt) + list(tokens), [], 1
+    while decoded < n_predict:
+        cur, last = len(prompt) + decoded - 1, toks[len(prompt) + decoded - 1]
+        ctx, m, draft = toks[:cur], 0, []
+        if cur > 1 + k + 1:
+            match = next((j for j in range(cur - 2, 0, -1) if ctx[j] == last), 0)
+            if match:
+                m = min(k, n_predict - decoded - 1, cur - (match + 1))
+                draft = ctx[match + 1:match + 1 + m]
+        emitted = toks[len(prompt) + decoded:len(prompt) + n_predict]
+        a = next((i for i, (d, t) in enumerate(zip(draft, emitted)) if d != t), len(draft))
+        out.append((len(draft), a))
+        decoded += a + 1
+    return out
+
+
 @dataclass
 class LlamaEngine:
     """llama-server behind the Engine interface (module docstring)."""
@@ -196,12 +237,12 @@ class LlamaEngine:
         return self._limits
 
     def _server(self, spec: Speculation | None) -> LlamaServer:
-        key = None if spec is None or spec.method == "none" else (spec.draft, spec.k, spec.options)
+        key = None if spec is None or spec.method == "none" else (spec.method, spec.draft, spec.k, spec.options)
         if key not in self._servers:
             flags = [*EXACT_FLAGS, *server_flags(spec, self.threads)]  # a bad option raises before any file or process
             server = LlamaServer(threads=self.threads, startup_timeout_s=self.startup_timeout_s,
                                  request_timeout_s=self.request_timeout_s)
-            draft = gguf_file(spec.draft) if key is not None else None
+            draft = gguf_file(spec.draft) if key is not None and spec.method == "draft_model" else None
             server.start(gguf_file(self.target), draft=draft, extra_args=flags)
             self._servers[key] = server
         return self._servers[key]
@@ -222,7 +263,7 @@ class LlamaEngine:
             for j in range(n):
                 payload = request_payload(prompt, max_new_tokens, sampling, stream_seed(seed, i, j))
                 answer = server.post("/completion", payload)
-                got, why = answer_tokens(payload, answer, drafted=k > 0)
+                got, why = answer_tokens(payload, answer, drafted=spec_type(spec if k else None))
                 if why:
                     return Continuations([], counters, self._provenance(server, method, k, options, sampling, n, seed,
                                                                         start), f"llama-server did not run as asked: {why}")
@@ -233,7 +274,7 @@ class LlamaEngine:
                 counters["num_drafted_requests"] += dn > 0
                 counters["draft_n"] += dn
                 counters["draft_n_accepted"] += da
-                records.append(step_record(dn, da, k, max_new_tokens) if k else [])
+                records.append(self._record(method, prompt, got, dn, da, k, max_new_tokens) if k else [])
             tokens.append(rows)
             steps.append(records)
         provenance = self._provenance(server, method, k, options, sampling, n, seed, start)
@@ -241,6 +282,14 @@ class LlamaEngine:
                                   "requests_drafted": counters["num_drafted_requests"],
                                   "requests": counters["num_requests"]}
         return Continuations(tokens, counters, provenance, steps=steps if method != "none" else None)
+
+    @staticmethod
+    def _record(method, prompt, tokens, draft_n, accepted, k, n_predict):
+        """One sample's step record (module docstring); None where it is not determined."""
+        if method != "ngram":
+            return step_record(draft_n, accepted, k, n_predict)
+        steps = ngram_steps(prompt, tokens, k, n_predict)
+        return steps if (sum(m for m, _ in steps), sum(a for _, a in steps)) == (draft_n, accepted) else None
 
     def forward_times(self, ns, *, context: list[int], extra: list[int], repeats: int) -> dict:
         """{n: [milliseconds, ...]}: the plain server's own time (``timings.prompt_ms``) to evaluate n

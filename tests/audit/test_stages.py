@@ -46,7 +46,9 @@ def test_two_stages_decide_each_row(setup):
     more = tables.second_jobs(one, configs, SIZES, seed=5)
     assert {j.cfg.label for j in more} == {"plain decoding", "token verification, k = 2"}
     assert all(j.seed == 6 and j.n == 160 for j in more)  # fresh samples in process: seed + 1
-    second = runs.stage(more, engines, prompts, target=target, draft=draft)
+    lanes = {}
+    second = runs.stage(more, engines, prompts, target=target, draft=draft, lanes=lanes)
+    assert list(lanes) == ["in-process"] and lanes["in-process"] > 0   # where the stage's time went
     rows = tables.law_table(first, second, exact, {}, configs, **TEST)
     ok = [r for r in rows if r["configuration"] != "wrong rule: every draft kept"]
     assert all(r["stage"] == 2 and r["n"] == 160 and r["status"] == "pass" and 0 < r["p_stage1"] <= 1 for r in ok)

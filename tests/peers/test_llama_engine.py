@@ -15,7 +15,7 @@ import random
 import pytest
 
 from specdec.peers.interface import Sampling, Speculation
-from specdec.peers.llama import CHECKED, LlamaEngine, banned, request_payload, settings_differ, step_record
+from specdec.peers.llama import CHECKED, LlamaEngine, banned, ngram_steps, request_payload, settings_differ, step_record
 from specdec.peers.llama_server import LLAMA_SERVER
 
 PROMPTS = [[348, 891, 452, 264, 1125, 321, 77, 99], [40, 47, 54, 61, 68, 75]]
@@ -43,8 +43,8 @@ def test_requests_pin_the_order_of_the_rules_and_a_difference_is_caught():
     assert request_payload([1], 1, Sampling(1.0, top_k=5), 0)["samplers"] == ["temperature", "top_k"]
     assert request_payload([1], 1, Sampling(1.0), 0xFFFFFFFF)["seed"] != 0xFFFFFFFF   # llama.cpp's "random"
     echoed = {key: got[key] for key in CHECKED}
-    assert settings_differ(got, {**echoed, "speculative.types": "none,draft-simple"}, drafted=True) == []
-    wrong = settings_differ(got, {**echoed, "samplers": ["top_p", "temperature"], "top_p": 0.95}, drafted=True)
+    assert settings_differ(got, {**echoed, "speculative.types": "none,draft-simple"}, drafted="draft-simple") == []
+    wrong = settings_differ(got, {**echoed, "samplers": ["top_p", "temperature"], "top_p": 0.95}, drafted="draft-simple")
     assert [w.split(":")[0] for w in wrong] == ["samplers", "top_p", "speculative.types"]
 
 
@@ -71,8 +71,25 @@ def test_step_records_from_the_totals_are_never_wrong():
     assert 1000 < known < 3000        # both outcomes occur
 
 
+def test_the_lookup_replay_follows_llama_cpps_rule():
+    """`ngram_steps` replays common_ngram_simple_draft (size n 1): the last sampled token is looked up
+    at context positions len - 2 down to 1 (never 0, never the context's last), the k tokens after the
+    match are drafted, kept while they equal what the target sampled; near the end a step drafts at
+    most n_predict - decoded - 1."""
+    prompt = [7, 3, 4, 9, 3, 5]
+    # x1 = 3 is found at position 4 (the later match wins): draft [5, 3]... only [5] follows -> m = 1
+    assert ngram_steps(prompt, [3, 5, 1, 2], k=2, n_predict=4) == [(1, 1), (0, 0)]
+    # x1 = 4 at position 2: draft [9, 3]; the target sampled 9 then 8: one kept, then x4 = 8 emitted
+    assert ngram_steps(prompt, [4, 9, 8, 2], k=2, n_predict=4) == [(2, 1), (0, 0)]
+    assert ngram_steps(prompt, [7, 1, 2, 6], k=2, n_predict=4)[0] == (0, 0)    # position 0 is never a match
+    assert ngram_steps([7, 3, 4, 9, 3, 8], [8, 1, 2, 6], k=2, n_predict=4)[0] == (0, 0)  # nor the last
+    assert ngram_steps([1, 2, 3], [2, 3, 4], k=2, n_predict=3) == [(0, 0), (0, 0)]   # context too short
+    assert LlamaEngine._record("ngram", prompt, [4, 9, 8, 2], 2, 1, 2, 4) == [(2, 1), (0, 0)]
+    assert LlamaEngine._record("ngram", prompt, [4, 9, 8, 2], 2, 2, 2, 4) is None   # not what the server counted
+
+
 @pytest.mark.parametrize("request_args, match", [
-    (([[1, 2]], 2, 2, Sampling(1.0), Speculation("ngram", k=2), 0), "unknown speculative method"),
+    (([[1, 2]], 2, 2, Sampling(1.0), Speculation("suffix", k=2), 0), "unknown speculative method"),
     (([[1, 2]], 2, 2, Sampling(1.0), _spec("sampled"), 0), "draft_sampling"),
     (([[1, 99999]], 2, 2, Sampling(1.0), None, 0), "token"),
     (([[1, 2]], 2, 2, Sampling(1.0), Speculation("draft_model", k=2, draft=DRAFT, options=(("n_max", 3),)), 0),
@@ -147,6 +164,22 @@ def test_each_drafting_rule_meets_its_own_acceptance_and_misses_the_other(engine
             return (kept - n * a) / math.sqrt(n * a * (1 - a))
         assert abs(z(expect[own])) < 4, (drafting, kept, expect)
         assert abs(z(expect[other])) > 4, (drafting, kept, expect)
+
+
+@llama_group
+def test_the_lookup_drafter_runs_and_its_replay_is_what_the_server_counted(engine):
+    """ngram-simple on a prompt of repeats: at temperature 1 every request's step record replays to
+    the server's own totals (a replay that differed would be None), some first steps drafted; greedy
+    equals plain greedy."""
+    prompt = [[40, 47, 54, 40, 47, 54, 40, 47]]
+    lookup = Speculation("ngram", k=2)
+    res = engine.continue_prompts(prompt, 40, 4, Sampling(1.0), lookup, seed=5)
+    assert res.error is None and "--spec-type ngram-simple" in res.provenance["what_ran"]["command"]
+    assert all(r is not None for r in res.steps[0]) and res.counters["draft_n"] > 0
+    assert sum(r[0][0] > 0 for r in res.steps[0]) > 0    # x1 was in the prompt (6 of 40 here)
+    greedy = engine.continue_prompts(prompt, 1, 24, Sampling(0.0), lookup, seed=0)
+    assert greedy.tokens == engine.continue_prompts(prompt, 1, 24, Sampling(0.0), None, seed=0).tokens
+    assert greedy.counters["draft_n"] > 0 and greedy.steps[0][0] is not None
 
 
 @llama_group

@@ -123,12 +123,14 @@ def test_serve_bench_measures_a_running_endpoint(server, tmp_path):
 
 def test_make_audit_finds_the_plain_server_consistent_with_the_target_law(server):
     from specdec.audit.deployment import audit
-    from specdec.io.paths import MODELS_DIR
+    from specdec.io.paths import MODELS_DIR, ROOT
     from specdec.peers.interface import Sampling
+    from specdec.peers.vllm_server import PATCH_MARK
 
     (row,) = audit([("plain", server.url)], MODELS_DIR / "target", server.model, [PROMPT, PROMPT[:4]], sequences=16,
                    length=16, sampling=Sampling(1.0), seed=0)["rows"]
     assert row["kind"] == "vllm" and row["drafts"] == 0 and row["tokens"] == 512 and row["verdict"] == "consistent"
+    assert not server.provenance["patched"] and PATCH_MARK not in (ROOT / server.provenance["log"]).read_text()
 
 
 def test_a_server_that_exits_or_never_answers_is_reported_and_stopped(tmp_path):

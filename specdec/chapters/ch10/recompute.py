@@ -37,7 +37,7 @@ def _sizes(P) -> dict:
     """Per-prompt sizes (`tables.size_of`): vLLM's speculative rows at the design's n; llama.cpp's rows,
     its control too, at ``N_LLAMA`` (one request per sample); every other plain-decoding control,
     vLLM's too, at ``N_OURS``."""
-    return {e: {"n1": max(n // P.STAGE1, 40), "n2": n, "n_long": nl}
+    return {e: {"n1": max(n // P.STAGE1, P.STAGE1_MIN), "n2": n, "n_long": nl}
             for e, n, nl in (("vllm", P.N_VLLM, P.N_LONG), ("vllm-control", P.N_OURS, P.N_LONG),
                              ("ours", P.N_OURS, P.N_LONG), ("hf", P.N_OURS, P.N_LONG),
                              ("hf-spec", P.N_HF, P.N_LONG_HF), ("llama", P.N_LLAMA, P.N_LONG),
@@ -79,7 +79,8 @@ def recompute(P) -> dict:
             engines["llama"] = llama
         if session is not None:
             engines["vllm"] = session
-        common = dict(session=session, hold=8, target=tgt, draft=dft, workers=P.LAW_WORKERS)
+        lanes = {}  # each stage's busy seconds per lane (vLLM, llama.cpp, in-process), summed: the budget's evidence
+        common = dict(session=session, hold=8, target=tgt, draft=dft, workers=P.LAW_WORKERS, lanes=lanes)
         mark("setup")
         rep = [c for c in configs if c.engine == "vllm" and (c.spec is None or "probabilistic drafts" in c.label)
                and "block" not in c.label]
@@ -142,7 +143,7 @@ def recompute(P) -> dict:
             session.close()
         if llama is not None:
             llama.close()
-    out["phases"] = phases
+    out["phases"] = {**phases, **{f"lane: {k}": v for k, v in lanes.items()}}
     out["inputs"] = {"eos_mass": max(law.eos_mass(exact.target(name)[0], exact.contexts[name]) for name in sampled),
                      "prompts": prompts, "speed_prompts": speed_prompts, "chosen": chosen["chosen"],
                      "examined": len(chosen["rows"]), "sha256": subjects.sha256,
