@@ -51,7 +51,7 @@ def _servers(stack: ExitStack, pair: str) -> tuple[str, str]:
     if pair.startswith("llama"):
         engine = stack.enter_context(LlamaEngine())
         spec = Speculation("draft_model", k=K, draft=DRAFT, options=(("draft_sampling", "probabilistic"),))
-        return engine._server(None).url, engine._server(spec).url
+        return engine.server(None).url, engine.server(spec).url
     spec = Speculation("draft_model", k=K, draft=DRAFT, options=(("draft_sample_method", "probabilistic"),))
     plain = stack.enter_context(VLLMServer(seed=0, startup_timeout_s=300))
     return plain.url, stack.enter_context(VLLMServer(spec, seed=0, patched="patched" in pair, startup_timeout_s=300)).url

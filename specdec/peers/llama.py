@@ -236,7 +236,9 @@ class LlamaEngine:
             self._limits = config_limits(json.loads((MODELS_DIR / embedded_dir(self.target) / "config.json").read_text()))
         return self._limits
 
-    def _server(self, spec: Speculation | None) -> LlamaServer:
+    def server(self, spec: Speculation | None) -> LlamaServer:
+        """The running server of one configuration (None: plain decoding), started on first use and
+        kept until `close`; its flags are checked before any file is written or process started."""
         key = None if spec is None or spec.method == "none" else (spec.method, spec.draft, spec.k, spec.options)
         if key not in self._servers:
             flags = [*EXACT_FLAGS, *server_flags(spec, self.threads)]  # a bad option raises before any file or process
@@ -255,7 +257,7 @@ class LlamaEngine:
             methods=LLAMA_METHODS, drafted=("draft_model",), options={"draft_model": ("draft_sampling",)})
         k = spec.k if method != "none" else 0
         start = time.perf_counter()
-        server = self._server(spec if method != "none" else None)
+        server = self.server(spec if method != "none" else None)
         tokens, steps = [], []
         counters = {"num_requests": 0, "num_drafted_requests": 0, "draft_n": 0, "draft_n_accepted": 0}
         for i, prompt in enumerate(prompts):
@@ -303,7 +305,7 @@ class LlamaEngine:
             raise ValueError(f"forward_times needs n >= 1 below the {len(extra)} extra tokens (whose first two "
                              f"differ), repeats >= 1 and a context; got ns {ns}, repeats {repeats}, "
                              f"context of {len(context)}")
-        server, greedy = self._server(None), Sampling(0.0)
+        server, greedy = self.server(None), Sampling(0.0)
         server.post("/completion", request_payload(list(context), 1, greedy, 0))
         out: dict = {n: [] for n in ns}
         turn = 0

@@ -137,7 +137,7 @@ def test_llama_server_plain_and_probabilistic_drafts_pass(tmp_path):
 
     spec = Speculation("draft_model", k=2, draft="draft-distilled", options=(("draft_sampling", "probabilistic"),))
     with LlamaEngine() as engine:
-        plain, drafted = engine._server(None), engine._server(spec)
+        plain, drafted = engine.server(None), engine.server(spec)
         rows = cli.main(["--url", plain.url, drafted.url, "--model", "target", "--target", str(TARGET), "--out",
                          str(tmp_path), "--prompts", "4", "--sequences", "12", "--length", "10"])
     assert [r["verdict"] for r in rows] == [CONSISTENT, CONSISTENT] and [r["kind"] for r in rows] == ["llama.cpp"] * 2

@@ -131,3 +131,21 @@ def test_one_word_states_and_greedy_counts():
     assert math.isclose(values.prompt_values({"chosen": [{"drafts": [0.95, 0.92], "spread": [0.6, 0.7]},
                                                          {"drafts": [0.99, 0.91], "spread": [0.8, 0.55]}]})
                         ["min_share_chosen"], 0.91)
+
+
+def test_llama_sample_and_match_rows_are_coupled_with_plain_decoding_only_when_every_p_value_is_its():
+    """Greedy drafts and n-gram lookup both verify by sample-and-match: each of their rows must carry
+    plain decoding's p-value at its setting for "equal"; one that differs makes the word "different"."""
+    rows = [_law("llama", "plain decoding", "control", s, "pass", verified_share=NAN, p_value=p)
+            for s, p in ((T1, 0.2), (T07, 0.7))]
+    rows += [_law("llama", label, "speculative", s, "pass", p_value=p)
+             for label in ("draft model, greedy drafts (sample-and-match)", "n-gram prompt lookup (ngram-simple)")
+             for s, p in ((T1, 0.2), (T07, 0.7))]
+    rows.append(_law("llama", "draft model, probabilistic drafts (rejection)", "speculative", T1, "pass", p_value=0.9))
+    empty = pd.DataFrame(columns=["engine", "status", "role", "verdict"])
+    laws = pd.DataFrame(rows)
+    got = values.llama_values(laws, empty, empty, empty)
+    assert got["llama_coupled"] == "equal" and (got["llama_spec_pass"], got["llama_spec_n"]) == (5, 5)
+    laws.loc[(laws["configuration"].str.contains("ngram")) & (laws["setting"] == T07), "p_value"] = 0.69
+    assert values.llama_values(laws, empty, empty, empty)["llama_coupled"] == "different"
+    assert values.llama_values(laws[laws["role"] == "control"], empty, empty, empty)["llama_coupled"] == "untested"

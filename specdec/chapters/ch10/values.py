@@ -198,8 +198,8 @@ def llama_values(laws: pd.DataFrame, acc: pd.DataFrame, pit: pd.DataFrame, speed
     """llama.cpp's rows: law rows passed of those tested (speculative, and plain decoding), the
     range of binned TV its speculative rows detect with power 0.8 (text), acceptance rows meeting
     their exact expectation, speculative every-position rows passed, its speculative speed rows faster, and
-    whether its sample-and-match rows' p-values equal its plain decoding's ("equal", "different",
-    "untested")."""
+    whether its sample-and-match rows' (greedy drafts, n-gram lookup) p-values equal its plain
+    decoding's ("equal", "different", "untested")."""
     t, a, p = _tested(laws), acc[acc["engine"] == "llama"] if len(acc) else acc, _tested(pit)
     lt, lp = t[t["engine"] == "llama"], p[(p["engine"] == "llama") & (p["role"] == "speculative")]
     spec = lt[lt["role"] == "speculative"]
@@ -208,8 +208,8 @@ def llama_values(laws: pd.DataFrame, acc: pd.DataFrame, pit: pd.DataFrame, speed
     # sample-and-match draws the target's own sample at every position: under the same request seeds
     # its samples are plain decoding's, so its rows' p-values equal the control's to the digit
     plain = lt[lt["role"] == "control"].set_index("setting")["p_value"]
-    match = lt[lt["configuration"].str.contains("sample-and-match")].set_index("setting")["p_value"]
-    same = [bool(plain.get(k) == v) for k, v in match.items()]
+    match = lt[lt["configuration"].str.contains("sample-and-match|ngram")]
+    same = [bool(plain.get(k) == v) for k, v in zip(match["setting"], match["p_value"])]
     return {"llama_spec_pass": int((spec["status"] == "pass").sum()), "llama_spec_n": len(spec),
             "llama_control_pass": int(((lt["role"] == "control") & (lt["status"] == "pass")).sum()),
             "llama_control_n": int((lt["role"] == "control").sum()),
