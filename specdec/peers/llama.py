@@ -199,7 +199,9 @@ def ngram_steps(prompt: list[int], tokens: list[int], k: int, n_predict: int) ->
     positions len(context) - 2 down to 1 (llama.cpp skips position 0 and the context's last
     position); the tokens after the match, at most k and at most n_predict - decoded - 1, are the
     draft, kept while they equal the tokens the target sampled (sample-and-match).  A caller checks
-    the sums against the server's totals: a difference means the replay is not what ran."""
+    the sums against the server's totals: a difference means the replay is not what ran.  It assumes
+    no partial draft is carried to the next step, which llama-server does only for targets whose
+    memory is a full-sequence or recurrent state (never this family's KV cache)."""
     toks, out, decoded = list(prompt) + list(tokens), [], 1
     while decoded < n_predict:
         cur, last = len(prompt) + decoded - 1, toks[len(prompt) + decoded - 1]

@@ -84,6 +84,9 @@ def test_the_lookup_replay_follows_llama_cpps_rule():
     assert ngram_steps(prompt, [7, 1, 2, 6], k=2, n_predict=4)[0] == (0, 0)    # position 0 is never a match
     assert ngram_steps([7, 3, 4, 9, 3, 8], [8, 1, 2, 6], k=2, n_predict=4)[0] == (0, 0)  # nor the last
     assert ngram_steps([1, 2, 3], [2, 3, 4], k=2, n_predict=3) == [(0, 0), (0, 0)]   # context too short
+    # the length rule exactly: a context of k + 2 tokens never drafts, one of k + 3 does
+    assert ngram_steps([1, 2, 1, 5], [1, 5, 1, 7], k=2, n_predict=4) == [(0, 0), (1, 1)]
+    assert ngram_steps([1, 2, 1, 5, 9], [1, 5, 1, 7], k=2, n_predict=4) == [(2, 1), (0, 0)]
     assert LlamaEngine._record("ngram", prompt, [4, 9, 8, 2], 2, 1, 2, 4) == [(2, 1), (0, 0)]
     assert LlamaEngine._record("ngram", prompt, [4, 9, 8, 2], 2, 2, 2, 4) is None   # not what the server counted
 
