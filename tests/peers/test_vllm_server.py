@@ -150,23 +150,19 @@ def test_a_server_that_exits_or_never_answers_is_reported_and_stopped(tmp_path):
 
 def test_a_server_killed_mid_run_ends_every_request_with_an_error(server):
     """Last in the module: it kills the module's server (the fixture then finds it stopped).  Six
-    requests each ask for as many tokens as the context holds (about 5 s of decoding unloaded), so
-    none can finish before the kill, which comes 0.3 s after two requests are seen running and the
-    server's generated-token counter has moved, or 3 s after the first is sent, whichever is first: a
-    metrics page the busy server answers late, or not at all, cannot postpone it past the requests'
-    end, and a loaded machine's slow first token does not leave every request without tokens."""
+    requests each ask for as many tokens as the context holds, so none can finish before the kill,
+    which comes 0.3 s after two requests are seen running or 1.5 s after the first is sent, whichever
+    is first: a metrics page the busy server answers late, or not at all, cannot postpone it past the
+    requests' end."""
     longest = server.max_model_len - len(PROMPT)
     reqs = [(0.0, PROMPT, longest, None)] * 4 + [(0.2, PROMPT, longest, None)] * 2
 
-    before = scrape(server.url).get("vllm:generation_tokens_total", 0.0)
-
     def kill_once_running() -> None:
-        end = time.perf_counter() + 3.0
+        end = time.perf_counter() + 1.5
         try:
             while time.perf_counter() < end:
                 try:
-                    m = scrape(server.url, timeout_s=0.5)
-                    if m.get("vllm:num_requests_running", 0) >= 2 and m.get("vllm:generation_tokens_total", 0) > before:
+                    if scrape(server.url, timeout_s=0.5).get("vllm:num_requests_running", 0) >= 2:
                         time.sleep(0.3)
                         break
                 except Exception:  # not answering yet is not running: keep to the deadline
