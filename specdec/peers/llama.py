@@ -19,7 +19,7 @@ then ours to float32 rounding and its float16 GELU table, `tests/peers/test_llam
     (prompt lookup as vLLM's n-gram row runs it: the last token looked up in the context, the k
     tokens that followed it drafted); a lookup draft has no q, so the server verifies it by
     sample-and-match at every temperature (acceptance p(d)).  Its steps are derived from the tokens
-    by llama.cpp's own lookup rule (`ngram_steps`), checked against the request's totals.
+    by llama.cpp's own lookup rule (`llama_steps.ngram_steps`), checked against the request's totals.
 
 Per request: ``samplers`` ["temperature", "top_k"?, "top_p"?] in that order -- the order of
 `Sampling` (llama.cpp's default order puts top-p before the temperature, another law), no penalty,
@@ -34,9 +34,9 @@ Tokens.  Each sample is one request for exactly ``max_new_tokens`` tokens; the f
 prefill, and the server drafts min(k, n_predict - decoded - 1) tokens a step, so a step near the
 end drafts fewer (a caller that needs k drafts at token t asks for t + k tokens).  llama.cpp
 reports per request only its totals ``draft_n`` / ``draft_n_accepted``: the sample's step record
-(`Continuations.steps`: every step, undrafted ones as (0, 0)) is given where the totals determine
-it (`step_record`; always for 2 + k tokens at k = 2) or, for the n-gram lookup, where the lookup
-rule replayed on the tokens gives the totals (`ngram_steps`), and is None otherwise.
+(`Continuations.steps`: every step, undrafted ones as (0, 0)) is given where it is determined
+(`specdec.peers.llama_steps`: by the totals, always for 2 + k tokens at k = 2; for the n-gram
+lookup, by its rule replayed on the tokens, which must give the totals), and is None otherwise.
 
 What ran, per row (``provenance["what_ran"]``): the server's command line; every response's
 ``generation_settings`` checked against the request (samplers, temperature, top-k, top-p, seed,
@@ -59,10 +59,10 @@ from specdec.io.paths import BUILD_DIR, MODELS_DIR
 from specdec.peers.contract import check_request, config_limits
 from specdec.peers.interface import Continuations, Sampling, Speculation, stream_seed
 from specdec.peers.llama_server import LlamaServer, build_info
+from specdec.peers.llama_steps import step_records
 
 __all__ = ["LLAMA_METHODS", "DRAFT_SAMPLING", "EXACT_FLAGS", "LlamaEngine", "gguf_file", "server_flags",
-           "request_payload", "step_record", "settings_differ", "answer_tokens", "banned", "CHECKED",
-           "spec_type", "ngram_steps"]
+           "request_payload", "settings_differ", "answer_tokens", "banned", "CHECKED", "spec_type"]
 
 LLAMA_METHODS = ("none", "draft_model", "ngram")
 DRAFT_SAMPLING = ("greedy", "probabilistic")
@@ -166,58 +166,6 @@ def settings_differ(payload: dict, settings: dict, drafted: str | None) -> list[
     return out
 
 
-def step_record(draft_n: int, accepted: int, k: int, n_predict: int, budget: int = 20000) -> list[tuple[int, int]] | None:
-    """Every step of one request, (drafted, accepted) in order, steps without drafts as (0, 0), where
-    the request's totals determine them; None where several step sequences give the same totals (or
-    the search passes ``budget`` nodes).  The server drafts min(k, n_predict - decoded - 1) tokens a
-    step after the prefill token (module docstring), and a step emits its accepted drafts and one
-    more token.  Example: step_record(3, 1, k=2, n_predict=4) -> [(2, 0), (1, 1)]."""
-    found, nodes = [], [0]
-
-    def walk(decoded: int, dn: int, da: int, steps: list) -> None:
-        nodes[0] += 1
-        if len(found) > 1 or nodes[0] > budget:
-            return
-        if decoded >= n_predict:
-            if dn == draft_n and da == accepted:
-                found.append(list(steps))
-            return
-        m = max(0, min(k, n_predict - decoded - 1))
-        if dn + m > draft_n:
-            return
-        for a in range(min(m, accepted - da) + 1):
-            walk(decoded + a + 1, dn + m, da + a, steps + [(m, a)])
-
-    walk(1, 0, 0, [])
-    return found[0] if len(found) == 1 and nodes[0] <= budget else None
-
-
-def ngram_steps(prompt: list[int], tokens: list[int], k: int, n_predict: int) -> list[tuple[int, int]]:
-    """Every step of one ngram-simple request (size n 1, size m ``k``), (drafted, accepted), replayed
-    on its tokens by llama.cpp's lookup (``common_ngram_simple_draft``, common/ngram-map.cpp): the
-    context is the prompt and the tokens before the last sampled one; that token is looked up at
-    positions len(context) - 2 down to 1 (llama.cpp skips position 0 and the context's last
-    position); the tokens after the match, at most k and at most n_predict - decoded - 1, are the
-    draft, kept while they equal the tokens the target sampled (sample-and-match).  A caller checks
-    the sums against the server's totals: a difference means the replay is not what ran.  It assumes
-    no partial draft is carried to the next step, which llama-server does only for targets whose
-    memory is a full-sequence or recurrent state (never this family's KV cache)."""
-    toks, out, decoded = list(prompt) + list(tokens), [], 1
-    while decoded < n_predict:
-        cur, last = len(prompt) + decoded - 1, toks[len(prompt) + decoded - 1]
-        ctx, m, draft = toks[:cur], 0, []
-        if cur > 1 + k + 1:
-            match = next((j for j in range(cur - 2, 0, -1) if ctx[j] == last), 0)
-            if match:
-                m = min(k, n_predict - decoded - 1, cur - (match + 1))
-                draft = ctx[match + 1:match + 1 + m]
-        emitted = toks[len(prompt) + decoded:len(prompt) + n_predict]
-        a = next((i for i, (d, t) in enumerate(zip(draft, emitted)) if d != t), len(draft))
-        out.append((len(draft), a))
-        decoded += a + 1
-    return out
-
-
 @dataclass
 class LlamaEngine:
     """llama-server behind the Engine interface (module docstring)."""
@@ -278,7 +226,7 @@ class LlamaEngine:
                 counters["num_drafted_requests"] += dn > 0
                 counters["draft_n"] += dn
                 counters["draft_n_accepted"] += da
-                records.append(self._record(method, prompt, got, dn, da, k, max_new_tokens) if k else [])
+                records.append(step_records(method, prompt, got, dn, da, k, max_new_tokens) if k else [])
             tokens.append(rows)
             steps.append(records)
         provenance = self._provenance(server, method, k, options, sampling, n, seed, start)
@@ -286,14 +234,6 @@ class LlamaEngine:
                                   "requests_drafted": counters["num_drafted_requests"],
                                   "requests": counters["num_requests"]}
         return Continuations(tokens, counters, provenance, steps=steps if method != "none" else None)
-
-    @staticmethod
-    def _record(method, prompt, tokens, draft_n, accepted, k, n_predict):
-        """One sample's step record (module docstring); None where it is not determined."""
-        if method != "ngram":
-            return step_record(draft_n, accepted, k, n_predict)
-        steps = ngram_steps(prompt, tokens, k, n_predict)
-        return steps if (sum(m for m, _ in steps), sum(a for _, a in steps)) == (draft_n, accepted) else None
 
     def forward_times(self, ns, *, context: list[int], extra: list[int], repeats: int) -> dict:
         """{n: [milliseconds, ...]}: the plain server's own time (``timings.prompt_ms``) to evaluate n

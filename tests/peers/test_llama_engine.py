@@ -15,7 +15,8 @@ import random
 import pytest
 
 from specdec.peers.interface import Sampling, Speculation
-from specdec.peers.llama import CHECKED, LlamaEngine, banned, ngram_steps, request_payload, settings_differ, step_record
+from specdec.peers.llama import CHECKED, LlamaEngine, banned, request_payload, settings_differ
+from specdec.peers.llama_steps import ngram_steps, step_record, step_records
 from specdec.peers.llama_server import LLAMA_SERVER
 
 PROMPTS = [[348, 891, 452, 264, 1125, 321, 77, 99], [40, 47, 54, 61, 68, 75]]
@@ -87,8 +88,8 @@ def test_the_lookup_replay_follows_llama_cpps_rule():
     # the length rule exactly: a context of k + 2 tokens never drafts, one of k + 3 does
     assert ngram_steps([1, 2, 1, 5], [1, 5, 1, 7], k=2, n_predict=4) == [(0, 0), (1, 1)]
     assert ngram_steps([1, 2, 1, 5, 9], [1, 5, 1, 7], k=2, n_predict=4) == [(2, 1), (0, 0)]
-    assert LlamaEngine._record("ngram", prompt, [4, 9, 8, 2], 2, 1, 2, 4) == [(2, 1), (0, 0)]
-    assert LlamaEngine._record("ngram", prompt, [4, 9, 8, 2], 2, 2, 2, 4) is None   # not what the server counted
+    assert step_records("ngram", prompt, [4, 9, 8, 2], 2, 1, 2, 4) == [(2, 1), (0, 0)]
+    assert step_records("ngram", prompt, [4, 9, 8, 2], 2, 2, 2, 4) is None   # not what the server counted
 
 
 @pytest.mark.parametrize("request_args, match", [
