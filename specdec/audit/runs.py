@@ -89,11 +89,14 @@ def stage(jobs: list[Job], engines: dict, prompts, *, session=None, hold: int = 
              and j.cfg.spec is not None]
     out, lanes, t0 = {}, lanes if lanes is not None else {}, time.perf_counter()
 
+    def done(lane):  # the lane's seconds from the stage's start to now, added
+        lanes[lane] = round(lanes.get(lane, 0.0) + time.perf_counter() - t0, 1)
+
     def timed(lane, fn, *args):
         try:
             return fn(*args)
         finally:
-            lanes[lane] = round(lanes.get(lane, 0.0) + time.perf_counter() - t0, 1)
+            done(lane)
     with ThreadPoolExecutor(max_workers=2) as pool, \
             ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as procs:
         vtuples = [(*_args(j, prompts), 1, {"patched": j.cfg.patched, "inspect_only": j.kind == "inspect"})
@@ -110,7 +113,7 @@ def stage(jobs: list[Job], engines: dict, prompts, *, session=None, hold: int = 
         for j, fut in futures.items():
             out[j] = fut.result()
         if local:
-            timed("in-process", lambda: None)
+            done("in-process")
         if meanwhile is not None:
             meanwhile()
         for j, res in zip(vjobs, vllm.result() if vllm else []):
