@@ -4,7 +4,7 @@ speculation pays on each (`make breakdown`; the chapter renders its committed re
 Protocol, stated before the runs (one thread per engine, fp32, the embedded target and ``draft``,
 greedy, ``prompts`` the chapter's speed prompts, ``length`` tokens per call):
 
-  1. plain: every engine's plain decoding against ours (`speed.plain_rows`, reference "ours"), at
+  1. plain: every engine's plain decoding against ours (`versus.plain_rows`, reference "ours"), at
      batch 1 and 8 (llama-server: batch 1), ``rounds`` rounds per prompt;
   2. speculative: each engine's draft-model decoding against its own plain decoding at k in ``ks``
      (`speed.speed_rows`: ABBA, ``rounds`` per prompt), each row factored into E[L] (tokens per target
@@ -16,7 +16,13 @@ greedy, ``prompts`` the chapter's speed prompts, ``length`` tokens per call):
      llama.cpp through its server's own prompt timings (`LlamaEngine.forward_times`) -- giving the
      step cost a loop with no work besides its forwards would pay, (T(k + 1) + k T_d(1)) / T(1);
   4. ours alone: the plain step split (`specdec.measure.step_split.step_split`), the batch-1 limit
-     of this core's bandwidth (`limit`), and the in-place cache's gain (`cache_gain`).
+     of this core's bandwidth (`limit`), and the in-place cache's gain (`cache_gain`);
+  5. head to head (`head_to_head`, timed by `specdec.audit.versus.versus_rows` against ours, after
+     1-4 of the same run): at greedy, each engine's draft model at its best k (the k of (2) with the
+     highest median tokens/s at that batch) and each engine's best exact decoding (its best-k draft
+     model where (2) read "faster", else its plain decoding); at temperature 1, k = 2, the
+     configurations whose law chapter 10 tested: our token verification, vLLM's draft model with its
+     defaults *patched* (the shipped build fails the law there), llama.cpp's probabilistic drafts.
 vLLM's forwards are not timed alone: its offline API gives no per-forward time, and its step cost is
 read from (2) only.
 
@@ -29,12 +35,13 @@ import numpy as np
 import torch
 
 from specdec.audit import speed
-from specdec.audit.design import Config
+from specdec.audit.design import PATCHED, Config
+from specdec.audit.versus import Matchup, plain_configs, plain_rows, versus_rows
 from specdec.measure.cost_curve import cost_curve, one_token_forward
 from specdec.measure.step_split import cache_gain, limit, step_split
 from specdec.peers.interface import Speculation
 
-__all__ = ["NS", "configs", "forward_rows", "predicted_cost", "run_all"]
+__all__ = ["NS", "configs", "forward_rows", "predicted_cost", "run_all", "best_k", "head_to_head"]
 
 NS = (1, 2, 3, 5)  # fed tokens timed: plain decoding, and verifying k = 1, 2, 4 drafts
 
@@ -47,6 +54,50 @@ def configs(engines: tuple, draft: str) -> list[Config]:
     for e in engines:
         out.append(Config(e, "plain decoding", None, "control"))
         out.append(Config(e, "draft model, k = 2", Speculation(method[e], k=2, draft=draft), "speculative"))
+    return out
+
+
+def _draft_model(engine: str, k: int, draft: str, sampled: bool = False) -> Config:
+    """An engine's draft-model configuration at k (greedy drafts; at a sampled setting the ones
+    head_to_head names)."""
+    if engine == "ours":
+        return Config(engine, f"token verification, k = {k}", Speculation("token", k=k, draft=draft), "speculative")
+    if engine == "vllm" and sampled:
+        return Config(engine, f"draft model, k = {k} (defaults){PATCHED}", Speculation("draft_model", k=k, draft=draft),
+                      "speculative", patched=True)
+    if engine == "llama.cpp" and sampled:
+        return Config(engine, f"draft model, k = {k}, probabilistic drafts (rejection)",
+                      Speculation("draft_model", k=k, draft=draft, options=(("draft_sampling", "probabilistic"),)),
+                      "speculative")
+    return Config(engine, f"draft model, k = {k}", Speculation("draft_model", k=k, draft=draft), "speculative")
+
+
+def best_k(rows: list[dict], engine: str, batch: int) -> tuple[int, str] | None:
+    """(k, verdict) of ``engine``'s timed greedy speculative row at ``batch`` with the highest median
+    tokens/s (only rows whose greedy outputs equal plain decoding's), or None when it has none."""
+    timed = [r for r in rows if r["engine"] == engine and r["batch"] == batch and r.get("setting") == "greedy"
+             and r.get("law") == "greedy outputs equal" and np.isfinite(r.get("tokens_per_s", np.nan))]
+    if not timed:
+        return None
+    best = max(timed, key=lambda r: r["tokens_per_s"])
+    return int(best["k"]), str(best["verdict"])
+
+
+def head_to_head(rows: list[dict], engines: tuple, batches: tuple, draft: str, k_sampled: int = 2) -> list[Matchup]:
+    """The matchups of step 5 (module docstring) from the speculative rows ``rows`` of the same run;
+    ``engines`` names the engines timed ("ours" first), llama.cpp at batch 1 only."""
+    out = []
+    for b in batches:
+        here = [e for e in engines if not (e == "llama.cpp" and b > 1)]
+        best = {e: best_k(rows, e, b) for e in here}
+        if all(best.values()):
+            out.append(Matchup("best k, greedy", "greedy", b,
+                               tuple((e, _draft_model(e, best[e][0], draft)) for e in here)))
+            out.append(Matchup("best exact, greedy", "greedy", b, tuple(
+                (e, _draft_model(e, best[e][0], draft) if best[e][1] == "faster" else plain_configs([e])[0][1])
+                for e in here)))
+        out.append(Matchup(f"temperature 1, k = {k_sampled}", "temperature 1", b,
+                           tuple((e, _draft_model(e, k_sampled, draft, sampled=True)) for e in here)))
     return out
 
 
@@ -101,7 +152,7 @@ def run_all(engines: dict, prompts: list, *, target, draft_model, draft: str, ks
     LlamaEngine whose target is the draft (for T_d(1)); ``target`` / ``draft_model`` the loaded models."""
     out = {}
     inproc = {"ours": engines["ours"], **({"llama.cpp": engines["llama"]} if "llama" in engines else {})}
-    out["plain"] = speed.plain_rows(inproc, "ours", prompts, batches=batches, length=length, rounds=rounds,
+    out["plain"] = plain_rows(inproc, "ours", prompts, batches=batches, length=length, rounds=rounds,
                                     settings=("greedy",), seed=seed, vllm=session)
     timed = {**engines, **({"vllm": session} if session is not None else {})}
     pairs = speed.speed_pairs(configs(tuple(timed), draft), ks)
@@ -118,4 +169,7 @@ def run_all(engines: dict, prompts: list, *, target, draft_model, draft: str, ks
     out["split"] = [step_split(target, prompts, batch=b, length=length) for b in batches]
     out["limit"] = limit(target)
     out["cache"] = [cache_gain(target, prompts, batch=b, length=length, rounds=rounds, seed=seed) for b in batches]
+    names = ("ours", *(("llama.cpp",) if "llama" in engines else ()), *(("vllm",) if session is not None else ()))
+    out["versus"] = versus_rows(inproc, "ours", prompts, head_to_head(out["speculative"], names, batches, draft),
+                                length=length, rounds=rounds, seed=seed, vllm=session)
     return out

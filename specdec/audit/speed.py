@@ -1,5 +1,5 @@
-"""The audit's timing (chapter 10): each engine's speculative decoding against its own plain decoding, and the
-engines' plain decoding against each other.
+"""The audit's timing (chapter 10): each engine's speculative decoding against its own plain decoding (the
+engines against each other: `specdec.audit.versus`).
 
 Timing (`speed_rows`), stated before the results: per engine and prompt (every prompt of
 ``prompts``), plain decoding and the speculative configuration decode the same batch (``batch``
@@ -30,7 +30,7 @@ from specdec.audit.design import SETTINGS, Config
 from specdec.measure.protocol import level_verdict, paired_interval
 from specdec.report.robustness import NOT_EXACT
 
-__all__ = ["speed_pairs", "at_k", "speed_rows", "plain_rows", "NOT_EXACT", "filled", "tokens_per_forward"]
+__all__ = ["speed_pairs", "at_k", "speed_rows", "timed_call", "NOT_EXACT", "filled", "tokens_per_forward"]
 
 
 def filled(rows: list[dict]) -> list[dict]:
@@ -63,7 +63,7 @@ def at_k(cfg: Config, k: int) -> Config:
     return replace(cfg, label=cfg.label.replace(f"k = {cfg.spec.k}", f"k = {k}"), spec=replace(cfg.spec, k=k))
 
 
-def _timed(engine, job) -> tuple[float, list, tuple]:
+def timed_call(engine, job) -> tuple[float, list, tuple]:
     """(wall seconds, tokens, (the engine's counters, its step records)) of one call."""
     start = time.perf_counter()
     res = engine.continue_prompts(*job)
@@ -180,7 +180,7 @@ def _abba(eng, plain: Config, spec: Config, jobs: dict, half: int) -> tuple[dict
     """`_paired` of one in-process engine, half calls a block."""
     blocks = []
     for c in (plain, spec, spec, plain):
-        calls = [_timed(eng, jobs[c]) for _ in range(half)]
+        calls = [timed_call(eng, jobs[c]) for _ in range(half)]
         blocks.append(([t for t, _, _ in calls], calls[0][1], calls[0][2]))
     return _paired(plain, spec, blocks, half)
 
@@ -208,61 +208,3 @@ def _vllm_abba(cells: list[tuple], eng, job, half: int, n_prompts: int) -> dict:
                                              for r in block], half))
         out[cells[j]] = got
     return out
-
-
-def plain_rows(inprocess: dict, reference: str, prompts, *, batches: tuple, length: int, rounds: int,
-               settings: tuple, seed: int, vllm=None) -> list[dict]:
-    """The engines' plain decoding against each other: each engine's speed relative to
-    ``reference`` (one of ``inprocess``: name -> adapter run in this process), one row per
-    (engine, setting, batch): the median of reference time / engine time over the pairs of every
-    prompt and round, with its interval and words (faster = faster than the reference).
-
-    Order, stated before the results: the in-process engines run ``rounds / 2`` rounds, then the
-    vLLM worker (one process, one LLM, ``rounds`` generate calls per cell and prompt, its start-up
-    and a warm-up excluded), then ``rounds / 2`` more rounds; within a round every engine decodes
-    each cell and prompt once, the order of the engines reversed every other round.  In-process
-    engines pair by round; vLLM's calls pair ABBA with the reference's (its first half with the
-    reference's last rounds), so a linear drift of the machine cancels."""
-    if rounds < 2 or rounds % 2:
-        raise ValueError(f"rounds must be even and >= 2, got {rounds}")
-    if reference not in inprocess:
-        raise ValueError(f"the reference {reference!r} is not one of the engines {sorted(inprocess)}")
-    if not prompts:
-        raise ValueError("plain_rows needs at least one prompt")
-    half, names, P = rounds // 2, list(inprocess), len(prompts)
-    cells = [(name, b) for name in settings for b in batches]
-    job = lambda name, b, i: ([prompts[i]], b, length, SETTINGS[name], None, seed)  # noqa: E731
-    times = {(e, c, i): [] for e in names for c in cells for i in range(P)}
-    alone = lambda e, c: e == "llama.cpp" and c[1] > 1  # noqa: E731  (one request per sample: batch 1 only)
-
-    def rounds_of(count: int, first: int) -> None:
-        for r in range(first, first + count):
-            for c in cells:
-                for i in range(P):
-                    for e in (names if r % 2 == 0 else names[::-1]):
-                        if not alone(e, c):
-                            times[e, c, i].append(_timed(inprocess[e], job(*c, i))[0])
-
-    rounds_of(half, 0)
-    vres = vllm.run_many([(*job(*c, i), rounds) for c in cells for i in range(P)]) if vllm is not None else None
-    rounds_of(half, half)
-    out = []
-    for j, c in enumerate(cells):
-        ref = np.array([t for i in range(P) for t in times[reference, c, i]])
-        others = [(e, np.array([t for i in range(P) for t in times[e, c, i]])) for e in names
-                  if e != reference and not alone(e, c)]
-        got = vres[j * P:(j + 1) * P] if vres is not None else []
-        bad = next((r.error for r in got if r.error), None)
-        if bad:
-            out.append({"engine": "vllm", "setting": c[0], "batch": c[1], "verdict": f"not timed: {bad}"})
-        elif got:  # its first half pairs with the reference's last rounds (ABBA)
-            each = [list(r.provenance["generate_each_s"]) for r in got]
-            others.append(("vllm", np.array([t for e in each for t in e[half:] + e[:half]])))
-        for e, t in others:
-            med, lo, hi = paired_interval(ref, t, seed=seed)
-            out.append({"engine": e, "setting": c[0], "batch": c[1], "prompts": P, "pairs": len(t),
-                        "relative_speed": med, "relative_lo": lo, "relative_hi": hi,
-                        "tokens_per_s": c[1] * length / float(np.median(t)),
-                        "reference_tokens_per_s": c[1] * length / float(np.median(ref)),
-                        "verdict": level_verdict(lo, hi, len(t))})
-    return filled(out)

@@ -10,7 +10,7 @@ import pytest
 
 from specdec.measure.protocol import OUT_OF_REACH
 from specdec.audit import design, tables
-from specdec.audit import speed as runs
+from specdec.audit import speed as runs, versus
 from specdec.audit.runs import Job
 from specdec.peers.interface import Continuations
 from specdec.peers.ours import OursEngine
@@ -77,14 +77,14 @@ def test_a_wrong_rule_is_not_read_as_a_speedup_at_greedy(ours):
 
 def test_plain_decoding_against_a_reference(ours):
     engines = {"ours, eager": ours, "ours, lean": OursEngine(mode="lean", _models=ours._models)}
-    rows = runs.plain_rows(engines, "ours, eager", PROMPTS, batches=(1, 2), length=3, rounds=2,
+    rows = versus.plain_rows(engines, "ours, eager", PROMPTS, batches=(1, 2), length=3, rounds=2,
                            settings=("greedy",), seed=0)
     assert [(r["engine"], r["batch"]) for r in rows] == [("ours, lean", 1), ("ours, lean", 2)]
     assert all(r["pairs"] == 4 and r["verdict"] == OUT_OF_REACH for r in rows)  # 2 prompts x 2 rounds
     assert all(r["relative_speed"] > 0 and r["relative_lo"] <= r["relative_speed"] <= r["relative_hi"]
                and r["tokens_per_s"] > 0 for r in rows)
     with pytest.raises(ValueError, match="reference"):
-        runs.plain_rows(engines, "vllm", PROMPTS, batches=(1,), length=3, rounds=2, settings=("greedy",), seed=0)
+        versus.plain_rows(engines, "vllm", PROMPTS, batches=(1,), length=3, rounds=2, settings=("greedy",), seed=0)
     lean = OursEngine(mode="lean", _models=ours._models)
     g = ours.continue_prompts(PROMPTS, 2, 6, design.SETTINGS["greedy"], None, 0)
     assert lean.continue_prompts(PROMPTS, 2, 6, design.SETTINGS["greedy"], None, 0).tokens == g.tokens

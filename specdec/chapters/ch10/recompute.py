@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from specdec.audit import design, law, runs, speed as speed_lib, tables
+from specdec.audit import design, law, runs, speed as speed_lib, tables, versus
 from specdec.audit.prompts import choose
 from specdec.measure.subjects import load_subjects
 from specdec.peers.conformance import design_n
@@ -132,7 +132,7 @@ def recompute(P) -> dict:
                                             settings=tuple(P.SPEED_SETTINGS), seed=P.SEED, failed=failed)
         plain = {"Hugging Face generate": engines.get("hf"), "ours, lean": ours,
                  "ours, eager": OursEngine(mode="eager", _models=ours._models), "llama.cpp": llama}
-        out["plain"] = speed_lib.plain_rows(
+        out["plain"] = versus.plain_rows(
             {e: plain[e] for e in P.PLAIN_ENGINES if plain.get(e) is not None}, P.PLAIN_ENGINES[0], speed_prompts,
             batches=tuple(P.SPEED_BATCHES), length=P.SPEED_LEN, rounds=P.SPEED_ROUNDS,
             settings=tuple(P.SPEED_SETTINGS), seed=P.SEED, vllm=session if "vllm" in P.PLAIN_ENGINES else None)
