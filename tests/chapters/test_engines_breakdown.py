@@ -1,7 +1,8 @@
 """What chapter 10's time-breakdown section shows (`specdec.chapters.ch10.breakdown`), on small
 hand-made tables: each engine against ours with the reference's fraction at batch 1 only, the
-speculative rows at the page's k within a page's width, "-" where a number is missing (never
-"nan"), and the glued numbers read from the rows they name."""
+speculative rows at the page's k within a page's width, the head-to-head rows with the rule "ours at
+least as fast" decided on the inverse interval, "-" where a number is missing (never "nan"), and
+the glued numbers read from the rows they name."""
 
 import pandas as pd
 import pytest
@@ -42,7 +43,19 @@ def _tables():
                            "threads": 1}])
     cache = pd.DataFrame([{"batch": b, "length": 128, "pairs": 12, "gain": g, "gain_lo": g - 0.05,
                            "gain_hi": g + 0.05, "verdict": v} for b, g, v in ((1, 1.0, "undecided"), (8, 1.2, "faster"))])
-    return {"plain": plain, "speculative": spec, "forwards": forwards, "split": split, "limit": limit, "cache": cache}
+    versus = pd.DataFrame([
+        {"comparison": c, "setting": "greedy", "batch": b, "engine": e, "configuration": cfg,
+         "reference_configuration": "plain decoding", "prompts": 3, "pairs": 12, "relative_speed": r,
+         "relative_lo": lo, "relative_hi": hi, "tokens_per_s": 100.0 * r, "reference_tokens_per_s": 100.0,
+         "same_tokens": True, "verdict": v}
+        for c, b, e, cfg, r, lo, hi, v in (
+            ("best exact, greedy", 1, "vllm", "plain decoding", 0.5, 0.45, 0.55, "slower"),  # ours 2x: yes
+            ("best exact, greedy", 8, "vllm", "draft model, k = 1", 0.98, 0.95, 1.02, "undecided"),  # 1/1.02 >= 0.97
+            ("best k, greedy", 8, "vllm", "draft model, k = 2", 0.99, 0.90, 1.05, "undecided"),  # 1/1.05 < 0.97: no
+            ("best exact, greedy", 1, "llama.cpp", "plain decoding", 1.3, 1.2, 1.4, "faster"),
+            ("best k, greedy", 1, "llama.cpp", "draft model, k = 2", NAN, NAN, NAN, "not timed: gone"))])
+    return {"plain": plain, "speculative": spec, "forwards": forwards, "split": split, "limit": limit, "cache": cache,
+            "versus": versus}
 
 
 def test_plain_view_puts_ours_as_the_reference_and_the_fraction_at_batch_1_only():
@@ -59,17 +72,23 @@ def test_economics_view_shows_the_pages_k_within_the_page_width():
     assert list(v["speedup [95%]"])[-1] == "-" and "nan" not in v.to_string()
 
 
+def test_versus_view_decides_ours_at_least_as_fast_by_the_inverse_interval():
+    v = breakdown.versus_view(_tables())
+    assert len(v.columns) <= MAX_COLUMNS and "nan" not in v.to_string()
+    assert list(v["ours >= it"]) == ["yes", "yes", "no", "no", "no"]  # an untimed row is no
+    assert list(v["engine: configuration"])[1] == "vllm: draft model, k = 1"
+    assert list(v["speed / ours [95%]"])[-1] == "-"
+
+
 def test_values_read_the_rows_they_name():
     got = breakdown.values(_tables(), 2)
     assert got["vllm_step_b1"] == "16.0" and got["ours_step_b1"] == "8.0" and got["bd_length"] == 128
     assert got["ours_b1_cost"] == "1.25" and got["vllm_b1_cost"] == "1.30"
     assert got["llama_b1_verdict"] == "slower" and got["vllm_b1_verdict"] == "faster"
     assert (got["bd_other_faster"], got["bd_other_n"], got["bd_other_slower"]) == (0, 1, 1)
-    assert (got["ours_fastest_b1"], got["ours_fastest_b1_how"]) == ("120", "k = 2")  # faster by its interval
-    assert (got["ours_fastest_b8"], got["ours_fastest_b8_how"]) == ("500", "plain")  # 1.05 [0.95, 1.15]: undecided
-    assert (got["llama_fastest_b1"], got["llama_fastest_b1_how"]) == ("150", "plain")  # slower: plain
-    assert (got["vllm_fastest_b1"], got["vllm_fastest_b1_how"]) == ("115", "k = 2")
-    assert (got["vllm_fastest_b8"], got["vllm_fastest_b8_how"]) == ("450", "plain")  # its k = 2 cell: untimed
+    assert (got["vs_ours_ge"], got["vs_n"], got["vs_faster"], got["vs_slower"]) == (2, 5, 1, 1)
+    assert (got["vs_pairs"], got["vs_prompts"]) == (12, 3)
+    assert got["ours_over_llama_b1"] == "0.83" and got["ours_over_llama_b1_iv"] == "[0.77, 0.91]"
     assert got["grow_b8"] == "1.20" and got["grow_b1_iv"] == "[0.95, 1.05]" and got["share_matrix_b1"] == "75"
     assert got["ref_tps"] == "200" and got["ref_gbs"] == "12.0" and got["weights_mb"] == "60.0"
     with pytest.raises(KeyError, match="expected one row"):

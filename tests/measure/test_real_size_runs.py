@@ -1,7 +1,8 @@
 """Chapter 06's controlled-acceptance runs (specdec.chapters.ch06.real_size) on tiny shapes: one row
 per (target, batch, alpha, k, round), each speedup against its own round's baseline, the
-predictions from the measured curve of its batch size, curve-only shapes, and the figure's table
-with intervals.  Timings are never asserted."""
+predictions from the measured curve of its batch size and the one fixed before the runs from the
+pilot's in-loop prices and the run's seeded steps, curve-only shapes, and the figure's table with
+intervals.  Timings are never asserted."""
 
 import math
 
@@ -53,6 +54,12 @@ def test_rows_pairs_and_predictions(out):
         assert r["verify_inloop"] > 0 and r["c_inloop"] > 0
         assert r["predicted_inloop"] == pytest.approx(r["tokens_per_step"] / r["baseline_tokens_per_step"]
                                                       / (r["verify_inloop"] + r["k"] * r["c_inloop"]))
+        # the pilot's prediction, fixed before the sweep: the run's own steps (known from its seed) priced
+        # by the pilot's in-loop terms of its (batch, k), the same for every alpha and round
+        assert r["predicted_pilot"] == pytest.approx(r["tokens_per_step"] / r["baseline_tokens_per_step"]
+                                                     / (r["verify_pilot"] + r["k"] * r["c_pilot"]))
+        assert {(x["verify_pilot"], x["c_pilot"]) for x in ctrl if (x["batch"], x["k"]) == (r["batch"], r["k"])} \
+            == {(r["verify_pilot"], r["c_pilot"])} and r["verify_pilot"] > 0 and r["c_pilot"] > 0
     for B in (1, 2):  # one baseline per (batch, round)
         same = {r["baseline_tokens_per_s"] for r in ctrl if r["batch"] == B and r["repeat"] == 0}
         assert len(same) == 1

@@ -138,6 +138,7 @@ class Measurements:
             n_values=P.REAL_CURVE_N, curve_repeats=P.REAL_CURVE_REPEATS, repeats=P.REAL_REPEATS, temperature=1.0,
             batches=P.REAL_BATCHES, curve_only=P.REAL_CURVE_ONLY, generator=torch.Generator().manual_seed(P.SEED + 1),
             target_sizes=P.REAL_TARGET_SIZES, draft_sizes=P.REAL_DRAFT_SIZES, min_share=P.MIN_SHARE,
+            pilot_rounds=P.REAL_PILOT,
             max_reruns=P.MAX_RERUNS, mode=P.MODE)
 
     @property

@@ -15,7 +15,13 @@ outputs are samples of nothing).  Per target, one at a time (memory):
      cuts the last steps short), which E[L] per row does not see;
      `speedup_vs_alpha` gives each point's median with its paired bootstrap interval and verdict;
      beside them S_steps with its forward terms priced as the loop paid for them (`_inloop`), which
-     leaves the engine's own work per step as the only term not priced.
+     leaves the engine's own work per step as the only term not priced;
+  4. the prediction fixed before the runs, S_pilot: before step 2, a pilot (``pilot_rounds`` rounds of
+     the baseline and every k at the middle alpha, on each batch's cell, seeds above the timed
+     runs') prices the verification forward and the draft's token in the loop, per (batch, k), as
+     `_inloop` does; each timed run's steps are known before it runs (the instrument is seeded per
+     run, `specdec.measure.controlled.controlled_steps`), so S_pilot = (its tokens per step / the
+     baseline's) / (T_loop(k+1)/T_loop(1) + k c_loop) is computed, for every run, before the sweep.
 Shapes named in ``curve_only`` get step 1 at batch 1 and nothing else (the synthesis figure's curves).
 Every random draw (weights, contexts, the runs' seeds) comes from the one generator passed in.
 
@@ -35,7 +41,7 @@ from specdec.core.cost import draft_cost, speedup
 from specdec.engine.decode import generate
 from specdec.engine.modes import forward_for
 from specdec.family.architectures import build_model, param_count, real_size_config
-from specdec.measure.controlled import ControlledAcceptance
+from specdec.measure.controlled import ControlledAcceptance, controlled_steps
 from specdec.measure.cost_curve import cost_curve
 from specdec.measure.harness import Cell, Config, sweep
 from specdec.measure.protocol import comparison
@@ -44,11 +50,16 @@ from specdec.io.results import records
 __all__ = ["controlled_runs", "speedup_vs_alpha", "size_label", "surface_values"]
 
 
+ACCEPT_SEED = 2**31  # a run's instrument draws from seed + ACCEPT_SEED: apart from every run's own seed
+
+
 def _configs(target, draft, alphas, ks, new_tokens: int, temperature: float, mode: str) -> list[Config]:
     def run(k, alpha):
-        kw = dict(drafter=draft, k=k, verifier=ControlledAcceptance(alpha)) if k else {}
-        return lambda ids, seed: generate(target, ids, max_new_tokens=new_tokens, temperature=temperature,
-                                          generator=torch.Generator().manual_seed(seed), mode=mode, **kw).summary()
+        def go(ids, seed):
+            kw = dict(drafter=draft, k=k, verifier=ControlledAcceptance(alpha, seed=seed + ACCEPT_SEED)) if k else {}
+            return generate(target, ids, max_new_tokens=new_tokens, temperature=temperature,
+                            generator=torch.Generator().manual_seed(seed), mode=mode, **kw).summary()
+        return go
     nan = float("nan")
     return [Config("baseline", run(0, nan), k=0, alpha_set=nan)] + [
         Config(f"alpha={a} k={k}", run(k, a), k=k, alpha_set=a) for a in alphas for k in ks]
@@ -57,7 +68,7 @@ def _configs(target, draft, alphas, ks, new_tokens: int, temperature: float, mod
 def controlled_runs(targets, draft: str, alphas, ks, *, new_tokens: int, context: int, n_values, curve_repeats: int,
                     repeats: int, temperature: float, generator: torch.Generator, batches=(1,), curve_only=(),
                     target_sizes: dict | None = None, draft_sizes: dict | None = None, min_share: float = 0.0,
-                    max_reruns: int = 0, mode: str = "lean") -> dict:
+                    max_reruns: int = 0, mode: str = "lean", pilot_rounds: int = 2) -> dict:
     """{"cost_curve": rows, "controlled": rows, "draft_params": int} (module docstring).
 
     targets: the shapes decoded at every (batch, alpha, k), one cell per batch size (random context
@@ -86,9 +97,12 @@ def controlled_runs(targets, draft: str, alphas, ks, *, new_tokens: int, context
         generate(target, ids[:1], drafter=rdraft, k=2, max_new_tokens=4, temperature=temperature,
                  verifier=ControlledAcceptance(0.5), generator=generator, mode=mode)  # warm-up: one-off costs
         cells = [Cell({"target": name, "batch": B}, ids[:B]) for B in batches]
-        rows = sweep(_configs(target, rdraft, alphas, ks, new_tokens, temperature, mode), cells, repeats=repeats,
-                     seed=lambda rnd, i: base_seed + rnd, shuffle=True, shuffle_seed=base_seed, min_share=min_share,
-                     max_reruns=max_reruns)
+        configs = _configs(target, rdraft, alphas, ks, new_tokens, temperature, mode)
+        prices = _pilot(configs, cells, sorted(alphas)[len(alphas) // 2], pilot_rounds, base_seed + repeats)
+        fixed = {(B, k, a, rnd): _pilot_prediction(prices[B, k], a, k, B, new_tokens, base_seed + rnd)
+                 for B in batches for k in ks for a in alphas for rnd in range(repeats)}  # before the sweep
+        rows = sweep(configs, cells, repeats=repeats, seed=lambda rnd, i: base_seed + rnd, shuffle=True,
+                     shuffle_seed=base_seed, min_share=min_share, max_reruns=max_reruns)
         base = {(r["batch"], r["repeat"]): r["tokens_per_s"] for r in rows if r["k"] == 0}
         base_steps = {(r["batch"], r["repeat"]): _per_step(r) for r in rows if r["k"] == 0}
         base_t1 = {(r["batch"], r["repeat"]): _per_later_step(r, "t_target_steady") for r in rows if r["k"] == 0}
@@ -107,9 +121,40 @@ def controlled_runs(targets, draft: str, alphas, ks, *, new_tokens: int, context
                                "predicted_steps": _per_step(r) / base_steps[(B, r["repeat"])] / (curve[k + 1] / curve[1]
                                                                                                  + k * c),
                                **_inloop(r, base_t1[(B, r["repeat"])], base_steps[(B, r["repeat"])]),
+                               "predicted_pilot": fixed[B, k, a, r["repeat"]], "verify_pilot": prices[B, k][0],
+                               "c_pilot": prices[B, k][1],
                                "cpu_share": r["cpu_share"], "reruns": r["reruns"]})
         del target
     return {"cost_curve": curve_rows, "controlled": controlled, "draft_params": param_count(rdraft)}
+
+
+def _pilot(configs: list[Config], cells: list[Cell], alpha: float, rounds: int, seed: int) -> dict:
+    """{(batch, k): (T_loop(k+1)/T_loop(1), c_loop)}: the in-loop prices (`_inloop`'s) of a pilot of
+    ``rounds`` rounds, on every cell, of the baseline and each k at ``alpha``, seeded ``seed`` + round
+    (above the timed runs' seeds): medians over rounds of each run against its round's baseline."""
+    if rounds < 1:
+        raise ValueError(f"the pilot needs at least one round, got {rounds}")
+    base = next(c for c in configs if c.labels["k"] == 0)
+    at = [c for c in configs if c.labels["k"] > 0 and c.labels["alpha_set"] == alpha]
+    got: dict = {}
+    for rnd in range(rounds):
+        for cell in cells:
+            B = cell.labels["batch"]
+            t1 = _per_later_step(base.run(cell.inputs, seed + rnd), "t_target_steady")
+            for c in at:
+                run, k = c.run(cell.inputs, seed + rnd), c.labels["k"]
+                got.setdefault((B, k), []).append((_per_later_step(run, "t_target_steady") / t1,
+                                                   _per_later_step(run, "t_draft_forward_steady") / k / t1))
+    return {key: (float(np.median([v for v, _ in xs])), float(np.median([c for _, c in xs]))) for key, xs in got.items()}
+
+
+def _pilot_prediction(price: tuple, alpha: float, k: int, batch: int, new_tokens: int, seed: int) -> float:
+    """S_pilot of the run seeded ``seed`` (module docstring, item 4): its steps from the seeded
+    instrument, the baseline's one token per row per step, the pilot's prices."""
+    steps = controlled_steps(alpha, k, batch, new_tokens, seed + ACCEPT_SEED)
+    per_step = (sum(e for *_, e in steps) - steps[0][2]) / max(len(steps) - 1, 1)
+    verify, c = price
+    return per_step / batch / (verify + k * c)
 
 
 def _per_later_step(run: dict, key: str) -> float:
@@ -157,7 +202,8 @@ def speedup_vs_alpha(controlled, level: float = 0.95) -> list[dict]:
                         speedup_hi_sim=c["hi_sim"], verdict_sim=c["verdict_sim"], pairs_sim=c["pairs_sim"],
                         predicted_ext=ra[0]["predicted_ext"], predicted_toy=ra[0]["predicted_toy"],
                         predicted_steps=float(np.median([r["predicted_steps"] for r in ra])),
-                        predicted_inloop=float(np.median([r.get("predicted_inloop", np.nan) for r in ra]))))
+                        predicted_inloop=float(np.median([r.get("predicted_inloop", np.nan) for r in ra])),
+                        predicted_pilot=float(np.median([r.get("predicted_pilot", np.nan) for r in ra]))))
     return out
 
 
@@ -188,6 +234,7 @@ def surface_values(cost_curve, controlled, draft_params: int, n: int, tolerance:
             "real_best_k": int(best["k"]), "real_best_batch": int(best["batch"]),
             "real_ratio_med": float(np.median(ratio("predicted_ext"))), "real_within": near("predicted_ext"),
             "real_steps_med": float(np.median(ratio("predicted_steps"))), "real_steps_within": near("predicted_steps"),
+            "real_pilot_med": float(np.median(ratio("predicted_pilot"))), "real_pilot_within": near("predicted_pilot"),
             "real_toy_med": float(np.median(ratio("predicted_toy"))),
             "real_half_width": float(np.median([(r["speedup_hi"] - r["speedup_lo"]) / 2 / r["speedup_median"]
                                                 for r in table])),

@@ -14,9 +14,10 @@ from specdec.chapters.ch10.values import MISSING, _num as _text
 from specdec.io.results import read_table
 from specdec.report.formatting import estimate_cell
 
-__all__ = ["NAMES", "tables", "economics_view", "plain_view", "values"]
+__all__ = ["NAMES", "tables", "economics_view", "plain_view", "versus_view", "at_least_as_fast", "values"]
 
-NAMES = ("plain", "speculative", "forwards", "split", "limit", "cache")
+NAMES = ("plain", "speculative", "forwards", "split", "limit", "cache", "versus")
+AT_LEAST = 0.97  # ours "at least as fast" as an engine: ours / engine's interval starts at 0.97 or above, median >= 1
 
 
 def tables(path: Path) -> dict:
@@ -62,6 +63,24 @@ def plain_view(t: dict) -> pd.DataFrame:
         "of the reference": [_num(v / ref) if b == 1 else MISSING for v, b in zip(rows["tokens_per_s"], rows["batch"])]})
 
 
+def at_least_as_fast(rows: pd.DataFrame) -> pd.Series:
+    """Per head-to-head row: is ours at least as fast as the engine (ours over the engine, the inverse
+    of the row's relative speed: median >= 1 and interval's low end >= AT_LEAST)?  False where untimed."""
+    return (rows["relative_speed"] <= 1.0) & (rows["relative_hi"] <= 1.0 / AT_LEAST)
+
+
+def versus_view(t: dict) -> pd.DataFrame:
+    """The head-to-head rows: each engine's configuration against ours' in every matchup, its speed over
+    ours with the interval and verdict, and whether ours was at least as fast (tokens/s: the CSV)."""
+    v = t["versus"]
+    return pd.DataFrame({
+        "matchup": v["comparison"], "batch": v["batch"],
+        "engine: configuration": [f"{e}: {c}" for e, c in zip(v["engine"], v["configuration"])],
+        "ours": v["reference_configuration"], "speed / ours [95%]": [estimate_cell(x, lo, hi) or MISSING for x, lo, hi in
+                               zip(v["relative_speed"], v["relative_lo"], v["relative_hi"])],
+        "verdict": v["verdict"], "ours >= it": at_least_as_fast(v).map({True: "yes", False: "no"})})
+
+
 def _row(df: pd.DataFrame, **where) -> pd.Series:
     m = pd.Series(True, index=df.index)
     for col, v in where.items():
@@ -72,29 +91,14 @@ def _row(df: pd.DataFrame, **where) -> pd.Series:
     return got.iloc[0]
 
 
-def _fastest(p: pd.DataFrame, s: pd.DataFrame, engine: str, batch: int) -> tuple[str, str]:
-    """(tokens/s, "plain" or "k = n"): an engine's fastest exact decoding at ``batch``: of its
-    speculative rows faster than its plain decoding by their paired interval, the one of the largest
-    speedup (its cell's median tokens/s), else plain decoding (its plain row's; ours: the reference's)."""
-    won = s[(s["engine"] == engine) & (s["batch"] == batch) & (s["verdict"] == "faster")]
-    if len(won):
-        best = won.loc[won["speedup"].idxmax()]
-        return _num(best["tokens_per_s"], ".0f"), f"k = {int(best['k'])}"
-    plain = p.loc[p["batch"] == batch, "reference_tokens_per_s"].iloc[0] if engine == "ours" else \
-        p.loc[(p["engine"] == engine) & (p["batch"] == batch), "tokens_per_s"].max()
-    return _num(plain, ".0f"), "plain"
-
-
 def values(t: dict, k: int = 2) -> dict:
     """The numbers the section's sentences glue; ``k`` the page's draft length (the speculative rows
     at other k are counted: faster, slower, of all)."""
-    p, s, f, split, lim, cache = (t[n] for n in NAMES)
+    p, s, f, split, lim, cache, vs = (t[n] for n in NAMES)
     sk = s[s["k"] == k]
     spec = {e: _row(sk, engine=e, batch=1) for e in ("ours", "vllm", "llama.cpp")}
     one, grow1, grow8 = _row(split, batch=1), _row(cache, batch=1), _row(cache, batch=8)
-    vllm1, other = _row(p, engine="vllm", batch=1), s[s["k"] != k]
-    fast = {(e, b): _fastest(p, s, e, b) for e, b in (("ours", 1), ("llama.cpp", 1), ("vllm", 1), ("ours", 8),
-                                                    ("vllm", 8))}
+    vllm1, llama1, other = _row(p, engine="vllm", batch=1), _row(p, engine="llama.cpp", batch=1), s[s["k"] != k]
     return dict(
         bd_length=int(split["length"].iloc[0]), weights_mb=_num(lim["weight_bytes"].iloc[0] / 1e6, ".1f"),
         ref_tps=_num(lim["tokens_per_s"].iloc[0], ".0f"), ref_gbs=_num(lim["bandwidth_bytes_per_s"].iloc[0] / 1e9, ".1f"),
@@ -111,8 +115,8 @@ def values(t: dict, k: int = 2) -> dict:
         ours_b1_cost=_num(spec["ours"]["step_cost"]), ours_b1_verdict=spec["ours"]["verdict"],
         vllm_b1_cost=_num(spec["vllm"]["step_cost"]), vllm_b1_verdict=spec["vllm"]["verdict"],
         llama_b1_cost=_num(spec["llama.cpp"]["step_cost"]), llama_b1_verdict=spec["llama.cpp"]["verdict"],
-        ours_fastest_b1=fast["ours", 1][0], ours_fastest_b1_how=fast["ours", 1][1],
-        llama_fastest_b1=fast["llama.cpp", 1][0], llama_fastest_b1_how=fast["llama.cpp", 1][1],
-        vllm_fastest_b1=fast["vllm", 1][0], vllm_fastest_b1_how=fast["vllm", 1][1],
-        ours_fastest_b8=fast["ours", 8][0], ours_fastest_b8_how=fast["ours", 8][1],
-        vllm_fastest_b8=fast["vllm", 8][0], vllm_fastest_b8_how=fast["vllm", 8][1])
+        vs_n=len(vs), vs_ours_ge=int(at_least_as_fast(vs).sum()),
+        vs_faster=int((vs["verdict"] == "faster").sum()), vs_slower=int((vs["verdict"] == "slower").sum()),
+        vs_pairs=int(vs["pairs"].min()), vs_prompts=int(vs["prompts"].min()),
+        ours_over_llama_b1=_num(1 / llama1["relative_speed"]),
+        ours_over_llama_b1_iv=_iv(1 / llama1["relative_hi"], 1 / llama1["relative_lo"]))
