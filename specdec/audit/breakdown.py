@@ -19,7 +19,7 @@ greedy, ``prompts`` the chapter's speed prompts, ``length`` tokens per call):
      of this core's bandwidth (`limit`), and the in-place cache's gain (`cache_gain`);
   5. head to head (`head_to_head`, timed by `specdec.audit.versus.versus_rows` against ours, after
      1-4 of the same run): at greedy, each engine's draft model at its best k (the k of (2) with the
-     highest median tokens/s at that batch) and each engine's best exact decoding (its best-k draft
+     largest median speedup over its own plain decoding at that batch) and each engine's best exact decoding (its best-k draft
      model where (2) read "faster", else its plain decoding); at temperature 1, k = 2, the
      configurations whose law chapter 10 tested: our token verification, vLLM's draft model with its
      defaults *patched* (the shipped build fails the law there), llama.cpp's probabilistic drafts.
@@ -73,13 +73,14 @@ def _draft_model(engine: str, k: int, draft: str, sampled: bool = False) -> Conf
 
 
 def best_k(rows: list[dict], engine: str, batch: int) -> tuple[int, str] | None:
-    """(k, verdict) of ``engine``'s timed greedy speculative row at ``batch`` with the highest median
-    tokens/s (only rows whose greedy outputs equal plain decoding's), or None when it has none."""
+    """(k, verdict) of ``engine``'s timed greedy speculative row at ``batch`` with the largest median
+    speedup over its own plain decoding (paired, so a machine that drifts between cells does not pick
+    it; only rows whose greedy outputs equal plain decoding's), or None when it has none."""
     timed = [r for r in rows if r["engine"] == engine and r["batch"] == batch and r.get("setting") == "greedy"
-             and r.get("law") == "greedy outputs equal" and np.isfinite(r.get("tokens_per_s", np.nan))]
+             and r.get("law") == "greedy outputs equal" and np.isfinite(r.get("speedup", np.nan))]
     if not timed:
         return None
-    best = max(timed, key=lambda r: r["tokens_per_s"])
+    best = max(timed, key=lambda r: r["speedup"])
     return int(best["k"]), str(best["verdict"])
 
 

@@ -4,9 +4,9 @@ engines against each other: `specdec.audit.versus`).
 Timing (`speed_rows`), stated before the results: per engine and prompt (every prompt of
 ``prompts``), plain decoding and the speculative configuration decode the same batch (``batch``
 copies of the prompt) for ``length`` tokens, ``rounds`` times each, in the ABBA order plain,
-speculative, speculative, plain (each block rounds / 2 calls), so a linear drift of the machine
-cancels in the pairs; round j of the speculative blocks pairs with round j of the plain ones.  The
-pairs of every prompt are pooled: the speedup is plain's wall time over the configuration's,
+speculative, speculative, plain (each block rounds / 2 calls, after one untimed call of each), so a
+linear drift of the machine cancels in the pairs; round j of the speculative blocks pairs with round
+j of the plain ones.  The pairs of every prompt are pooled: the speedup is plain's wall time over the configuration's,
 summarized by `specdec.measure.protocol.paired_interval` with its words; a row with fewer pairs
 than its level needs reads "too few pairs for this level" (`protocol.level_verdict`).  Each row also
 factors its speedup: ``tokens_per_forward`` (E[L], from the engine's own kept-draft count or step
@@ -177,7 +177,10 @@ def _paired(plain: Config, spec: Config, blocks: list, half: int) -> tuple[dict,
 
 
 def _abba(eng, plain: Config, spec: Config, jobs: dict, half: int) -> tuple[dict, dict]:
-    """`_paired` of one in-process engine, half calls a block."""
+    """`_paired` of one in-process engine, half calls a block, after one untimed call of each
+    configuration (a llama-server configuration starts on its first call)."""
+    for c in (plain, spec):
+        timed_call(eng, jobs[c])
     blocks = []
     for c in (plain, spec, spec, plain):
         calls = [timed_call(eng, jobs[c]) for _ in range(half)]

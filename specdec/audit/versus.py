@@ -6,8 +6,9 @@ runs at, and the configuration each engine runs in it (`specdec.audit.design.Con
 speculation, and for vLLM whether it is patched); an engine absent from a matchup is not timed there
 (llama-server at batch > 1: its adapter sends one request per sample).
 
-Order, stated before the results (`versus_rows`): the in-process engines run ``rounds / 2`` rounds,
-then the vLLM worker (one process; per matchup and prompt ``rounds`` generate calls of its
+Order, stated before the results (`versus_rows`): each in-process engine makes one untimed call of
+each matchup (a llama-server configuration starts then); the in-process engines run ``rounds / 2``
+rounds, then the vLLM worker (one process; per matchup and prompt ``rounds`` generate calls of its
 configuration, its start-up and a warm-up call excluded), then ``rounds / 2`` more rounds; within a
 round every engine decodes each matchup and prompt once, the engines' order reversed every other
 round.  In-process engines pair by round with the reference; vLLM's calls pair ABBA with the
@@ -95,6 +96,10 @@ def versus_rows(inprocess: dict, reference: str, prompts, matchups: list[Matchup
                             times[j, e, i].append(t)
                             tokens.setdefault((j, e, i), toks)
 
+    for j, m in enumerate(matchups):  # one untimed call each: a server's start, a first call's one-off costs
+        for e, cfg in m.configs:
+            if e in inprocess:
+                timed_call(inprocess[e], job(m, cfg, 0))
     rounds_of(0)
     at = [(j, i) for j, m in enumerate(matchups) if "vllm" in dict(m.configs) for i in range(P)]
     jobs = [(*job(matchups[j], dict(matchups[j].configs)["vllm"], i), rounds,

@@ -100,17 +100,17 @@ def test_bad_matchups_are_refused_before_anything_runs(engines):
                            seed=0)
 
 
-def _row(engine, batch, k, tps, verdict, law="greedy outputs equal"):
-    return {"engine": engine, "batch": batch, "k": k, "setting": "greedy", "tokens_per_s": tps, "verdict": verdict,
-            "law": law}
+def _row(engine, batch, k, speedup, verdict, law="greedy outputs equal", tps=100.0):
+    return {"engine": engine, "batch": batch, "k": k, "setting": "greedy", "speedup": speedup, "tokens_per_s": tps,
+            "verdict": verdict, "law": law}
 
 
 def test_best_k_and_best_exact_follow_the_speculative_rows():
-    rows = [_row("ours", 1, 1, 150.0, "slower"), _row("ours", 1, 2, 180.0, "undecided"),
-            _row("ours", 8, 2, 700.0, "faster"), _row("ours", 8, 4, 900.0, "faster", law="greedy outputs differ"),
-            _row("vllm", 1, 4, 120.0, "faster"), _row("vllm", 8, 2, 500.0, "slower"),
-            _row("llama.cpp", 1, 1, 140.0, "slower")]
-    assert breakdown.best_k(rows, "ours", 1) == (2, "undecided")
+    rows = [_row("ours", 1, 1, 0.9, "slower", tps=300.0), _row("ours", 1, 2, 1.0, "undecided"),
+            _row("ours", 8, 2, 1.1, "faster"), _row("ours", 8, 4, 1.3, "faster", law="greedy outputs differ"),
+            _row("vllm", 1, 4, 1.2, "faster"), _row("vllm", 8, 2, 0.8, "slower"),
+            _row("llama.cpp", 1, 1, 0.7, "slower")]
+    assert breakdown.best_k(rows, "ours", 1) == (2, "undecided")  # paired speedup, not a drifting cell's tokens/s
     assert breakdown.best_k(rows, "ours", 8) == (2, "faster")  # a row whose outputs differ is no candidate
     assert breakdown.best_k(rows, "llama.cpp", 8) is None
     m = {(x.comparison, x.batch): dict(x.configs) for x in
