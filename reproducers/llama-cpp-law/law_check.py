@@ -1,6 +1,6 @@
-"""Does llama.cpp's speculative decoding (draft-simple) sample from the target's law?
+"""Does llama.cpp's speculative decoding (draft-simple, ngram-simple) sample from the target's law?
 
-    python -I law_check.py --server PATH/llama-server [--mode {probabilistic,greedy,plain}]
+    python -I law_check.py --server PATH/llama-server [--mode {probabilistic,greedy,ngram,plain}]
                            [--n 2000] [--temperature 1] [--seed 1] [--sample-seed 0] [--planted]
 
 Contract: needs torch, transformers, numpy, gguf, httpx and a llama-server binary, nothing else.
@@ -17,9 +17,15 @@ merge (llama.cpp refuses a "gpt2" vocabulary without merges) and end-of-text id 
 
 Run.  llama-server on 127.0.0.1 (one thread, float32 KV caches, no flash attention) with ``-md
 draft.gguf --spec-type draft-simple --spec-draft-sampling MODE --spec-draft-n-max 2
---spec-draft-p-min 0``, no draft for ``--mode plain``.  Request i (of ``--n``) has seed
-``--sample-seed`` + i and n_predict 4: the server drafts at most the tokens left but one, so after
-x1 it drafts 2 and x2 is the first verified position.  Samplers ["temperature"] only (llama.cpp's
+--spec-draft-p-min 0``, no draft for ``--mode plain``; ``--mode ngram`` drafts by prompt lookup
+instead (``--spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-ngram-simple-size-m 2``: the
+last token looked up in the context, the tokens after it drafted, verified by sample-and-match).
+Request i (of ``--n``) has seed ``--sample-seed`` + i and n_predict 4: the server drafts at most the
+tokens left but one, so after x1 it drafts 2 and x2 is the first verified position.  In ngram mode
+n_predict is 3: one draft after x1 at most and none later, so a request drafted (``draft_n`` > 0)
+exactly when x2 went through a drafted verification; and a lookup drafts only when x1 occurs in the
+context, so the default prompt there is built from the target (`lookup_prompt`: its likely x1
+tokens), and the share of samples whose x2 was drafted is printed.  Samplers ["temperature"] only (llama.cpp's
 default order applies top-p before the temperature), top-k 0, top-p 1, min-p 0, ignore_eos; each
 response must echo samplers and temperature.  ``samples_sha256`` digests the pairs (greedy drafts
 are verified by sample-and-match on the target's own sampler: plain decoding's tokens).
@@ -63,6 +69,7 @@ VOCAB, POSITIONS, WIDTH, LAYERS, HEADS = 256, 64, 64, 2, 2
 LOGIT_SCALE = 8.0      # final layer norm times this: spread laws, neither uniform nor one-hot
 DRAFT_NOISE = 0.5      # draft = target + DRAFT_NOISE * (noise at each weight's own spread)
 K, N_PREDICT, EOS = 2, 4, 0   # drafts a step; tokens a request (x2 verified needs 2 + K); banned id
+N_PREDICT_NGRAM, LOOKUP_LEN = 3, 24   # ngram mode: x2 the only drafted position; its prompt's length
 X1_GROUPS, X2_WINDOWS, MIN_EXPECTED, ALPHA = 2, 4, 5.0, 0.01
 PLANTED_FACTOR = 1.3   # the wrong law of --planted: the target at 1.3 times the temperature
 CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")   # (in, out) in HF: transposed
@@ -144,6 +151,22 @@ def exact_law(target, prompt: list[int], temperature: float):
     return laws[0], laws[1:]
 
 
+def lookup_prompt(target, temperature: float, rounds: int = 20) -> list[int]:
+    """A prompt of LOOKUP_LEN tokens that holds the target's likely first tokens after its first
+    position (where a lookup can find them): starting from 1, 2, ..., each round puts the current
+    prompt's most likely x1 tokens (EOS excluded) after token 1; the prompt with the largest
+    P(x1 in prompt[1:]) of the rounds is kept."""
+    prompt, best, best_share = list(range(1, LOOKUP_LEN + 1)), None, -1.0
+    for _ in range(rounds):
+        p1, _ = exact_law(target, prompt, temperature)
+        share = float(p1[sorted(set(prompt[1:]))].sum())
+        if share > best_share:
+            best, best_share = list(prompt), share
+        top = [int(t) for t in np.argsort(-p1, kind="stable") if t != EOS][:LOOKUP_LEN - 1]
+        prompt = [1] + top[::-1]   # the likeliest last: nearest the end
+    return best
+
+
 def make_bins(p1, p2, n: int):
     """(labels (V, V): bin of each cell (x1, x2), -1 where the law is 0; probs (B,)), as documented."""
 
@@ -208,7 +231,9 @@ def start_server(args, folder: str):
     cmd = [args.server, "-m", os.path.join(folder, "target.gguf"), "--host", "127.0.0.1", "--port",
            url.rsplit(":", 1)[1], "-t", "1", "-tb", "1", "-c", str(POSITIONS), "-np", "1", "--no-webui",
            "-ctk", "f32", "-ctv", "f32", "-fa", "off"]
-    if args.mode != "plain":
+    if args.mode == "ngram":
+        cmd += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "1", "--spec-ngram-simple-size-m", str(K)]
+    elif args.mode != "plain":
         cmd += ["-md", os.path.join(folder, "draft.gguf"), "-td", "1", "-ctkd", "f32", "-ctvd", "f32",
                 "--spec-type", "draft-simple", "--spec-draft-sampling", args.mode,
                 "--spec-draft-n-max", str(K), "--spec-draft-p-min", "0"]
@@ -264,7 +289,8 @@ def sample(args, url: str) -> dict:
     start = time.perf_counter()
     with httpx.Client(base_url=url, timeout=args.request_timeout) as client:   # one kept-alive connection
         for i in range(args.n):
-            body = {"prompt": args.prompt, "n_predict": N_PREDICT, "temperature": args.temperature,
+            n_predict = N_PREDICT_NGRAM if args.mode == "ngram" else N_PREDICT
+            body = {"prompt": args.prompt, "n_predict": n_predict, "temperature": args.temperature,
                     "samplers": ["temperature"], "top_k": 0, "top_p": 1.0, "min_p": 0.0, "ignore_eos": True,
                     "cache_prompt": True, "return_tokens": True, "seed": args.sample_seed + i, "stream": False}
             answer = client.post("/completion", json=body).raise_for_status().json()
@@ -274,7 +300,7 @@ def sample(args, url: str) -> dict:
                                    f"temperature {ran.get('temperature')}")
             tokens, timings = answer.get("tokens") or [], answer.get("timings", {})
             if len(tokens) < 2:
-                raise RuntimeError(f"llama-server returned {len(tokens)} tokens, {N_PREDICT} asked")
+                raise RuntimeError(f"llama-server returned {len(tokens)} tokens, {n_predict} asked")
             out["pairs"].append((int(tokens[0]), int(tokens[1])))
             out["drafted"] += int(timings.get("draft_n", 0)) > 0
             out["draft_n"] += int(timings.get("draft_n", 0))
@@ -285,21 +311,22 @@ def sample(args, url: str) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", required=True, help="path of the llama-server binary")
-    parser.add_argument("--mode", choices=("probabilistic", "greedy", "plain"), default="probabilistic",
-                        help="--spec-draft-sampling of the draft, or plain decoding (no draft)")
+    parser.add_argument("--mode", choices=("probabilistic", "greedy", "ngram", "plain"), default="probabilistic",
+                        help="--spec-draft-sampling of the draft, prompt lookup (ngram), or plain decoding")
     parser.add_argument("--n", type=int, default=2000, help="samples (requests), default 2000")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=1, help="the target's weights (the draft's noise: + 1)")
     parser.add_argument("--sample-seed", type=int, default=0, help="request i has seed SAMPLE_SEED + i")
-    parser.add_argument("--prompt", type=lambda s: [int(t) for t in s.split(",")], default=[1, 2, 3, 4],
-                        help="token ids, comma-separated (default 1,2,3,4)")
+    parser.add_argument("--prompt", type=lambda s: [int(t) for t in s.split(",")], default=None,
+                        help="token ids, comma-separated (default 1,2,3,4; ngram mode: built by lookup_prompt)")
     parser.add_argument("--planted", action="store_true", help="also test a wrong law (must be rejected)")
     parser.add_argument("--startup-timeout", type=float, default=60.0, help="seconds (default 60)")
     parser.add_argument("--request-timeout", type=float, default=30.0, help="seconds (default 30)")
     args = parser.parse_args(argv)
     if args.n < 50 or not args.temperature > 0 or not 0 <= args.sample_seed < 2**32 - 1 - args.n:
         parser.error("need --n >= 50, --temperature > 0 and 0 <= --sample-seed < 2**32 - 1 - n")
-    if not args.prompt or not all(0 < t < VOCAB for t in args.prompt) or len(args.prompt) + N_PREDICT > POSITIONS:
+    if args.prompt is not None and (not args.prompt or not all(0 < t < VOCAB for t in args.prompt)
+                                    or len(args.prompt) + N_PREDICT > POSITIONS):
         parser.error(f"--prompt: at most {POSITIONS - N_PREDICT} token ids in [1, {VOCAB})")
     if not (os.path.isfile(args.server) and os.access(args.server, os.X_OK)):
         parser.error(f"--server {args.server!r} is not an executable file")
@@ -308,6 +335,8 @@ def main(argv=None) -> int:
         torch.set_num_threads(1)
         with tempfile.TemporaryDirectory(prefix="llama_law_") as folder:
             target, draft = build_models(args.seed)
+            if args.prompt is None:
+                args.prompt = lookup_prompt(target, args.temperature) if args.mode == "ngram" else [1, 2, 3, 4]
             write_gguf(target, os.path.join(folder, "target.gguf"))
             write_gguf(draft, os.path.join(folder, "draft.gguf"))
             p1, p2 = exact_law(target, args.prompt, args.temperature)
@@ -321,6 +350,7 @@ def main(argv=None) -> int:
         result = {"llama_server": version, "mode": args.mode, "n": args.n,
                   "temperature": args.temperature, "prompt": args.prompt, "seed": args.seed,
                   "sample_seed": args.sample_seed, "samples_with_drafts": run["drafted"],
+                  "p_x1_in_prompt": round(float(p1[sorted(set(args.prompt[1:]))].sum()), 4),
                   "draft_n": run["draft_n"], "draft_n_accepted": run["draft_n_accepted"],
                   "samples_per_s": round(args.n / run["seconds"], 1), "max_p1": round(float(p1.max()), 4),
                   "samples_sha256": hashlib.sha256(json.dumps(run["pairs"]).encode()).hexdigest(),
