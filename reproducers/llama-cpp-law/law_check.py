@@ -23,9 +23,10 @@ last token looked up in the context, the tokens after it drafted, verified by sa
 Request i (of ``--n``) has seed ``--sample-seed`` + i and n_predict 4: the server drafts at most the
 tokens left but one, so after x1 it drafts 2 and x2 is the first verified position.  In ngram mode
 n_predict is 3: one draft after x1 at most and none later, so a request drafted (``draft_n`` > 0)
-exactly when x2 went through a drafted verification; and a lookup drafts only when x1 occurs in the
-context, so the default prompt there is built from the target (`lookup_prompt`: its likely x1
-tokens), and the share of samples whose x2 was drafted is printed.  Samplers ["temperature"] only (llama.cpp's
+exactly when x2 went through a drafted verification; and a lookup drafts only when x1 occurs at
+prompt positions 1 .. len - 2 (`lookup_positions`), so the default prompt there is built from the
+target (`lookup_prompt`: its likely x1 tokens there), and P(x1 at those positions) is printed
+beside the count of samples whose x2 was drafted.  Samplers ["temperature"] only (llama.cpp's
 default order applies top-p before the temperature), top-k 0, top-p 1, min-p 0, ignore_eos; each
 response must echo samplers and temperature.  ``samples_sha256`` digests the pairs (greedy drafts
 are verified by sample-and-match on the target's own sampler: plain decoding's tokens).
@@ -151,19 +152,27 @@ def exact_law(target, prompt: list[int], temperature: float):
     return laws[0], laws[1:]
 
 
+def lookup_positions(prompt: list[int]) -> list[int]:
+    """The prompt tokens a lookup of x1 can match: llama.cpp's ngram-simple searches the context it
+    is given -- the prompt, x1 not yet in it -- from its second-to-last position down to position 1,
+    so neither the first nor the last prompt token is ever matched."""
+    return sorted(set(prompt[1:-1]))
+
+
 def lookup_prompt(target, temperature: float, rounds: int = 20) -> list[int]:
-    """A prompt of LOOKUP_LEN tokens that holds the target's likely first tokens after its first
-    position (where a lookup can find them): starting from 1, 2, ..., each round puts the current
-    prompt's most likely x1 tokens (EOS excluded) after token 1; the prompt with the largest
-    P(x1 in prompt[1:]) of the rounds is kept."""
+    """A prompt of LOOKUP_LEN tokens holding the target's likely first tokens where a lookup can find
+    them (`lookup_positions`): starting from 1, 2, ..., each round puts the current prompt's most
+    likely x1 tokens (EOS excluded) at positions 1 .. LOOKUP_LEN - 2, the likeliest nearest the end,
+    and repeats the likeliest in the last slot (never matched, but it shapes the law of x1); the
+    prompt with the largest P(x1 in lookup_positions) of the rounds is kept."""
     prompt, best, best_share = list(range(1, LOOKUP_LEN + 1)), None, -1.0
     for _ in range(rounds):
         p1, _ = exact_law(target, prompt, temperature)
-        share = float(p1[sorted(set(prompt[1:]))].sum())
+        share = float(p1[lookup_positions(prompt)].sum())
         if share > best_share:
             best, best_share = list(prompt), share
-        top = [int(t) for t in np.argsort(-p1, kind="stable") if t != EOS][:LOOKUP_LEN - 1]
-        prompt = [1] + top[::-1]   # the likeliest last: nearest the end
+        top = [int(t) for t in np.argsort(-p1, kind="stable") if t != EOS][:LOOKUP_LEN - 2]
+        prompt = [1] + top[::-1] + [top[0]]
     return best
 
 
@@ -350,7 +359,7 @@ def main(argv=None) -> int:
         result = {"llama_server": version, "mode": args.mode, "n": args.n,
                   "temperature": args.temperature, "prompt": args.prompt, "seed": args.seed,
                   "sample_seed": args.sample_seed, "samples_with_drafts": run["drafted"],
-                  "p_x1_in_prompt": round(float(p1[sorted(set(args.prompt[1:]))].sum()), 4),
+                  "p_x1_in_prompt": round(float(p1[lookup_positions(args.prompt)].sum()), 4),
                   "draft_n": run["draft_n"], "draft_n_accepted": run["draft_n_accepted"],
                   "samples_per_s": round(args.n / run["seconds"], 1), "max_p1": round(float(p1.max()), 4),
                   "samples_sha256": hashlib.sha256(json.dumps(run["pairs"]).encode()).hexdigest(),

@@ -86,17 +86,20 @@ def best_k(rows: list[dict], engine: str, batch: int) -> tuple[int, str] | None:
 
 def head_to_head(rows: list[dict], engines: tuple, batches: tuple, draft: str, k_sampled: int = 2) -> list[Matchup]:
     """The matchups of step 5 (module docstring) from the speculative rows ``rows`` of the same run;
-    ``engines`` names the engines timed ("ours" first), llama.cpp at batch 1 only."""
+    ``engines`` names the engines timed ("ours" first), llama.cpp at batch 1 only; at greedy, an
+    engine without a timed greedy-equal speculative row at a batch is left out of that batch's
+    matchups (no matchup without ours)."""
     out = []
     for b in batches:
         here = [e for e in engines if not (e == "llama.cpp" and b > 1)]
         best = {e: best_k(rows, e, b) for e in here}
-        if all(best.values()):
+        ranked = [e for e in here if best[e] is not None]  # an engine without a timed greedy row sits out
+        if "ours" in ranked and len(ranked) > 1:
             out.append(Matchup("best k, greedy", "greedy", b,
-                               tuple((e, _draft_model(e, best[e][0], draft)) for e in here)))
+                               tuple((e, _draft_model(e, best[e][0], draft)) for e in ranked)))
             out.append(Matchup("best exact, greedy", "greedy", b, tuple(
                 (e, _draft_model(e, best[e][0], draft) if best[e][1] == "faster" else plain_configs([e])[0][1])
-                for e in here)))
+                for e in ranked)))
         out.append(Matchup(f"temperature 1, k = {k_sampled}", "temperature 1", b,
                            tuple((e, _draft_model(e, k_sampled, draft, sampled=True)) for e in here)))
     return out

@@ -11,9 +11,11 @@ each matchup (a llama-server configuration starts then); the in-process engines 
 rounds, then the vLLM worker (one process; per matchup and prompt ``rounds`` generate calls of its
 configuration, its start-up and a warm-up call excluded), then ``rounds / 2`` more rounds; within a
 round every engine decodes each matchup and prompt once, the engines' order reversed every other
-round.  In-process engines pair by round with the reference; vLLM's calls pair ABBA with the
-reference's (its first half with the reference's last rounds), so a linear drift of the machine
-cancels.  Each row: the median of reference time / engine time over the pairs of every prompt and
+round.  In-process engines pair by round with the reference, so a linear drift of the machine
+cancels.  vLLM's calls pair ABBA with the reference's (its first half with the reference's last
+rounds); a row's vLLM calls run back to back at that job's place in the vLLM block, so a drift
+cancels exactly only for a job in the block's middle (the block is minutes long; the in-process
+rounds before and after it frame it).  Each row: the median of reference time / engine time over the pairs of every prompt and
 round ("faster" = the engine faster than the reference), its interval and words
 (`specdec.measure.protocol.level_verdict`), and whether the engine's first call gave the
 reference's tokens (greedy only: equal logits up to rounding give the same tokens; a difference is

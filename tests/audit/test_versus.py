@@ -66,6 +66,28 @@ class _Session:
         return [Continuations(self.tokens, {}, {"generate_each_s": [1.0 + r for r in range(job[6])]}) for job in jobs]
 
 
+class _Scripted:
+    """An engine whose calls take the scripted seconds, in order (its first: the untimed one)."""
+
+    def __init__(self, seconds):
+        self.seconds = iter(seconds)
+
+
+def test_pairs_are_formed_by_round_and_abba_for_vllm(monkeypatch):
+    monkeypatch.setattr(versus, "timed_call", lambda eng, job: (next(eng.seconds), [[[1, 2]]], ({}, None)))
+    session = _Session([[[1, 2]]])
+    session.run_many = lambda jobs, hold=1: [  # vLLM's four calls in time order: 6, 8, then 2, 4 seconds
+        Continuations([[[1, 2]]], {}, {"generate_each_s": [6.0, 8.0, 2.0, 4.0]}) for _ in jobs]
+    m = [versus.Matchup("plain decoding", "greedy", 1, versus.plain_configs(("ours", "x", "vllm")))]
+    engines = {"ours": _Scripted([99.0, 1.0, 2.0, 3.0, 4.0]), "x": _Scripted([99.0, 2.0, 4.0, 6.0, 8.0])}
+    rows = versus.versus_rows(engines, "ours", PROMPTS[:1], m, length=2, rounds=4, seed=0, vllm=session)
+    # round r of x pairs with round r of ours (every ratio 0.5: a shifted or warm-up pair would differ);
+    # vLLM's calls 3, 4, 1, 2 pair with ours' rounds 1-4 (ratios 0.5 again only if paired ABBA)
+    for r in rows:
+        assert (r["relative_speed"], r["relative_lo"], r["relative_hi"]) == (0.5, 0.5, 0.5), r
+    assert [r["engine"] for r in rows] == ["x", "vllm"] and all(r["same_tokens"] for r in rows)
+
+
 def test_vllm_calls_pair_abba_and_carry_the_patched_option(engines):
     ours = engines["ours"].continue_prompts([PROMPTS[0]], 1, 4, design.SETTINGS["greedy"], None, 0).tokens
     session = _Session(ours)
@@ -77,8 +99,7 @@ def test_vllm_calls_pair_abba_and_carry_the_patched_option(engines):
     assert [j[7] for j in session.jobs] == [{"patched": True}, {"patched": False}] and cfg.label.endswith(", patched")
     assert [j[6] for j in session.jobs] == [4, 4] and session.jobs[0][4] == cfg.spec
     assert [r["pairs"] for r in rows] == [4, 4] and [r["same_tokens"] for r in rows] == [None, True]
-    # the reference's four rounds pair with vLLM's calls 3, 4, 1, 2 (seconds 3, 4, 1, 2): ABBA
-    assert rows[0]["tokens_per_s"] == pytest.approx(4 / 2.5)
+    assert rows[0]["tokens_per_s"] == pytest.approx(4 / 2.5)  # vLLM's median call: 2.5 s for 4 tokens
 
 
 def test_bad_matchups_are_refused_before_anything_runs(engines):
@@ -103,6 +124,15 @@ def test_bad_matchups_are_refused_before_anything_runs(engines):
 def _row(engine, batch, k, speedup, verdict, law="greedy outputs equal", tps=100.0):
     return {"engine": engine, "batch": batch, "k": k, "setting": "greedy", "speedup": speedup, "tokens_per_s": tps,
             "verdict": verdict, "law": law}
+
+
+def test_an_engine_without_a_timed_greedy_row_sits_out_and_ours_is_required():
+    rows = [_row("ours", 1, 2, 1.1, "faster"), _row("vllm", 1, 2, 1.0, "undecided"),
+            _row("llama.cpp", 1, 2, 0.9, "slower", law="greedy outputs differ"), _row("vllm", 8, 2, 1.0, "undecided")]
+    m = {(x.comparison, x.batch): dict(x.configs) for x in
+         breakdown.head_to_head(rows, ("ours", "llama.cpp", "vllm"), (1, 8), DRAFT)}
+    assert list(m["best k, greedy", 1]) == ["ours", "vllm"]  # llama.cpp's outputs differed: no best k
+    assert ("best k, greedy", 8) not in m and ("temperature 1, k = 2", 8) in m  # ours has no batch-8 row
 
 
 def test_best_k_and_best_exact_follow_the_speculative_rows():

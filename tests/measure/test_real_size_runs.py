@@ -56,6 +56,7 @@ def test_rows_pairs_and_predictions(out):
                                                       / (r["verify_inloop"] + r["k"] * r["c_inloop"]))
         # the pilot's prediction, fixed before the sweep: the run's own steps (known from its seed) priced
         # by the pilot's in-loop terms of its (batch, k), the same for every alpha and round
+        assert r["steps_as_predicted"] is True
         assert r["predicted_pilot"] == pytest.approx(r["tokens_per_step"] / r["baseline_tokens_per_step"]
                                                      / (r["verify_pilot"] + r["k"] * r["c_pilot"]))
         assert {(x["verify_pilot"], x["c_pilot"]) for x in ctrl if (x["batch"], x["k"]) == (r["batch"], r["k"])} \

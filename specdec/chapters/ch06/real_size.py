@@ -121,8 +121,9 @@ def controlled_runs(targets, draft: str, alphas, ks, *, new_tokens: int, context
                                "predicted_steps": _per_step(r) / base_steps[(B, r["repeat"])] / (curve[k + 1] / curve[1]
                                                                                                  + k * c),
                                **_inloop(r, base_t1[(B, r["repeat"])], base_steps[(B, r["repeat"])]),
-                               "predicted_pilot": fixed[B, k, a, r["repeat"]], "verify_pilot": prices[B, k][0],
+                               "predicted_pilot": fixed[B, k, a, r["repeat"]][0], "verify_pilot": prices[B, k][0],
                                "c_pilot": prices[B, k][1],
+                               "steps_as_predicted": _per_step(r) == fixed[B, k, a, r["repeat"]][1],
                                "cpu_share": r["cpu_share"], "reruns": r["reruns"]})
         del target
     return {"cost_curve": curve_rows, "controlled": controlled, "draft_params": param_count(rdraft)}
@@ -148,13 +149,14 @@ def _pilot(configs: list[Config], cells: list[Cell], alpha: float, rounds: int, 
     return {key: (float(np.median([v for v, _ in xs])), float(np.median([c for _, c in xs]))) for key, xs in got.items()}
 
 
-def _pilot_prediction(price: tuple, alpha: float, k: int, batch: int, new_tokens: int, seed: int) -> float:
-    """S_pilot of the run seeded ``seed`` (module docstring, item 4): its steps from the seeded
-    instrument, the baseline's one token per row per step, the pilot's prices."""
+def _pilot_prediction(price: tuple, alpha: float, k: int, batch: int, new_tokens: int, seed: int) -> tuple:
+    """(S_pilot, tokens per step) of the run seeded ``seed`` (module docstring, item 4): its steps from
+    the seeded instrument, the baseline's one token per row per step, the pilot's prices; the run's
+    row records whether its steps were the predicted ones (``steps_as_predicted``)."""
     steps = controlled_steps(alpha, k, batch, new_tokens, seed + ACCEPT_SEED)
     per_step = (sum(e for *_, e in steps) - steps[0][2]) / max(len(steps) - 1, 1)
     verify, c = price
-    return per_step / batch / (verify + k * c)
+    return per_step / batch / (verify + k * c), per_step
 
 
 def _per_later_step(run: dict, key: str) -> float:
@@ -235,6 +237,8 @@ def surface_values(cost_curve, controlled, draft_params: int, n: int, tolerance:
             "real_ratio_med": float(np.median(ratio("predicted_ext"))), "real_within": near("predicted_ext"),
             "real_steps_med": float(np.median(ratio("predicted_steps"))), "real_steps_within": near("predicted_steps"),
             "real_pilot_med": float(np.median(ratio("predicted_pilot"))), "real_pilot_within": near("predicted_pilot"),
+            "real_runs": sum(r["target"] == name for r in ctrl),
+            "real_steps_predicted": sum(r["target"] == name and bool(r.get("steps_as_predicted", False)) for r in ctrl),
             "real_toy_med": float(np.median(ratio("predicted_toy"))),
             "real_half_width": float(np.median([(r["speedup_hi"] - r["speedup_lo"]) / 2 / r["speedup_median"]
                                                 for r in table])),

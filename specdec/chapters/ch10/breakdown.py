@@ -65,7 +65,11 @@ def plain_view(t: dict) -> pd.DataFrame:
 
 def at_least_as_fast(rows: pd.DataFrame) -> pd.Series:
     """Per head-to-head row: is ours at least as fast as the engine (ours over the engine, the inverse
-    of the row's relative speed: median >= 1 and interval's low end >= AT_LEAST)?  False where untimed."""
+    of the row's relative speed: median >= 1 and interval's low end >= AT_LEAST)?  False where untimed.
+    Inverting the row's engine-over-ours median and percentile interval is exact for the interval's
+    ends and for an odd number of pairs; with an even number the median averages the two middle
+    ratios, so the inverted median can read below 1 where ours-over-engine's own median would not:
+    the rule errs towards "no"."""
     return (rows["relative_speed"] <= 1.0) & (rows["relative_hi"] <= 1.0 / AT_LEAST)
 
 
