@@ -3,15 +3,21 @@
 without PYTHONPATH, from an empty temporary folder, one run after the other (each killed with its
 process group past TIMEOUT_S), against the real llama-server that `make llama-env` builds.
 
-Each of plain decoding, greedy drafts (sample-and-match) and probabilistic drafts (rejection
-sampling) at N = 200 samples must be "consistent" with the exact target law at level 0.01 and, on
-the same samples, the planted wrong law (the target at 1.3 times the temperature) must be
-"rejected".  Power: on the script's 8 bins of the wrong law, the true law at N = 200 gives the
-G statistic a noncentrality of about 2 N KL = 78 on 7 degrees of freedom (binned TV 0.24), against
-a critical value of 18.5: the power is above 0.9999 (the script's Monte Carlo estimate, which the
-test requires to be >= 0.99).  A test without power (bins that do not see the temperature, a broken
-G statistic) fails here.  Every verdict is seeded: reproducible on one machine and build; elsewhere
-a correct llama.cpp fails each consistency check with probability 0.01.
+Each of plain decoding, greedy drafts (sample-and-match), probabilistic drafts (rejection sampling)
+and prompt lookup (ngram-simple, sample-and-match) at N = 200 samples must be "consistent" with the
+exact target law at level 0.01 and, on the same samples, the planted wrong law (the target at 1.3
+times the temperature) must be "rejected". Power (the default prompt; the lookup prompt's is the
+script's own estimate): on the script's 8 bins of the wrong law, the true law at N = 200 gives the G
+statistic a noncentrality of about 2 N KL = 78 on 7 degrees of freedom (binned TV 0.24), against a
+critical value of 18.5: the power is above 0.9999 (the script's Monte Carlo estimate, which the test
+requires to be >= 0.99). A test without power (bins that do not see the temperature, a broken G
+statistic) fails here. Every verdict is seeded: reproducible on one machine and build; elsewhere a
+correct llama.cpp fails each consistency check with probability 0.01.
+
+Prompt lookup drafts x2 only when x1 sits where llama.cpp's lookup matches (prompt positions 1 ..
+len - 2): the share of requests that drafted must be that probability, which the script computes
+from the exact law (within 4 binomial standard deviations), and at least one half (the script's
+prompt is built for it).
 
 Greedy drafting verifies by sampling the target with its own sampler and keeping drafts that match,
 so with the same request seeds it returns plain decoding's tokens: the two runs' sample digests must
@@ -35,7 +41,7 @@ from specdec.peers.llama_server import LLAMA_SERVER
 SCRIPT = ROOT / "reproducers" / "llama-cpp-law" / "law_check.py"
 N = 200            # power above: the planted law is rejected at any plausible draw
 TIMEOUT_S = 120    # one run (about 12 s unloaded: importing torch and building the models dominate)
-MODES = ("plain", "greedy", "probabilistic")
+MODES = ("plain", "greedy", "probabilistic", "ngram")
 ALLOWED = {"__future__", "argparse", "hashlib", "json", "os", "signal", "socket", "subprocess", "sys",
            "tempfile", "time", "gguf", "httpx", "numpy", "torch", "transformers"}
 
@@ -93,7 +99,11 @@ def test_the_script_needs_nothing_of_this_project():
 def test_each_mode_is_consistent_with_the_target_law(runs, mode):
     result = runs[mode]
     assert result["mode"] == mode and result["n"] == N and "version" in result["llama_server"]
-    assert result["samples_with_drafts"] == (0 if mode == "plain" else N), result
+    if mode == "ngram":  # drafted exactly when x1 sits where the lookup matches: the printed share, binomially
+        share, sd = result["p_x1_in_prompt"], (result["p_x1_in_prompt"] * (1 - result["p_x1_in_prompt"]) / N) ** 0.5
+        assert share >= 0.5 and abs(result["samples_with_drafts"] / N - share) <= 4 * sd, result
+    else:
+        assert result["samples_with_drafts"] == (0 if mode == "plain" else N), result
     assert result["impossible"] == 0 and result["bins"] >= 4, result
     assert result["decision"] == "consistent", (
         f"llama.cpp's {mode} decoding left the target law: p = {result['p_value']:.3g}, "
