@@ -89,6 +89,7 @@ def test_values_read_the_rows_they_name():
     assert (got["vs_ours_ge"], got["vs_n"], got["vs_faster"], got["vs_slower"]) == (2, 5, 1, 1)
     assert (got["vs_pairs"], got["vs_prompts"]) == (12, 3)
     assert got["ours_over_llama_b1"] == "0.83" and got["ours_over_llama_b1_iv"] == "[0.77, 0.91]"
+    assert (got["vs_llama_exact_b1"], got["vs_llama_k_b1"]) == ("faster", "not timed: gone")
     assert got["grow_b8"] == "1.20" and got["grow_b1_iv"] == "[0.95, 1.05]" and got["share_matrix_b1"] == "75"
     assert got["ref_tps"] == "200" and got["ref_gbs"] == "12.0" and got["weights_mb"] == "60.0"
     with pytest.raises(KeyError, match="expected one row"):

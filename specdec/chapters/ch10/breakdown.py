@@ -122,5 +122,7 @@ def values(t: dict, k: int = 2) -> dict:
         vs_n=len(vs), vs_ours_ge=int(at_least_as_fast(vs).sum()),
         vs_faster=int((vs["verdict"] == "faster").sum()), vs_slower=int((vs["verdict"] == "slower").sum()),
         vs_pairs=int(vs["pairs"].min()), vs_prompts=int(vs["prompts"].min()),
+        vs_llama_exact_b1=_row(vs, comparison="best exact, greedy", engine="llama.cpp", batch=1)["verdict"],
+        vs_llama_k_b1=_row(vs, comparison="best k, greedy", engine="llama.cpp", batch=1)["verdict"],
         ours_over_llama_b1=_num(1 / llama1["relative_speed"]),
         ours_over_llama_b1_iv=_iv(1 / llama1["relative_hi"], 1 / llama1["relative_lo"]))
