@@ -76,7 +76,9 @@ def test_versus_view_decides_ours_at_least_as_fast_by_the_inverse_interval():
     v = breakdown.versus_view(_tables())
     assert len(v.columns) <= MAX_COLUMNS and "nan" not in v.to_string()
     assert list(v["ours >= it"]) == ["yes", "yes", "no", "no", "no"]  # an untimed row is no
-    assert list(v["engine: configuration"])[1] == "vllm: draft model, k = 1"
+    assert list(v["engine: configuration"])[1] == "vllm: draft model, k = 1" and set(v["ours"]) == {"plain"}
+    assert breakdown._short("draft model, k = 2, probabilistic drafts (rejection)") == "draft model, k = 2, probabilistic"
+    assert breakdown._short("token verification, k = 2") == "token, k = 2"
     assert list(v["speed / ours [95%]"])[-1] == "-"
 
 

@@ -73,16 +73,27 @@ def at_least_as_fast(rows: pd.DataFrame) -> pd.Series:
     return (rows["relative_speed"] <= 1.0) & (rows["relative_hi"] <= 1.0 / AT_LEAST)
 
 
+SHORT = ((" verification", ""), (" drafts (rejection)", ""), (" (defaults)", ""), (" decoding", ""))  # page labels
+
+
+def _short(label: str) -> str:
+    """A configuration's label as the head-to-head table prints it ("token verification, k = 2" ->
+    "token, k = 2"; "plain decoding" -> "plain"); the CSV keeps the full label."""
+    for old, new in SHORT:
+        label = label.replace(old, new)
+    return label
+
+
 def versus_view(t: dict) -> pd.DataFrame:
     """The head-to-head rows: each engine's configuration against ours' in every matchup, its speed over
-    ours with the interval and verdict, and whether ours was at least as fast (tokens/s: the CSV)."""
+    ours with the interval, and whether ours was at least as fast (tokens/s and verdicts: the CSV)."""
     v = t["versus"]
     return pd.DataFrame({
         "matchup": v["comparison"], "batch": v["batch"],
-        "engine: configuration": [f"{e}: {c}" for e, c in zip(v["engine"], v["configuration"])],
-        "ours": v["reference_configuration"], "speed / ours [95%]": [estimate_cell(x, lo, hi) or MISSING for x, lo, hi in
+        "engine: configuration": [f"{e}: {_short(c)}" for e, c in zip(v["engine"], v["configuration"])],
+        "ours": [_short(c) for c in v["reference_configuration"]], "speed / ours [95%]": [estimate_cell(x, lo, hi) or MISSING for x, lo, hi in
                                zip(v["relative_speed"], v["relative_lo"], v["relative_hi"])],
-        "verdict": v["verdict"], "ours >= it": at_least_as_fast(v).map({True: "yes", False: "no"})})
+        "ours >= it": at_least_as_fast(v).map({True: "yes", False: "no"})})
 
 
 def _row(df: pd.DataFrame, **where) -> pd.Series:
