@@ -84,10 +84,9 @@ def test_versus_view_decides_ours_at_least_as_fast_by_the_inverse_interval():
 
 def test_values_read_the_rows_they_name():
     got = breakdown.values(_tables(), 2)
-    assert got["vllm_step_b1"] == "16.0" and got["ours_step_b1"] == "8.0" and got["bd_length"] == 128
+    assert got["bd_length"] == 128
     assert got["ours_b1_cost"] == "1.25" and got["vllm_b1_cost"] == "1.30"
     assert got["llama_b1_verdict"] == "slower" and got["vllm_b1_verdict"] == "faster"
-    assert (got["bd_other_faster"], got["bd_other_n"], got["bd_other_slower"]) == (0, 1, 1)
     assert (got["vs_ours_ge"], got["vs_n"], got["vs_faster"], got["vs_slower"]) == (2, 5, 1, 1)
     assert (got["vs_pairs"], got["vs_prompts"]) == (12, 3)
     assert got["ours_over_llama_b1"] == "0.83" and got["ours_over_llama_b1_iv"] == "[0.77, 0.91]"

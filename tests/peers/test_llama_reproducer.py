@@ -104,7 +104,8 @@ def test_each_mode_is_consistent_with_the_target_law(runs, mode):
         assert share >= 0.5 and abs(result["samples_with_drafts"] / N - share) <= 4 * sd, result
     else:
         assert result["samples_with_drafts"] == (0 if mode == "plain" else N), result
-    assert result["impossible"] == 0 and result["bins"] >= 4, result
+    # the lookup prompt concentrates x1 (its likely tokens fill the prompt), so N samples fill fewer bins
+    assert result["impossible"] == 0 and result["bins"] >= (3 if mode == "ngram" else 4), result
     assert result["decision"] == "consistent", (
         f"llama.cpp's {mode} decoding left the target law: p = {result['p_value']:.3g}, "
         f"binned TV {result['binned_tv']:.3f}")

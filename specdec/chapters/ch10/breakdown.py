@@ -73,7 +73,8 @@ def at_least_as_fast(rows: pd.DataFrame) -> pd.Series:
     return (rows["relative_speed"] <= 1.0) & (rows["relative_hi"] <= 1.0 / AT_LEAST)
 
 
-SHORT = ((" verification", ""), (" drafts (rejection)", ""), (" (defaults)", ""), (" decoding", ""))  # page labels
+SHORT = ((" verification", ""), (" drafts (rejection)", ""), (" (defaults)", ""), (" decoding", ""), (", greedy", ""),
+         ("temperature 1", "T = 1"))  # page labels
 
 
 def _short(label: str) -> str:
@@ -89,7 +90,7 @@ def versus_view(t: dict) -> pd.DataFrame:
     ours with the interval, and whether ours was at least as fast (tokens/s and verdicts: the CSV)."""
     v = t["versus"]
     return pd.DataFrame({
-        "matchup": v["comparison"], "batch": v["batch"],
+        "matchup": [_short(c) for c in v["comparison"]], "batch": v["batch"],
         "engine: configuration": [f"{e}: {_short(c)}" for e, c in zip(v["engine"], v["configuration"])],
         "ours": [_short(c) for c in v["reference_configuration"]], "speed / ours [95%]": [estimate_cell(x, lo, hi) or MISSING for x, lo, hi in
                                zip(v["relative_speed"], v["relative_lo"], v["relative_hi"])],
@@ -107,13 +108,12 @@ def _row(df: pd.DataFrame, **where) -> pd.Series:
 
 
 def values(t: dict, k: int = 2) -> dict:
-    """The numbers the section's sentences glue; ``k`` the page's draft length (the speculative rows
-    at other k are counted: faster, slower, of all)."""
+    """The numbers the section's sentences glue; ``k`` the page's draft length."""
     p, s, f, split, lim, cache, vs = (t[n] for n in NAMES)
     sk = s[s["k"] == k]
     spec = {e: _row(sk, engine=e, batch=1) for e in ("ours", "vllm", "llama.cpp")}
     one, grow1, grow8 = _row(split, batch=1), _row(cache, batch=1), _row(cache, batch=8)
-    vllm1, llama1, other = _row(p, engine="vllm", batch=1), _row(p, engine="llama.cpp", batch=1), s[s["k"] != k]
+    llama1 = _row(p, engine="llama.cpp", batch=1)
     return dict(
         bd_length=int(split["length"].iloc[0]), weights_mb=_num(lim["weight_bytes"].iloc[0] / 1e6, ".1f"),
         ref_tps=_num(lim["tokens_per_s"].iloc[0], ".0f"), ref_gbs=_num(lim["bandwidth_bytes_per_s"].iloc[0] / 1e9, ".1f"),
@@ -121,12 +121,9 @@ def values(t: dict, k: int = 2) -> dict:
         share_matrix_b1=_num(100 * one["share matrix products"], ".0f"),
         share_attention_b1=_num(100 * one["share attention"], ".0f"),
         share_copies_b1=_num(100 * one["share copies"], ".0f"), share_other_b1=_num(100 * one["share other"], ".0f"),
-        vllm_step_b1=_num(1e3 / vllm1["tokens_per_s"], ".1f"), ours_step_b1=_num(1e3 / vllm1["reference_tokens_per_s"], ".1f"),
         grow_b1=_num(grow1["gain"]), grow_b1_iv=_iv(grow1["gain_lo"], grow1["gain_hi"]),
         grow_b8=_num(grow8["gain"]), grow_b8_iv=_iv(grow8["gain_lo"], grow8["gain_hi"]),
         grow_b1_verdict=grow1["verdict"], grow_b8_verdict=grow8["verdict"],
-        bd_other_faster=int((other["verdict"] == "faster").sum()), bd_other_n=len(other),
-        bd_other_slower=int((other["verdict"] == "slower").sum()),
         ours_b1_cost=_num(spec["ours"]["step_cost"]), ours_b1_verdict=spec["ours"]["verdict"],
         vllm_b1_cost=_num(spec["vllm"]["step_cost"]), vllm_b1_verdict=spec["vllm"]["verdict"],
         llama_b1_cost=_num(spec["llama.cpp"]["step_cost"]), llama_b1_verdict=spec["llama.cpp"]["verdict"],
