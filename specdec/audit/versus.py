@@ -56,6 +56,10 @@ class Matchup:
         if len(set(engines)) != len(engines):
             raise ValueError(f"one configuration per engine in a matchup, got engines {engines}")
 
+    def of(self, engine: str) -> Config | None:
+        """The configuration ``engine`` runs in this matchup, None when it is not timed here."""
+        return dict(self.configs).get(engine)
+
 
 def plain_configs(engines) -> tuple:
     """(engine, its plain decoding) for every engine named."""
@@ -75,11 +79,10 @@ def versus_rows(inprocess: dict, reference: str, prompts, matchups: list[Matchup
     if not prompts:
         raise ValueError("versus_rows needs at least one prompt")
     for m in matchups:
-        names = dict(m.configs)
-        if reference not in names:
+        if m.of(reference) is None:
             raise ValueError(f"the matchup {m.comparison!r} ({m.setting}, batch {m.batch}) has no configuration of "
                              f"the reference {reference!r}")
-        if missing := [e for e in names if e not in inprocess and not (e == "vllm" and vllm is not None)]:
+        if missing := [e for e, _ in m.configs if e not in inprocess and not (e == "vllm" and vllm is not None)]:
             raise ValueError(f"the matchup {m.comparison!r} names engines without an adapter: {missing}")
     half, P = rounds // 2, len(prompts)
     order = list(inprocess)
@@ -103,9 +106,9 @@ def versus_rows(inprocess: dict, reference: str, prompts, matchups: list[Matchup
             if e in inprocess:
                 timed_call(inprocess[e], job(m, cfg, 0))
     rounds_of(0)
-    at = [(j, i) for j, m in enumerate(matchups) if "vllm" in dict(m.configs) for i in range(P)]
-    jobs = [(*job(matchups[j], dict(matchups[j].configs)["vllm"], i), rounds,
-             {"patched": bool(dict(matchups[j].configs)["vllm"].patched)}) for j, i in at]
+    at = [(j, i) for j, m in enumerate(matchups) if m.of("vllm") is not None for i in range(P)]
+    jobs = [(*job(matchups[j], matchups[j].of("vllm"), i), rounds, {"patched": bool(matchups[j].of("vllm").patched)})
+            for j, i in at]
     vres = dict(zip(at, vllm.run_many(jobs, hold=4))) if jobs else {}
     rounds_of(half)
     out = []
@@ -116,7 +119,7 @@ def versus_rows(inprocess: dict, reference: str, prompts, matchups: list[Matchup
             if e == reference:
                 continue
             row = {**base, "engine": e, "configuration": cfg.label,
-                   "reference_configuration": dict(m.configs)[reference].label}
+                   "reference_configuration": m.of(reference).label}
             if e == "vllm":
                 got = [vres[j, i] for i in range(P)]
                 if bad := next((r.error for r in got if r.error), None):

@@ -49,13 +49,16 @@ class ControlledAcceptance:
         return f"ControlledAcceptance({self.alpha})" if self.seed is None else \
             f"ControlledAcceptance({self.alpha}, seed={self.seed})"
 
+    def accepted(self, rows: int, k: int, generator, device) -> torch.Tensor:
+        """(rows,) drafts kept of k: each kept with probability alpha, up to the first rejection."""
+        return (uniforms((rows, k), generator, device) < self.alpha).long().cumprod(1).sum(1)
+
     def __call__(self, drafts: torch.Tensor, q: torch.Tensor, p: torch.Tensor, *, method: str = "token",
                  generator: torch.Generator | None = None) -> VerifyResult:
         """drafts (A, k), q (A, k, V), p (A, k+1, V) -> the accepted drafts, then one token from p_n."""
         A, k = drafts.shape
         dev = p.device
-        u = uniforms((A, k), generator if self.own is None else self.own, dev)
-        n = (u < self.alpha).long().cumprod(1).sum(1)  # (A,)
+        n = self.accepted(A, k, generator if self.own is None else self.own, dev)  # (A,)
         y = sample(p[torch.arange(A, device=dev), n], generator, check=False, float64=False)  # (A,)
         j = torch.arange(k + 1, device=dev)
         ext = torch.cat([drafts, y[:, None]], 1)
@@ -76,8 +79,7 @@ def controlled_steps(alpha: float, k: int, batch: int, new_tokens: int, seed: in
     while left:
         ks = clip_k(k, max(left), cap)
         if ks > 0:
-            u = uniforms((len(left), ks), inst.own, "cpu")
-            n = (u < inst.alpha).long().cumprod(1).sum(1).tolist()
+            n = inst.accepted(len(left), ks, inst.own, "cpu").tolist()
             cap = next_k_cap(max(n))
         else:
             n = [0] * len(left)

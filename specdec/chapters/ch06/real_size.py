@@ -154,7 +154,7 @@ def _pilot_prediction(price: tuple, alpha: float, k: int, batch: int, new_tokens
     the seeded instrument, the baseline's one token per row per step, the pilot's prices; the run's
     row records whether its steps were the predicted ones (``steps_as_predicted``)."""
     steps = controlled_steps(alpha, k, batch, new_tokens, seed + ACCEPT_SEED)
-    per_step = (sum(e for *_, e in steps) - steps[0][2]) / max(len(steps) - 1, 1)
+    per_step = _per_step({"tokens": sum(e for *_, e in steps), "first_step_tokens": steps[0][2], "steps": len(steps)})
     verify, c = price
     return per_step / batch / (verify + k * c), per_step
 
