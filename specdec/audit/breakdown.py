@@ -15,16 +15,17 @@ greedy, ``prompts`` the chapter's speed prompts, ``length`` tokens per call):
      n = 1, 2, 3, 5, and the draft's T_d(1) / T(1) -- ours through `specdec.measure.cost_curve`,
      llama.cpp through its server's own prompt timings (`LlamaEngine.forward_times`) -- giving the
      step cost a loop with no work besides its forwards would pay, (T(k + 1) + k T_d(1)) / T(1);
-  4. ours alone: the plain step split (`specdec.measure.step_split.step_split`), the batch-1 limit
-     of this core's bandwidth (`limit`), and the in-place cache's gain (`cache_gain`);
+  4. the plain step split, ours (`specdec.measure.step_split.step_split`) and vLLM's (`vllm_split`: a
+     call profiled in its worker), grouped alike, in rounds of alternating order (`split_rows`); ours alone: the batch-1 limit of this core's
+     bandwidth (`limit`) and the in-place cache's gain (`cache_gain`);
   5. head to head (`head_to_head`, timed by `specdec.audit.versus.versus_rows` against ours, after
      1-4 of the same run): at greedy, each engine's draft model at its best k (the k of (2) with the
      largest median speedup over its own plain decoding at that batch) and each engine's best exact decoding (its best-k draft
      model where (2) read "faster", else its plain decoding); at temperature 1, k = 2, the
      configurations whose law chapter 10 tested: our token verification, vLLM's draft model with its
      defaults *patched* (the shipped build fails the law there), llama.cpp's probabilistic drafts.
-vLLM's forwards are not timed alone: its offline API gives no per-forward time, and its step cost is
-read from (2) only.
+vLLM's forwards are not timed alone (its offline API gives no per-forward time): its step cost is read
+from (2), and where its time goes from the profiled split of (4).
 
 Example: run_all(engines, prompts, session=session, ...) -> {"plain": [...], "speculative": [...], ...}
 """
@@ -38,10 +39,10 @@ from specdec.audit import speed
 from specdec.audit.design import PATCHED, Config
 from specdec.audit.versus import Matchup, plain_configs, plain_rows, versus_rows
 from specdec.measure.cost_curve import cost_curve, one_token_forward
-from specdec.measure.step_split import cache_gain, limit, step_split
+from specdec.measure.step_split import cache_gain, limit, step_split, vllm_split
 from specdec.peers.interface import Speculation
 
-__all__ = ["NS", "configs", "forward_rows", "predicted_cost", "run_all", "best_k", "head_to_head"]
+__all__ = ["NS", "configs", "forward_rows", "predicted_cost", "split_rows", "run_all", "best_k", "head_to_head"]
 
 NS = (1, 2, 3, 5)  # fed tokens timed: plain decoding, and verifying k = 1, 2, 4 drafts
 
@@ -148,9 +149,28 @@ def _llama_forwards(llama_target, llama_draft, prompt: list, *, context: int, re
     return {n: [x / 1e3 for x in v] for n, v in t.items()}, [x / 1e3 for x in d[1]]
 
 
+def split_rows(target, prompts, *, batches: tuple, length: int, seed: int, session=None, rounds: int = 2) -> list[dict]:
+    """Step 4's split of a plain decoding step, ours and (with a ``session``) vLLM's, at each batch:
+    ``rounds`` rounds, the engines' order reversed every other round (a drift of the machine between
+    the two then weighs on both), each number the median over the rounds."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    runs = {"ours": lambda b: step_split(target, prompts, batch=b, length=length),
+            **({"vllm": lambda b: vllm_split(session, prompts, batch=b, length=length, seed=seed)}
+               if session is not None else {})}
+    got = {}
+    for r in range(rounds):
+        for b in batches:
+            for engine in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+                got.setdefault((engine, b), []).append(runs[engine](b))
+    return [{**rows[0], **{k: float(np.median([x[k] for x in rows])) for k in rows[0]
+                           if k not in ("engine", "batch", "length")}, "rounds": len(rows)}
+            for (_, _), rows in sorted(got.items(), key=lambda kv: (kv[0][0] != "ours", kv[0][0], kv[0][1]))]
+
+
 def run_all(engines: dict, prompts: list, *, target, draft_model, draft: str, ks: tuple, batches: tuple,
             length: int, rounds: int, seed: int, session=None, llama_draft=None, context: int = 64,
-            repeats: int = 20) -> dict:
+            repeats: int = 20, split_rounds: int = 2) -> dict:
     """Every table of the breakdown (module docstring).  ``engines``: "ours" and "llama" adapters (run in
     this process), ``session`` a `specdec.peers.vllm_session.VLLMSession` or None, ``llama_draft`` a
     LlamaEngine whose target is the draft (for T_d(1)); ``target`` / ``draft_model`` the loaded models."""
@@ -170,7 +190,8 @@ def run_all(engines: dict, prompts: list, *, target, draft_model, draft: str, ks
         lt, ld = _llama_forwards(engines["llama"], llama_draft, prompts[0], context=context, repeats=repeats, seed=seed)
         out["forwards"] += forward_rows("llama.cpp", lt, ld, ks)
     out["forwards"] = speed.filled(out["forwards"])
-    out["split"] = [step_split(target, prompts, batch=b, length=length) for b in batches]
+    out["split"] = split_rows(target, prompts, batches=batches, length=length, seed=seed, session=session,
+                              rounds=split_rounds)
     out["limit"] = limit(target)
     out["cache"] = [cache_gain(target, prompts, batch=b, length=length, rounds=rounds, seed=seed) for b in batches]
     names = ("ours", *(("llama.cpp",) if "llama" in engines else ()), *(("vllm",) if session is not None else ()))

@@ -6,7 +6,7 @@ Every engine decodes with one thread; vLLM runs in its worker process (`make vll
 llama-servers this run starts and always stops (`make llama-env`).  ``--smoke`` runs every path at
 tiny sizes (a minute or two; the numbers mean nothing) and leaves vLLM out unless ``--vllm``.
 
-Usage: python -m specdec.cli.breakdown [--out DIR] [--smoke] [--vllm] [--rounds R] [--length N]
+Usage: python -m specdec.cli.breakdown [--out DIR] [--smoke] [--vllm] [--rounds R] [--length N] [--only split]
 Example: python -m specdec.cli.breakdown --smoke --out /tmp/breakdown
 """
 
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 
-from specdec.audit.breakdown import run_all
+from specdec.audit.breakdown import run_all, split_rows
 from specdec.io.results import provenance, write_table
 
-DRAFT, SEED, PROMPT_LEN = "draft-distilled", 0, 8
+DRAFT, SEED, PROMPT_LEN, SPLIT_ROUNDS = "draft-distilled", 0, 8, 2
 
 
 def main(argv=None) -> int:
@@ -32,6 +32,8 @@ def main(argv=None) -> int:
     ap.add_argument("--vllm", action="store_true", help="include vLLM in a smoke run (always in a full run)")
     ap.add_argument("--rounds", type=int, default=None, help="ABBA rounds per prompt (even; default 4, smoke 2)")
     ap.add_argument("--length", type=int, default=None, help="tokens per timed call (default 128, smoke 8)")
+    ap.add_argument("--only", choices=("split",), default=None,
+                    help="recompute only this table (split.csv), the others left as they are")
     args = ap.parse_args(argv)
     from specdec.measure.subjects import load_subjects
     from specdec.peers.llama import LlamaEngine
@@ -46,24 +48,37 @@ def main(argv=None) -> int:
     subjects = load_subjects("cpu", "float32", allow_stand_in=False, seed=SEED)
     prompts = [p.tolist() for p in subjects.prompts(n_prompts, PROMPT_LEN, seed=SEED + 1)]  # chapter 10's speed prompts
     params = {"rounds": rounds, "length": length, "prompts": prompts, "ks": list(ks), "batches": list(batches),
-              "draft": DRAFT, "smoke": args.smoke}
+              "draft": DRAFT, "smoke": args.smoke, "split_rounds": SPLIT_ROUNDS,
+              **({"only": args.only} if args.only else {})}
     start = time.perf_counter()
     ours = OursEngine(mode="lean")
     session = VLLMSession(VLLMEngine(threads=1)) if (args.vllm or not args.smoke) else None
+    if args.only == "split":
+        try:
+            out = {"split": split_rows(subjects.target, prompts, batches=batches, length=length, seed=SEED,
+                                       session=session, rounds=SPLIT_ROUNDS)}
+        finally:
+            if session is not None:
+                session.close()
+        return _write(out, params, subjects, start, args.out)
     with LlamaEngine(threads=1) as llama, LlamaEngine(threads=1, target=DRAFT) as llama_draft:
         try:
             out = run_all({"ours": ours, "llama": llama}, prompts, target=subjects.target,
                           draft_model=subjects.drafts[DRAFT], draft=DRAFT, ks=ks, batches=batches, length=length,
                           rounds=rounds, seed=SEED, session=session, llama_draft=llama_draft,
-                          repeats=5 if args.smoke else 20)
+                          repeats=5 if args.smoke else 20, split_rounds=SPLIT_ROUNDS)
         finally:
             if session is not None:
                 session.close()
+    return _write(out, params, subjects, start, args.out)
+
+
+def _write(out: dict, params: dict, subjects, start: float, folder: Path) -> int:
     prov = provenance(params, seed=SEED, models=subjects.sha256)
     prov["wall_s"] = round(time.perf_counter() - start, 1)
     for name, rows in out.items():
-        write_table(rows if isinstance(rows, list) else [rows], args.out / f"{name}.csv", prov, kind="timing")
-    print(f"breakdown written to {args.out} in {prov['wall_s']} s")
+        write_table(rows if isinstance(rows, list) else [rows], folder / f"{name}.csv", prov, kind="timing")
+    print(f"breakdown written to {folder} in {prov['wall_s']} s")
     return 0
 
 

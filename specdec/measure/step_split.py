@@ -5,11 +5,12 @@ other engines'):
 
   * `step_split`: one generate call (the lean forward, greedy) split by the engine's own step
     timings (`specdec.engine.stats`: target forward vs everything outside it), then a second,
-    profiled call (`torch.profiler`, self CPU time per operator) splitting the whole call's operator
-    time (the forwards are most of it; prefill and sampling are in it too) into matrix products
-    (addmm, mm), attention (the scaled-dot-product kernels), copies (the KV cache's appends among
-    them) and the other operators.  The profiler adds a few microseconds per operator, so its shares
-    are of profiled operator time, never seconds of the unprofiled run.
+    profiled call (`torch.profiler`, self CPU time per operator) split by `operator_split`: the
+    whole call's operator time (the forwards are most of it; prefill and sampling are in it too) in
+    matrix products, attention, copies (the KV cache's appends among them) and the other operators,
+    and the call's time outside any operator.  `vllm_split` splits a call of vLLM's the same way.
+    The profiler adds a few microseconds per operator, so a profiled step is slower than an
+    unprofiled one (both are kept): its milliseconds say where time goes, not how fast a run is.
   * `limit`: the bytes of weights one plain step must read (every parameter but the position table,
     of which a step reads one row; tied weights once) and this core's streaming rate: the fastest of
     three one-thread probes over a tensor far larger than the caches (a sum, and a matrix-vector
@@ -35,11 +36,14 @@ from specdec.engine.decode import generate
 from specdec.engine.modes.lean import lean
 from specdec.measure.protocol import level_verdict, paired_interval
 
-__all__ = ["GROUPS", "step_split", "limit", "cache_gain", "weight_bytes"]
+__all__ = ["GROUPS", "step_split", "operator_split", "vllm_split", "limit", "cache_gain", "weight_bytes"]
 
-GROUPS = {"matrix products": ("aten::addmm", "aten::mm", "aten::bmm"),
-          "attention": ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math"),
-          "copies": ("aten::copy_", "aten::cat")}
+GROUPS = {"matrix products": ("aten::addmm", "aten::mm", "aten::bmm", "_C::onednn_mm"),
+          "attention": ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math",
+                        "_C::cpu_attention_with_kv_cache", "vllm::unified_attention_with_output"),
+          "copies": ("aten::copy_", "aten::cat", "_C::cpu_attn_reshape_and_cache", "vllm::unified_kv_cache_update")}
+# ours (the lean forward) and vLLM's CPU build (0.32: oneDNN matrix products, its own attention and
+# cache-append kernels, each under a vllm:: custom op whose own self time counts in its group)
 
 
 def _prompts(prompts, batch: int) -> list[torch.Tensor]:
@@ -50,25 +54,59 @@ def _prompts(prompts, batch: int) -> list[torch.Tensor]:
 
 def step_split(model, prompts, *, batch: int, length: int) -> dict:
     """Seconds per plain decoding step (greedy, lean forward) of the target forward and of the engine's
-    work outside it (medians over ``prompts``' unprofiled calls), and the shares of one profiled
-    call's operator time by GROUPS ("other" the rest)."""
+    work outside it (medians over ``prompts``' unprofiled calls), a call's milliseconds per step, and
+    one profiled call split by `operator_split`."""
     from torch.profiler import ProfilerActivity, profile
 
     lm, ids = lean(model), _prompts(prompts, batch)
     generate(lm, ids[0], max_new_tokens=4, temperature=0)  # warm
-    fwd, out = [], []
+    fwd, out, walls = [], [], []
     for x in ids:
+        start = time.perf_counter()
         steps = generate(lm, x, max_new_tokens=length, temperature=0).stats.steps[1:]  # after the prefill step
+        walls.append(time.perf_counter() - start)
         fwd.append(np.median([s["t_target"] for s in steps]))
         out.append(np.median([s["t_step"] - s["t_target"] for s in steps]))
     with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
         generate(lm, ids[0], max_new_tokens=length, temperature=0)
-    self_us = {e.key: e.self_cpu_time_total for e in prof.key_averages()}
-    total = sum(self_us.values())
-    shares = {g: sum(self_us.get(n, 0.0) for n in names) / total for g, names in GROUPS.items()}
-    shares["other"] = 1.0 - sum(shares.values())
-    return {"batch": batch, "length": length, "forward_s": float(np.median(fwd)), "outside_s": float(np.median(out)),
-            **{f"share {g}": v for g, v in shares.items()}}
+        wall = time.perf_counter() - start
+    ops = {e.key: e.self_cpu_time_total for e in prof.key_averages()}
+    return {"engine": "ours", "batch": batch, "length": length, "forward_s": float(np.median(fwd)),
+            "outside_s": float(np.median(out)), "ms unprofiled step": 1e3 * float(np.median(walls)) / length,
+            **operator_split(ops, wall, length)}
+
+
+def operator_split(self_us: dict, wall_s: float, steps: int) -> dict:
+    """One profiled call's time per decoding step: ``self_us`` (operator name -> self CPU microseconds,
+    as `torch.profiler` totals them) grouped by GROUPS ("other" the rest) as shares of operator time
+    and as milliseconds per step, and the call's wall time outside any operator (Python, scheduling,
+    input preparation, the profiler's own bookkeeping) per step.  The same function splits every
+    engine's profile, so their rows compare; ``steps`` is the call's decoding steps (its length)."""
+    if steps < 1 or not wall_s > 0 or not self_us:
+        raise ValueError(f"need steps >= 1, wall_s > 0 and a profile, got {steps}, {wall_s}, {len(self_us)} operators")
+    total = float(sum(self_us.values()))
+    grouped = {g: sum(self_us.get(n, 0.0) for n in names) for g, names in GROUPS.items()}
+    grouped["other"] = total - sum(grouped.values())
+    out = {f"share {g}": v / total for g, v in grouped.items()}
+    out.update({f"ms {g}": v / 1e3 / steps for g, v in grouped.items()})
+    out.update({"ms profiled step": 1e3 * wall_s / steps, "ms outside operators": (1e3 * wall_s - total / 1e3) / steps})
+    return out
+
+
+def vllm_split(session, prompts, *, batch: int, length: int, seed: int) -> dict:
+    """vLLM's plain greedy decoding of ``prompts[0]`` at ``batch`` split as `step_split` splits ours:
+    one call timed, then one under torch's profiler in vLLM's worker (its engine core in that process,
+    `specdec.peers.vllm`), grouped by `operator_split`."""
+    from specdec.peers.interface import Sampling
+
+    res = session.run_many([([list(prompts[0])], batch, length, Sampling(0.0), None, seed, 1, {"profile": True})])[0]
+    if res.error or not res.provenance.get("profile"):
+        raise RuntimeError(f"vLLM's profiled call failed: {res.error or 'no profile came back'}")
+    prof = res.provenance["profile"]
+    return {"engine": "vllm", "batch": batch, "length": length, "forward_s": np.nan,
+            "outside_s": np.nan, "ms unprofiled step": 1e3 * res.provenance["generate_s"] / length,
+            **operator_split({k: v[0] for k, v in prof["ops"].items()}, prof["wall_s"], length)}
 
 
 def weight_bytes(model) -> int:

@@ -144,7 +144,8 @@ class VLLMEngine:
         A tuple may carry a 7th element, ``repeats``: the worker then times that many generate calls
         (``generate_each_s`` in the row's provenance; tokens and counters are the first call's), and
         an 8th, a dict of run options: ``patched`` (vLLM's expand replaced by the project's,
-        `vllm_patch`) and ``inspect_only`` (build, read what ran, no tokens).  Every row's
+        `vllm_patch`), ``inspect_only`` (build, read what ran, no tokens) and ``profile`` (one more
+        call under torch's CPU profiler: ``profile`` in the row's provenance).  Every row's
         provenance holds ``what_ran`` (`vllm_patch.what_ran`) and ``patched``; with ``kernel_check``
         the worker first runs `vllm_patch.kernel_check`, kept in every row's provenance."""
         runs = self.requests(jobs, hold)  # bad requests are refused before anything else
@@ -193,6 +194,8 @@ class VLLMEngine:
                           "what_ran": (got or {}).get("what_ran"), **((got or {}).get("timings", {}))}
             if kernel_check:
                 provenance["kernel_check"] = out.get("kernel_check")
+            if got and got.get("profile"):
+                provenance["profile"] = got["profile"]  # `specdec.measure.step_split.operator_split` reads it
             if got and got.get("traceback"):
                 provenance["traceback"] = got["traceback"]  # where vLLM raised, for the row's diagnosis
             if got is None:
@@ -214,11 +217,11 @@ class VLLMEngine:
         if int(repeats) < 1:
             raise ValueError(f"repeats must be >= 1, got {repeats}")
         options = dict(options or {})
-        if set(options) - {"patched", "inspect_only"}:
-            raise ValueError(f"run options are 'patched' and 'inspect_only', got {sorted(options)}")
+        if set(options) - {"patched", "inspect_only", "profile"}:
+            raise ValueError(f"run options are 'patched', 'inspect_only' and 'profile', got {sorted(options)}")
         return {"model": str(model_folder(self.target)), "seed": int(seed), "max_model_len": self.max_model_len,
                 "repeats": int(repeats), "patched": bool(options.get("patched")),
-                "inspect_only": bool(options.get("inspect_only")),
+                "inspect_only": bool(options.get("inspect_only")), "profile": bool(options.get("profile")),
                 "speculative_config": speculative_config(spec), "prompts": [list(map(int, p)) for p in prompts],
                 "sampling": {"n": int(n), "temperature": float(sampling.temperature), "top_k": sampling.top_k,
                              "top_p": sampling.top_p, "max_tokens": int(max_new_tokens)}}

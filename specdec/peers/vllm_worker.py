@@ -14,7 +14,11 @@ configurations shares it, and runs of one configuration share its LLM while it i
      "patched": bool (optional: `vllm_patch.expand_keep_dtype` installed around this run's build and
                 each of its generate calls; vLLM looks the function up at every call, so a patched
                 and a shipped run of one configuration share its LLM),
-     "inspect_only": bool (optional: build the LLM and read what ran; no tokens)}
+     "inspect_only": bool (optional: build the LLM and read what ran; no tokens),
+     "profile": bool (optional: one more generate call after the timed ones, under `torch.profiler`
+                (CPU): its wall time and each operator's self CPU time and count, ``profile`` in the row;
+                with the engine core in this process, as the session runs it, vLLM's scheduler and
+                input preparation are in that call too)}
 
 and optionally "kernel_check": true (`vllm_patch.kernel_check`, run before any LLM is built).
 Every row records ``what_ran`` (`vllm_patch.what_ran`: the runner, rejection sampler and drafter
@@ -161,6 +165,18 @@ def _generate(llm, run: dict, row: dict) -> None:
                                 for j in range(per)]
     row["timings"]["generate_s"] = each[0]
     row["timings"]["generate_each_s"] = each
+    if run.get("profile"):
+        row["profile"] = _profiled(llm, prompts, params)
+
+
+def _profiled(llm, prompts, params) -> dict:
+    """One generate call under the CPU profiler: {"wall_s", "ops": {name: [self CPU us, calls]}}."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        llm.generate(prompts, params, use_tqdm=False)
+        wall = time.perf_counter() - start
+    return {"wall_s": wall, "ops": {e.key: [float(e.self_cpu_time_total), int(e.count)] for e in prof.key_averages()}}
 
 
 def _steps(completion) -> list | None:

@@ -40,12 +40,53 @@ def test_configs_pair_each_engines_plain_decoding_with_its_draft_model():
     assert all(p.spec is None and s.spec.draft == "draft-distilled" for p, s, _ in pairs)
 
 
+def test_operator_split_groups_a_profile_per_step_and_keeps_the_time_outside_operators():
+    ops = {"aten::addmm": 6000.0, "_C::onednn_mm": 2000.0, "_C::cpu_attention_with_kv_cache": 1000.0,
+           "aten::copy_": 500.0, "aten::tanh": 500.0}  # microseconds
+    got = step_split.operator_split(ops, wall_s=0.02, steps=4)  # 10 ms in operators, 10 outside
+    assert got["ms matrix products"] == pytest.approx(2.0) and got["ms attention"] == pytest.approx(0.25)
+    assert got["ms copies"] == pytest.approx(0.125) and got["ms other"] == pytest.approx(0.125)
+    assert got["ms outside operators"] == pytest.approx(2.5) and got["ms profiled step"] == pytest.approx(5.0)
+    assert got["share matrix products"] == pytest.approx(0.8)
+    for bad in (dict(wall_s=0.02, steps=0), dict(wall_s=0.0, steps=4)):
+        with pytest.raises(ValueError, match="need steps >= 1"):
+            step_split.operator_split(ops, **bad)
+    with pytest.raises(ValueError, match="a profile"):
+        step_split.operator_split({}, wall_s=0.02, steps=4)
+
+
+def test_split_rows_reverse_the_engines_order_every_other_round_and_keep_medians(monkeypatch):
+    """Scripted splits: the call order is ours, vLLM at each batch, then vLLM, ours; each row's number
+    is the median over its rounds (a row that kept its first round would read 1 for ours at batch 1)."""
+    calls = []
+
+    def scripted(engine):
+        def run(*args, batch, length, **kw):
+            calls.append((engine, batch))
+            return {"engine": engine, "batch": batch, "length": length, "ms step": float(len(calls)) ** 2}
+        return run
+
+    monkeypatch.setattr(breakdown, "step_split", scripted("ours"))
+    monkeypatch.setattr(breakdown, "vllm_split", scripted("vllm"))
+    rows = breakdown.split_rows(None, PROMPTS, batches=(1, 8), length=4, seed=0, session=object(), rounds=2)
+    assert calls == [("ours", 1), ("vllm", 1), ("ours", 8), ("vllm", 8),
+                     ("vllm", 1), ("ours", 1), ("vllm", 8), ("ours", 8)]
+    assert [(r["engine"], r["batch"], r["ms step"], r["rounds"]) for r in rows] == [
+        ("ours", 1, (1 + 36) / 2, 2), ("ours", 8, (9 + 64) / 2, 2),
+        ("vllm", 1, (4 + 25) / 2, 2), ("vllm", 8, (16 + 49) / 2, 2)]
+    assert [r["engine"] for r in breakdown.split_rows(None, PROMPTS, batches=(1,), length=4, seed=0)] == ["ours"]
+    with pytest.raises(ValueError, match="rounds must be >= 1"):
+        breakdown.split_rows(None, PROMPTS, batches=(1,), length=4, seed=0, rounds=0)
+
+
 def test_step_split_shares_are_a_partition_of_profiled_operator_time(tiny_pair):
     row = step_split.step_split(tiny_pair[0], PROMPTS, batch=2, length=6)
     shares = [v for k, v in row.items() if k.startswith("share ")]
     assert len(shares) == len(step_split.GROUPS) + 1 and sum(shares) == pytest.approx(1.0)
     assert all(0 <= s <= 1 for s in shares) and row["share matrix products"] > 0
-    assert row["forward_s"] > 0 and row["outside_s"] > 0
+    assert row["forward_s"] > 0 and row["outside_s"] > 0 and row["ms unprofiled step"] > 0
+    parts = sum(row[f"ms {g}"] for g in (*step_split.GROUPS, "other")) + row["ms outside operators"]
+    assert parts == pytest.approx(row["ms profiled step"])
     with pytest.raises(ValueError, match="at least one prompt"):
         step_split.step_split(tiny_pair[0], [], batch=1, length=2)
 

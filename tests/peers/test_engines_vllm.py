@@ -8,6 +8,7 @@ vLLM's plain decoding and refusals are checked here). Skipped only when `.venv-v
 
 import pytest
 
+from specdec.measure.step_split import operator_split
 from specdec.peers import Sampling, Speculation
 from specdec.peers.ours import OursEngine
 from specdec.peers.vllm import VLLM_VENV, VLLMEngine, ignored_options
@@ -58,9 +59,10 @@ def test_vllm_greedy_speculation_equals_plain_and_counters_come_back():
 
 
 def test_a_session_keeps_its_llms_reads_what_ran_and_patches_only_where_asked():
-    """One worker across two requests: the first builds the LLMs (inspect only) and runs the kernel
+    """One worker across three requests: the first builds the LLMs (inspect only) and runs the kernel
     check, the second reuses them (start-up 0); what ran shows the block option ignored; samples of
-    the shipped and the patched call come with per-sample step records; closing kills the worker."""
+    the shipped and the patched call come with per-sample step records; a profiled call names vLLM's
+    kernels as the step split groups them; closing kills the worker."""
     probabilistic = Speculation("draft_model", 2, DRAFT, (("draft_sample_method", "probabilistic"),))
     block = Speculation("draft_model", 2, DRAFT, (("draft_sample_method", "probabilistic"),
                                                   ("rejection_sample_method", "block")))
@@ -82,6 +84,13 @@ def test_a_session_keeps_its_llms_reads_what_ran_and_patches_only_where_asked():
         for r in (shipped, patched):
             assert [[len(x) for x in p] for p in r.tokens] == [[2] * 30] * 2
             assert all(len(rec) == 1 and rec[0][0] == 2 for p in r.steps for rec in p)  # one drafted step each
+        profiled = s.run_many([(PROMPTS, 4, 3, t1, probabilistic, 0, 1, {"profile": True})], hold=4)[0]
+        prof = profiled.provenance["profile"]
+        split = operator_split({k: v[0] for k, v in prof["ops"].items()}, prof["wall_s"], 3)
+        # vLLM's own kernels are the ones GROUPS names: a renamed kernel would fall into "other"
+        kernels = {"_C::onednn_mm", "_C::cpu_attention_with_kv_cache", "_C::cpu_attn_reshape_and_cache"}
+        assert kernels <= set(prof["ops"])
+        assert split["ms matrix products"] > 0 and split["ms attention"] > 0 and split["ms outside operators"] > 0
         proc = s.proc
     assert proc.poll() is not None  # the worker is gone with the session
 
