@@ -31,12 +31,14 @@ def test_between_runs_before_every_timed_forward(tiny_pair):
 
 def test_cost_curve_times_a_compiled_model_on_its_own_cache(tiny_pair):
     """A compiled model gets its preallocated cache and the mask of every slot (as in the engine):
-    the curve is measured, the warm-up compiles each shape and the timed calls compile nothing."""
+    the curve is measured, the warm-up compiles each shape and the timed calls compile nothing.
+    Traced by dynamo and run by aot_eager: the graphs and guards are inductor's, without its C++
+    build per graph (the cost curve's side is what this checks)."""
     from specdec.engine.modes.compiled import compiled, graph_count
 
     target, draft = tiny_pair
-    ct = compiled(target)
-    touch = one_token_forward(compiled(draft), context=8, batch=2, generator=torch.Generator().manual_seed(0))
+    ct = compiled(target, backend="aot_eager")
+    touch = one_token_forward(compiled(draft, backend="aot_eager"), context=8, batch=2, generator=torch.Generator().manual_seed(0))
     cost_curve(ct, [1, 3], context=8, batch=2, repeats=1, warmup=1, generator=torch.Generator().manual_seed(1),
                between=touch)
     before = graph_count()
