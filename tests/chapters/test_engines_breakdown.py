@@ -36,9 +36,11 @@ def _tables():
           for e in ("ours", "llama.cpp") for n, r in ((1, 1.0), (2, 1.2), (3, 1.5), (5, 1.7))],
         *[{"engine": e, "n": NAN, "forward_ms": NAN, "ratio": NAN, "k": 2, "draft_ratio": c, "predicted_cost": 1.5 + 2 * c}
           for e, c in (("ours", 0.08), ("llama.cpp", 0.04))]])
-    split = pd.DataFrame([{"batch": b, "length": 128, "forward_s": 0.008 * b, "outside_s": 0.0002,
-                           "share matrix products": 0.75, "share attention": 0.05, "share copies": 0.02,
-                           "share other": 0.18} for b in (1, 8)])
+    split = pd.DataFrame([{"engine": e, "batch": b, "length": 128, "forward_s": 0.008 * b, "outside_s": 0.0002,
+                           "ms unprofiled step": 9.0 * b + x, "ms matrix products": 4.0 * b + x,
+                           "ms attention": 0.5, "ms copies": 0.1, "ms other": 1.0,
+                           "ms outside operators": 1.0 + 3 * x, "ms profiled step": 7.0 * b + 3 * x, "rounds": 2}
+                          for e, x in (("ours", 0.0), ("vllm", 1.0)) for b in (1, 8)])
     limit = pd.DataFrame([{"bandwidth_bytes_per_s": 12e9, "weight_bytes": 60_000_000, "tokens_per_s": 200.0,
                            "threads": 1}])
     cache = pd.DataFrame([{"batch": b, "length": 128, "pairs": 12, "gain": g, "gain_lo": g - 0.05,
@@ -82,16 +84,23 @@ def test_versus_view_decides_ours_at_least_as_fast_by_the_inverse_interval():
     assert list(v["speed / ours [95%]"])[-1] == "-"
 
 
+def test_split_view_shows_each_engines_parts_in_milliseconds_per_step():
+    v = breakdown.split_view(_tables())
+    assert len(v.columns) <= MAX_COLUMNS and list(v["engine, batch"]) == ["ours, 1", "ours, 8", "vllm, 1", "vllm, 8"]
+    assert list(v["matrix products"]) == ["4.00", "32.00", "5.00", "33.00"] and list(v["unprofiled step"])[2] == "10.00"
+    assert list(v["other operators"])[0] == "1.10" and list(v["outside operators"])[2] == "4.00"
+
+
 def test_values_read_the_rows_they_name():
-    got = breakdown.values(_tables(), 2)
+    got = breakdown.values(_tables())
     assert got["bd_length"] == 128
-    assert got["ours_b1_cost"] == "1.25" and got["vllm_b1_cost"] == "1.30"
-    assert got["llama_b1_verdict"] == "slower" and got["vllm_b1_verdict"] == "faster"
     assert (got["vs_ours_ge"], got["vs_n"], got["vs_faster"], got["vs_slower"]) == (2, 5, 1, 1)
     assert (got["vs_pairs"], got["vs_prompts"]) == (12, 3)
     assert got["ours_over_llama_b1"] == "0.83" and got["ours_over_llama_b1_iv"] == "[0.77, 0.91]"
     assert (got["vs_llama_exact_b1"], got["vs_llama_k_b1"]) == ("faster", "not timed: gone")
-    assert got["grow_b8"] == "1.20" and got["grow_b1_iv"] == "[0.95, 1.05]" and got["share_matrix_b1"] == "75"
+    assert got["grow_b8"] == "1.20" and got["grow_b1_iv"] == "[0.95, 1.05]"
+    assert (got["ours_mm_b8"], got["vllm_mm_b8"], got["ours_outside_b1"], got["vllm_outside_b1"]) == \
+        ("32.00", "33.00", "1.00", "4.00") and got["split_rounds"] == 2
     assert got["ref_tps"] == "200" and got["ref_gbs"] == "12.0" and got["weights_mb"] == "60.0"
     with pytest.raises(KeyError, match="expected one row"):
         breakdown._row(_tables()["plain"], engine="hf")

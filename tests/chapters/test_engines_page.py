@@ -126,8 +126,7 @@ def test_one_word_states_and_greedy_counts():
         {"engine": "vllm", "samples": 4, "identical": 4, "against_speculation": 0},
         {"engine": "vllm", "samples": NAN, "identical": NAN, "against_speculation": NAN},  # did not run: not counted
         {"engine": "ours", "samples": 4, "identical": 3, "against_speculation": 1}])
-    assert values.greedy_values(greedy) == {"greedy_same": 1, "greedy_n": 2, "greedy_against": 1,
-                                            "vllm_greedy_same": 1, "vllm_greedy_n": 1}
+    assert values.greedy_values(greedy) == {"greedy_same": 1, "greedy_n": 2, "greedy_against": 1}
     assert math.isclose(values.prompt_values({"chosen": [{"drafts": [0.95, 0.92], "spread": [0.6, 0.7]},
                                                          {"drafts": [0.99, 0.91], "spread": [0.8, 0.55]}]})
                         ["min_share_chosen"], 0.91)
@@ -144,8 +143,8 @@ def test_llama_sample_and_match_rows_are_coupled_with_plain_decoding_only_when_e
     rows.append(_law("llama", "draft model, probabilistic drafts (rejection)", "speculative", T1, "pass", p_value=0.9))
     empty = pd.DataFrame(columns=["engine", "status", "role", "verdict"])
     laws = pd.DataFrame(rows)
-    got = values.llama_values(laws, empty, empty, empty)
+    got = values.llama_values(laws, empty, empty)
     assert got["llama_coupled"] == "equal" and (got["llama_spec_pass"], got["llama_spec_n"]) == (5, 5)
     laws.loc[(laws["configuration"].str.contains("ngram")) & (laws["setting"] == T07), "p_value"] = 0.69
-    assert values.llama_values(laws, empty, empty, empty)["llama_coupled"] == "different"
-    assert values.llama_values(laws[laws["role"] == "control"], empty, empty, empty)["llama_coupled"] == "untested"
+    assert values.llama_values(laws, empty, empty)["llama_coupled"] == "different"
+    assert values.llama_values(laws[laws["role"] == "control"], empty, empty)["llama_coupled"] == "untested"

@@ -14,7 +14,8 @@ from specdec.chapters.ch10.values import MISSING, _num as _text
 from specdec.io.results import read_table
 from specdec.report.formatting import estimate_cell
 
-__all__ = ["NAMES", "tables", "economics_view", "plain_view", "versus_view", "at_least_as_fast", "values"]
+__all__ = ["NAMES", "tables", "economics_view", "plain_view", "split_view", "versus_view", "at_least_as_fast",
+           "values"]
 
 NAMES = ("plain", "speculative", "forwards", "split", "limit", "cache", "versus")
 AT_LEAST = 0.97  # ours "at least as fast" as an engine: ours / engine's interval starts at 0.97 or above, median >= 1
@@ -63,6 +64,21 @@ def plain_view(t: dict) -> pd.DataFrame:
         "of the reference": [_num(v / ref) if b == 1 else MISSING for v, b in zip(rows["tokens_per_s"], rows["batch"])]})
 
 
+def split_view(t: dict) -> pd.DataFrame:
+    """Milliseconds per plain decoding step of the profiled calls per engine and batch (medians over
+    the split's rounds), by part
+    (`specdec.measure.step_split.operator_split`; copies counted with the other operators), and the
+    unprofiled call's step."""
+    s = t["split"]
+    return pd.DataFrame({"engine, batch": [f"{e}, {b}" for e, b in zip(s["engine"], s["batch"])],
+                         "matrix products": [_num(v) for v in s["ms matrix products"]],
+                         "attention": [_num(v) for v in s["ms attention"]],
+                         "other operators": [_num(a + b) for a, b in zip(s["ms copies"], s["ms other"])],
+                         "outside operators": [_num(v) for v in s["ms outside operators"]],
+                         "profiled step": [_num(v) for v in s["ms profiled step"]],
+                         "unprofiled step": [_num(v) for v in s["ms unprofiled step"]]})
+
+
 def at_least_as_fast(rows: pd.DataFrame) -> pd.Series:
     """Per head-to-head row: is ours at least as fast as the engine (ours over the engine, the inverse
     of the row's relative speed: median >= 1 and interval's low end >= AT_LEAST)?  False where untimed.
@@ -107,26 +123,21 @@ def _row(df: pd.DataFrame, **where) -> pd.Series:
     return got.iloc[0]
 
 
-def values(t: dict, k: int = 2) -> dict:
-    """The numbers the section's sentences glue; ``k`` the page's draft length."""
-    p, s, f, split, lim, cache, vs = (t[n] for n in NAMES)
-    sk = s[s["k"] == k]
-    spec = {e: _row(sk, engine=e, batch=1) for e in ("ours", "vllm", "llama.cpp")}
-    one, grow1, grow8 = _row(split, batch=1), _row(cache, batch=1), _row(cache, batch=8)
+def values(t: dict) -> dict:
+    """The numbers the section's sentences glue."""
+    p, split, lim, cache, vs = (t[n] for n in ("plain", "split", "limit", "cache", "versus"))
+    grow1, grow8 = _row(cache, batch=1), _row(cache, batch=8)
+    ms = {(e, b): _row(split, engine=e, batch=b) for e in ("ours", "vllm") for b in (1, 8)}
     llama1 = _row(p, engine="llama.cpp", batch=1)
     return dict(
         bd_length=int(split["length"].iloc[0]), weights_mb=_num(lim["weight_bytes"].iloc[0] / 1e6, ".1f"),
         ref_tps=_num(lim["tokens_per_s"].iloc[0], ".0f"), ref_gbs=_num(lim["bandwidth_bytes_per_s"].iloc[0] / 1e9, ".1f"),
-        fwd_ms_b1=_num(1e3 * one["forward_s"]), out_ms_b1=_num(1e3 * one["outside_s"]),
-        share_matrix_b1=_num(100 * one["share matrix products"], ".0f"),
-        share_attention_b1=_num(100 * one["share attention"], ".0f"),
-        share_copies_b1=_num(100 * one["share copies"], ".0f"), share_other_b1=_num(100 * one["share other"], ".0f"),
+        split_rounds=int(split["rounds"].min()),
+        **{f"{e}_{part}_b{b}": _num(ms[e, b][f"ms {name}"]) for (e, b) in ms
+           for part, name in (("mm", "matrix products"), ("outside", "outside operators"))},
         grow_b1=_num(grow1["gain"]), grow_b1_iv=_iv(grow1["gain_lo"], grow1["gain_hi"]),
         grow_b8=_num(grow8["gain"]), grow_b8_iv=_iv(grow8["gain_lo"], grow8["gain_hi"]),
         grow_b1_verdict=grow1["verdict"], grow_b8_verdict=grow8["verdict"],
-        ours_b1_cost=_num(spec["ours"]["step_cost"]), ours_b1_verdict=spec["ours"]["verdict"],
-        vllm_b1_cost=_num(spec["vllm"]["step_cost"]), vllm_b1_verdict=spec["vllm"]["verdict"],
-        llama_b1_cost=_num(spec["llama.cpp"]["step_cost"]), llama_b1_verdict=spec["llama.cpp"]["verdict"],
         vs_n=len(vs), vs_ours_ge=int(at_least_as_fast(vs).sum()),
         vs_faster=int((vs["verdict"] == "faster").sum()), vs_slower=int((vs["verdict"] == "slower").sum()),
         vs_pairs=int(vs["pairs"].min()), vs_prompts=int(vs["prompts"].min()),

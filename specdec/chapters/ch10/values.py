@@ -177,14 +177,12 @@ def kernel_values(kernel: pd.DataFrame) -> dict:
 
 
 def greedy_values(greedy: pd.DataFrame) -> dict:
-    """Speculative greedy configurations equal to their engine's plain greedy (all engines, vLLM),
-    and the differences that count against speculation."""
+    """Speculative greedy configurations equal to their engine's plain greedy, and the differences
+    that count against speculation."""
     g = greedy[greedy["samples"].fillna(0) > 0] if "samples" in greedy else greedy.iloc[:0]
     same = g["identical"] == g["samples"] if len(g) else pd.Series(dtype=bool)
-    v = g["engine"] == "vllm"
     return {"greedy_same": int(same.sum()), "greedy_n": len(g),
-            "greedy_against": int(g["against_speculation"].sum()) if len(g) else 0,
-            "vllm_greedy_same": int((same & v).sum()), "vllm_greedy_n": int(v.sum())}
+            "greedy_against": int(g["against_speculation"].sum()) if len(g) else 0}
 
 
 def prompt_values(inputs: dict) -> dict:
@@ -194,16 +192,15 @@ def prompt_values(inputs: dict) -> dict:
             "min_spread_chosen": min(min(r["spread"]) for r in chosen)}
 
 
-def llama_values(laws: pd.DataFrame, acc: pd.DataFrame, pit: pd.DataFrame, speed: pd.DataFrame) -> dict:
+def llama_values(laws: pd.DataFrame, acc: pd.DataFrame, pit: pd.DataFrame) -> dict:
     """llama.cpp's rows: law rows passed of those tested (speculative, and plain decoding), the
     range of binned TV its speculative rows detect with power 0.8 (text), acceptance rows meeting
-    their exact expectation, speculative every-position rows passed, its speculative speed rows faster, and
+    their exact expectation, speculative every-position rows passed, and
     whether its sample-and-match rows' (greedy drafts, n-gram lookup) p-values equal its plain
     decoding's ("equal", "different", "untested")."""
     t, a, p = _tested(laws), acc[acc["engine"] == "llama"] if len(acc) else acc, _tested(pit)
     lt, lp = t[t["engine"] == "llama"], p[(p["engine"] == "llama") & (p["role"] == "speculative")]
     spec = lt[lt["role"] == "speculative"]
-    s = speed[speed["engine"] == "llama"] if "engine" in speed else speed.iloc[:0]
     lo, hi = (spec["mdtv"].min(), spec["mdtv"].max()) if len(spec) else (math.nan, math.nan)
     # sample-and-match draws the target's own sample at every position: under the same request seeds
     # its samples are plain decoding's, so its rows' p-values equal the control's to the digit
@@ -216,7 +213,6 @@ def llama_values(laws: pd.DataFrame, acc: pd.DataFrame, pit: pd.DataFrame, speed
             "llama_mdtv": _num(lo, ".2f") if _num(lo, ".2f") == _num(hi, ".2f") else f"{_num(lo, '.2f')}-{_num(hi, '.2f')}",
             "llama_acc_meet": int((a["status"] == "meets").sum()) if len(a) else 0, "llama_acc_n": len(a),
             "llama_pit_pass": int((lp["status"] == "pass").sum()), "llama_pit_n": len(lp),
-            "llama_faster": int((s["verdict"] == "faster").sum()), "llama_speed_n": len(s),
             "llama_coupled": "equal" if same and all(same) else "different" if same else "untested"}
 
 
