@@ -133,8 +133,10 @@ def values(t: dict) -> dict:
         bd_length=int(split["length"].iloc[0]), weights_mb=_num(lim["weight_bytes"].iloc[0] / 1e6, ".1f"),
         ref_tps=_num(lim["tokens_per_s"].iloc[0], ".0f"), ref_gbs=_num(lim["bandwidth_bytes_per_s"].iloc[0] / 1e9, ".1f"),
         split_rounds=int(split["rounds"].min()),
-        **{f"{e}_{part}_b{b}": _num(ms[e, b][f"ms {name}"]) for (e, b) in ms
-           for part, name in (("mm", "matrix products"), ("outside", "outside operators"))},
+        ours_mm_b1=_num(ms["ours", 1]["ms matrix products"]), vllm_mm_b1=_num(ms["vllm", 1]["ms matrix products"]),
+        ours_mm_b8=_num(ms["ours", 8]["ms matrix products"]), vllm_mm_b8=_num(ms["vllm", 8]["ms matrix products"]),
+        ours_outside_b1=_num(ms["ours", 1]["ms outside operators"]),
+        vllm_outside_b1=_num(ms["vllm", 1]["ms outside operators"]),
         grow_b1=_num(grow1["gain"]), grow_b1_iv=_iv(grow1["gain_lo"], grow1["gain_hi"]),
         grow_b8=_num(grow8["gain"]), grow_b8_iv=_iv(grow8["gain_lo"], grow8["gain_hi"]),
         grow_b1_verdict=grow1["verdict"], grow_b8_verdict=grow8["verdict"],
