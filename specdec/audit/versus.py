@@ -71,7 +71,10 @@ def versus_rows(inprocess: dict, reference: str, prompts, matchups: list[Matchup
     """Every engine against ``reference`` (one of ``inprocess``: name -> adapter run in this process)
     in every matchup (module docstring); vLLM's configurations run on ``vllm`` (a `VLLMSession` or
     `VLLMEngine`), named "vllm" in the matchups.  One row per (matchup, engine other than the
-    reference), a matchup without the reference or a named engine without an adapter is an error."""
+    reference), a matchup without the reference or a named engine without an adapter is an error.  An
+    in-process call that raises ends that engine's part of its matchup (no further calls; the row, or
+    every row of the matchup when the reference failed, reads "not timed: ... failed: <error>") and the
+    run goes on, as a vLLM configuration's error does."""
     if rounds < 2 or rounds % 2:
         raise ValueError(f"rounds must be even and >= 2, got {rounds}")
     if reference not in inprocess:
@@ -88,7 +91,16 @@ def versus_rows(inprocess: dict, reference: str, prompts, matchups: list[Matchup
     order = list(inprocess)
     job = lambda m, cfg, i: ([prompts[i]], m.batch, length, SETTINGS[m.setting], cfg.spec, seed)  # noqa: E731
     times = {(j, e, i): [] for j, m in enumerate(matchups) for e, _ in m.configs for i in range(P)}
-    tokens = {}
+    tokens, failed = {}, {}  # failed: (matchup, engine) -> why; its later calls are skipped
+
+    def call(j: int, e: str, cfg, i: int):
+        if (j, e) in failed:
+            return None
+        try:
+            return timed_call(inprocess[e], job(matchups[j], cfg, i))
+        except Exception as exc:  # one engine's failure ends its row, not the run
+            failed[j, e] = f"{type(exc).__name__}: {exc}"
+            return None
 
     def rounds_of(first: int) -> None:
         for r in range(first, first + half):
@@ -96,15 +108,14 @@ def versus_rows(inprocess: dict, reference: str, prompts, matchups: list[Matchup
                 names = dict(m.configs)
                 for i in range(P):
                     for e in (order if r % 2 == 0 else order[::-1]):
-                        if e in names:
-                            t, toks, _ = timed_call(inprocess[e], job(m, names[e], i))
-                            times[j, e, i].append(t)
-                            tokens.setdefault((j, e, i), toks)
+                        if e in names and (got := call(j, e, names[e], i)) is not None:
+                            times[j, e, i].append(got[0])
+                            tokens.setdefault((j, e, i), got[1])
 
     for j, m in enumerate(matchups):  # one untimed call each: a server's start, a first call's one-off costs
         for e, cfg in m.configs:
             if e in inprocess:
-                timed_call(inprocess[e], job(m, cfg, 0))
+                call(j, e, cfg, 0)
     rounds_of(0)
     at = [(j, i) for j, m in enumerate(matchups) if m.of("vllm") is not None for i in range(P)]
     jobs = [(*job(matchups[j], matchups[j].of("vllm"), i), rounds, {"patched": bool(matchups[j].of("vllm").patched)})
@@ -120,6 +131,10 @@ def versus_rows(inprocess: dict, reference: str, prompts, matchups: list[Matchup
                 continue
             row = {**base, "engine": e, "configuration": cfg.label,
                    "reference_configuration": m.of(reference).label}
+            if why := failed.get((j, reference)) or failed.get((j, e)):
+                who = reference if (j, reference) in failed else e
+                out.append({**row, "verdict": f"not timed: {who} failed: {why}"})
+                continue
             if e == "vllm":
                 got = [vres[j, i] for i in range(P)]
                 if bad := next((r.error for r in got if r.error), None):

@@ -54,6 +54,35 @@ def test_a_different_output_is_recorded(engines):
     assert rows[0]["same_tokens"] is False
 
 
+class _Failing:
+    """An engine whose call number ``at`` (0: the untimed one) raises, as a crashed server would."""
+
+    def __init__(self, ours, at):
+        self.ours, self.at, self.calls = ours, at, 0
+
+    def continue_prompts(self, *args):
+        self.calls += 1
+        if self.calls - 1 == self.at:
+            raise RuntimeError("llama-server exited with status 1")
+        return self.ours.continue_prompts(*args)
+
+
+def test_an_engine_that_fails_gets_a_not_timed_row_and_the_run_goes_on(engines):
+    plain = versus.plain_configs(["ours", "lean", "bad"])
+    m = [versus.Matchup("plain decoding", "greedy", 1, plain),
+         versus.Matchup("again", "greedy", 1, plain[:2])]
+    bad = _Failing(engines["ours"], at=2)  # fails in the timed rounds, after the warm-up and one call
+    rows = versus.versus_rows({"ours": engines["ours"], "lean": engines["lean"], "bad": bad}, "ours", PROMPTS, m,
+                              length=4, rounds=2, seed=0)
+    assert [(r["comparison"], r["engine"], r["verdict"].startswith("not timed")) for r in rows] == [
+        ("plain decoding", "lean", False), ("plain decoding", "bad", True), ("again", "lean", False)]
+    assert rows[1]["verdict"] == "not timed: bad failed: RuntimeError: llama-server exited with status 1"
+    assert bad.calls == 3  # no call after the failure
+    ref_fails = versus.versus_rows({"ours": _Failing(engines["ours"], at=0), "lean": engines["lean"]}, "ours", PROMPTS,
+                                   m[1:], length=4, rounds=2, seed=0)
+    assert ref_fails[0]["verdict"].startswith("not timed: ours failed: RuntimeError")
+
+
 class _Session:
     """What a vLLM session returns (its contract: per job, the tokens of the first call and the wall
     time of each of ``repeats`` calls), recording the jobs it was given."""
