@@ -152,20 +152,32 @@ def _llama_forwards(llama_target, llama_draft, prompt: list, *, context: int, re
 def split_rows(target, prompts, *, batches: tuple, length: int, seed: int, session=None, rounds: int = 2) -> list[dict]:
     """Step 4's split of a plain decoding step, ours and (with a ``session``) vLLM's, at each batch:
     ``rounds`` rounds, the engines' order reversed every other round (a drift of the machine between
-    the two then weighs on both), each number the median over the rounds."""
+    the two then weighs on both), each number the mean over the rounds (so the parts still add up to
+    the profiled step), each text the last round's.  A vLLM split that fails leaves its row "not
+    timed: <error>" and the run goes on."""
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     runs = {"ours": lambda b: step_split(target, prompts, batch=b, length=length),
             **({"vllm": lambda b: vllm_split(session, prompts, batch=b, length=length, seed=seed)}
                if session is not None else {})}
-    got = {}
+    got, failed = {}, {}
     for r in range(rounds):
         for b in batches:
             for engine in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
-                got.setdefault((engine, b), []).append(runs[engine](b))
-    return [{**rows[0], **{k: float(np.median([x[k] for x in rows])) for k in rows[0]
-                           if k not in ("engine", "batch", "length")}, "rounds": len(rows)}
-            for (_, _), rows in sorted(got.items(), key=lambda kv: (kv[0][0] != "ours", kv[0][0], kv[0][1]))]
+                if (engine, b) in failed:
+                    continue
+                try:
+                    got.setdefault((engine, b), []).append(runs[engine](b))
+                except RuntimeError as exc:
+                    if engine == "ours":
+                        raise
+                    failed[engine, b] = str(exc)
+    out = [{**rows[-1], **{k: float(np.mean([x[k] for x in rows])) for k in rows[0]
+                           if isinstance(rows[0][k], float)}, "rounds": len(rows)}
+           for key, rows in got.items() if key not in failed]
+    out += [{"engine": e, "batch": b, "length": length, "rounds": 0, "note": f"not timed: {why}"}
+            for (e, b), why in failed.items()]
+    return sorted(out, key=lambda r: (r["engine"] != "ours", r["engine"], r["batch"]))
 
 
 def run_all(engines: dict, prompts: list, *, target, draft_model, draft: str, ks: tuple, batches: tuple,

@@ -117,7 +117,8 @@ def versus_rows(inprocess: dict, reference: str, prompts, matchups: list[Matchup
             if e in inprocess:
                 call(j, e, cfg, 0)
     rounds_of(0)
-    at = [(j, i) for j, m in enumerate(matchups) if m.of("vllm") is not None for i in range(P)]
+    at = [(j, i) for j, m in enumerate(matchups) if m.of("vllm") is not None and (j, reference) not in failed
+          for i in range(P)]
     jobs = [(*job(matchups[j], matchups[j].of("vllm"), i), rounds, {"patched": bool(matchups[j].of("vllm").patched)})
             for j, i in at]
     vres = dict(zip(at, vllm.run_many(jobs, hold=4))) if jobs else {}
@@ -136,7 +137,7 @@ def versus_rows(inprocess: dict, reference: str, prompts, matchups: list[Matchup
                 out.append({**row, "verdict": f"not timed: {who} failed: {why}"})
                 continue
             if e == "vllm":
-                got = [vres[j, i] for i in range(P)]
+                got = [vres[j, i] for i in range(P)]  # every (j, i) of a matchup whose reference has not failed
                 if bad := next((r.error for r in got if r.error), None):
                     out.append({**row, "verdict": f"not timed: {bad}"})
                     continue

@@ -9,8 +9,9 @@ other engines'):
     whole call's operator time (the forwards are most of it; prefill and sampling are in it too) in
     matrix products, attention, copies (the KV cache's appends among them) and the other operators,
     and the call's time outside any operator.  `vllm_split` splits a call of vLLM's the same way.
-    The profiler adds a few microseconds per operator, so a profiled step is slower than an
-    unprofiled one (both are kept): its milliseconds say where time goes, not how fast a run is.
+    The profiler adds its own bookkeeping to every operator call, most of it outside the operators'
+    self time, so a profiled step is slower than an unprofiled one and its time outside operators
+    includes that bookkeeping (both steps are kept: their difference bounds it).
   * `limit`: the bytes of weights one plain step must read (every parameter but the position table,
     of which a step reads one row; tied weights once) and this core's streaming rate: the fastest of
     three one-thread probes over a tensor far larger than the caches (a sum, and a matrix-vector
@@ -77,36 +78,48 @@ def step_split(model, prompts, *, batch: int, length: int) -> dict:
             **operator_split(ops, wall, length)}
 
 
-def operator_split(self_us: dict, wall_s: float, steps: int) -> dict:
+def operator_split(self_us: dict, wall_s: float, steps: int, top: int = 6) -> dict:
     """One profiled call's time per decoding step: ``self_us`` (operator name -> self CPU microseconds,
-    as `torch.profiler` totals them) grouped by GROUPS ("other" the rest) as shares of operator time
-    and as milliseconds per step, and the call's wall time outside any operator (Python, scheduling,
-    input preparation, the profiler's own bookkeeping) per step.  The same function splits every
-    engine's profile, so their rows compare; ``steps`` is the call's decoding steps (its length)."""
+    as `torch.profiler` totals them, or vLLM's worker's [microseconds, calls]) grouped by GROUPS
+    ("other" the rest) as shares of operator time and as milliseconds per step, the call's wall time
+    outside any operator (Python, scheduling, input preparation, the profiler's own bookkeeping) per
+    step, and the ``top`` operators by self time (name and ms per step: a kernel GROUPS does not
+    name shows there).  The same function splits every engine's profile, so their rows compare;
+    ``steps`` is the call's decoding steps (its length).  Operator time above the wall time (a
+    profile of several threads, whose self times add up) is refused."""
+    self_us = {k: float(v[0] if isinstance(v, (list, tuple)) else v) for k, v in self_us.items()}
     if steps < 1 or not wall_s > 0 or not self_us:
         raise ValueError(f"need steps >= 1, wall_s > 0 and a profile, got {steps}, {wall_s}, {len(self_us)} operators")
-    total = float(sum(self_us.values()))
+    total = sum(self_us.values())
+    if total / 1e6 > wall_s * 1.01:
+        raise ValueError(f"operator time {total / 1e6:.3f} s exceeds the call's {wall_s:.3f} s: not one thread's profile")
     grouped = {g: sum(self_us.get(n, 0.0) for n in names) for g, names in GROUPS.items()}
     grouped["other"] = total - sum(grouped.values())
     out = {f"share {g}": v / total for g, v in grouped.items()}
     out.update({f"ms {g}": v / 1e3 / steps for g, v in grouped.items()})
-    out.update({"ms profiled step": 1e3 * wall_s / steps, "ms outside operators": (1e3 * wall_s - total / 1e3) / steps})
+    out.update({"ms profiled step": 1e3 * wall_s / steps, "ms outside operators": (1e3 * wall_s - total / 1e3) / steps,
+                "top operators": "; ".join(f"{n} {v / 1e3 / steps:.2f}" for n, v in
+                                           sorted(self_us.items(), key=lambda kv: -kv[1])[:top])})
     return out
 
 
-def vllm_split(session, prompts, *, batch: int, length: int, seed: int) -> dict:
+def vllm_split(session, prompts, *, batch: int, length: int, seed: int, repeats: int = 3) -> dict:
     """vLLM's plain greedy decoding of ``prompts[0]`` at ``batch`` split as `step_split` splits ours:
-    one call timed, then one under torch's profiler in vLLM's worker (its engine core in that process,
-    `specdec.peers.vllm`), grouped by `operator_split`."""
+    ``repeats`` calls timed after an untimed one (their median is the unprofiled step), then one
+    under torch's profiler in vLLM's worker (its engine core in that process, `specdec.peers.vllm`),
+    grouped by `operator_split`.  A failed call or profile raises, naming vLLM's error."""
     from specdec.peers.interface import Sampling
 
-    res = session.run_many([([list(prompts[0])], batch, length, Sampling(0.0), None, seed, 1, {"profile": True})])[0]
+    if repeats < 2:
+        raise ValueError(f"repeats must be >= 2 (vLLM's worker warms up a series of two or more), got {repeats}")
+    res = session.run_many([([list(prompts[0])], batch, length, Sampling(0.0), None, seed, repeats,
+                             {"profile": True})])[0]
     if res.error or not res.provenance.get("profile"):
-        raise RuntimeError(f"vLLM's profiled call failed: {res.error or 'no profile came back'}")
+        raise RuntimeError(f"vLLM's profiled call failed: {res.error or res.provenance.get('profile_error')}")
     prof = res.provenance["profile"]
     return {"engine": "vllm", "batch": batch, "length": length, "forward_s": np.nan,
-            "outside_s": np.nan, "ms unprofiled step": 1e3 * res.provenance["generate_s"] / length,
-            **operator_split({k: v[0] for k, v in prof["ops"].items()}, prof["wall_s"], length)}
+            "outside_s": np.nan, "ms unprofiled step": 1e3 * float(np.median(res.provenance["generate_each_s"])) / length,
+            **operator_split(prof["ops"], prof["wall_s"], length)}
 
 
 def weight_bytes(model) -> int:

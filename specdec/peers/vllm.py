@@ -194,8 +194,9 @@ class VLLMEngine:
                           "what_ran": (got or {}).get("what_ran"), **((got or {}).get("timings", {}))}
             if kernel_check:
                 provenance["kernel_check"] = out.get("kernel_check")
-            if got and got.get("profile"):
-                provenance["profile"] = got["profile"]  # `specdec.measure.step_split.operator_split` reads it
+            if got and (got.get("profile") or got.get("profile_error")):
+                provenance["profile"] = got.get("profile")  # `specdec.measure.step_split.vllm_split` reads it
+                provenance["profile_error"] = got.get("profile_error")
             if got and got.get("traceback"):
                 provenance["traceback"] = got["traceback"]  # where vLLM raised, for the row's diagnosis
             if got is None:

@@ -16,9 +16,10 @@ configurations shares it, and runs of one configuration share its LLM while it i
                 and a shipped run of one configuration share its LLM),
      "inspect_only": bool (optional: build the LLM and read what ran; no tokens),
      "profile": bool (optional: one more generate call after the timed ones, under `torch.profiler`
-                (CPU): its wall time and each operator's self CPU time and count, ``profile`` in the row;
-                with the engine core in this process, as the session runs it, vLLM's scheduler and
-                input preparation are in that call too)}
+                (CPU): its wall time and each operator's self CPU time and count, ``profile`` in the row,
+                or ``profile_error``; with the engine core in this process, as the session runs it,
+                vLLM's scheduler and input preparation are in that call too; the call draws from the
+                LLM's random stream like any other, so a later sampled run of that LLM draws on)}
 
 and optionally "kernel_check": true (`vllm_patch.kernel_check`, run before any LLM is built).
 Every row records ``what_ran`` (`vllm_patch.what_ran`: the runner, rejection sampler and drafter
@@ -166,7 +167,10 @@ def _generate(llm, run: dict, row: dict) -> None:
     row["timings"]["generate_s"] = each[0]
     row["timings"]["generate_each_s"] = each
     if run.get("profile"):
-        row["profile"] = _profiled(llm, prompts, params)
+        try:
+            row["profile"] = _profiled(llm, prompts, params)
+        except Exception as exc:  # the profile is extra: its failure leaves the row and the held LLM as they are
+            row["profile_error"] = f"{type(exc).__name__}: {exc}"
 
 
 def _profiled(llm, prompts, params) -> dict:

@@ -48,22 +48,30 @@ def test_operator_split_groups_a_profile_per_step_and_keeps_the_time_outside_ope
     assert got["ms copies"] == pytest.approx(0.125) and got["ms other"] == pytest.approx(0.125)
     assert got["ms outside operators"] == pytest.approx(2.5) and got["ms profiled step"] == pytest.approx(5.0)
     assert got["share matrix products"] == pytest.approx(0.8)
+    assert got["top operators"].startswith("aten::addmm 1.50; _C::onednn_mm 0.50; ")
+    assert step_split.operator_split({k: [v, 3] for k, v in ops.items()}, 0.02, 4) == got  # vLLM's worker's form
     for bad in (dict(wall_s=0.02, steps=0), dict(wall_s=0.0, steps=4)):
         with pytest.raises(ValueError, match="need steps >= 1"):
             step_split.operator_split(ops, **bad)
+    with pytest.raises(ValueError, match="exceeds the call's"):
+        step_split.operator_split(ops, wall_s=0.005, steps=4)  # 10 ms of operators in 5 ms: several threads
     with pytest.raises(ValueError, match="a profile"):
         step_split.operator_split({}, wall_s=0.02, steps=4)
 
 
-def test_split_rows_reverse_the_engines_order_every_other_round_and_keep_medians(monkeypatch):
+def test_split_rows_reverse_the_engines_order_every_other_round_and_keep_means(monkeypatch):
     """Scripted splits: the call order is ours, vLLM at each batch, then vLLM, ours; each row's number
-    is the median over its rounds (a row that kept its first round would read 1 for ours at batch 1)."""
+    is the mean over its rounds (a row that kept its first round would read 1 for ours at batch 1) and
+    its text the last round's; a vLLM split that fails leaves a "not timed" row, ours' failure stops."""
     calls = []
 
-    def scripted(engine):
+    def scripted(engine, fail_at=None):
         def run(*args, batch, length, **kw):
             calls.append((engine, batch))
-            return {"engine": engine, "batch": batch, "length": length, "ms step": float(len(calls)) ** 2}
+            if len(calls) == fail_at:
+                raise RuntimeError("vLLM's profiled call failed: gone")
+            return {"engine": engine, "batch": batch, "length": length, "ms step": float(len(calls)) ** 2,
+                    "forward_s": float("nan"), "top operators": f"call {len(calls)}"}
         return run
 
     monkeypatch.setattr(breakdown, "step_split", scripted("ours"))
@@ -71,9 +79,15 @@ def test_split_rows_reverse_the_engines_order_every_other_round_and_keep_medians
     rows = breakdown.split_rows(None, PROMPTS, batches=(1, 8), length=4, seed=0, session=object(), rounds=2)
     assert calls == [("ours", 1), ("vllm", 1), ("ours", 8), ("vllm", 8),
                      ("vllm", 1), ("ours", 1), ("vllm", 8), ("ours", 8)]
-    assert [(r["engine"], r["batch"], r["ms step"], r["rounds"]) for r in rows] == [
-        ("ours", 1, (1 + 36) / 2, 2), ("ours", 8, (9 + 64) / 2, 2),
-        ("vllm", 1, (4 + 25) / 2, 2), ("vllm", 8, (16 + 49) / 2, 2)]
+    assert [(r["engine"], r["batch"], r["ms step"], r["rounds"], r["top operators"]) for r in rows] == [
+        ("ours", 1, (1 + 36) / 2, 2, "call 6"), ("ours", 8, (9 + 64) / 2, 2, "call 8"),
+        ("vllm", 1, (4 + 25) / 2, 2, "call 5"), ("vllm", 8, (16 + 49) / 2, 2, "call 7")]
+    assert all(math.isnan(r["forward_s"]) for r in rows)
+    calls.clear()
+    monkeypatch.setattr(breakdown, "vllm_split", scripted("vllm", fail_at=5))  # vLLM at batch 1, round 2
+    rows = breakdown.split_rows(None, PROMPTS, batches=(1, 8), length=4, seed=0, session=object(), rounds=2)
+    assert [(r["engine"], r["batch"], r.get("note", "")) for r in rows] == [
+        ("ours", 1, ""), ("ours", 8, ""), ("vllm", 1, "not timed: vLLM's profiled call failed: gone"), ("vllm", 8, "")]
     assert [r["engine"] for r in breakdown.split_rows(None, PROMPTS, batches=(1,), length=4, seed=0)] == ["ours"]
     with pytest.raises(ValueError, match="rounds must be >= 1"):
         breakdown.split_rows(None, PROMPTS, batches=(1,), length=4, seed=0, rounds=0)

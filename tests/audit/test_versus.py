@@ -78,9 +78,17 @@ def test_an_engine_that_fails_gets_a_not_timed_row_and_the_run_goes_on(engines):
         ("plain decoding", "lean", False), ("plain decoding", "bad", True), ("again", "lean", False)]
     assert rows[1]["verdict"] == "not timed: bad failed: RuntimeError: llama-server exited with status 1"
     assert bad.calls == 3  # no call after the failure
-    ref_fails = versus.versus_rows({"ours": _Failing(engines["ours"], at=0), "lean": engines["lean"]}, "ours", PROMPTS,
-                                   m[1:], length=4, rounds=2, seed=0)
-    assert ref_fails[0]["verdict"].startswith("not timed: ours failed: RuntimeError")
+    # the reference fails at its first matchup's warm-up: that matchup is not timed (vLLM's calls of it
+    # not even sent), the next one is
+    session = _Session([[[1, 2]]])
+    two = [versus.Matchup("first", "greedy", 1, (*plain[:2], ("vllm", plain[0][1]))),
+           versus.Matchup("second", "greedy", 1, plain[:2])]
+    ref = _Failing(engines["ours"], at=0)
+    rows = versus.versus_rows({"ours": ref, "lean": engines["lean"]}, "ours", PROMPTS, two, length=4, rounds=2,
+                              seed=0, vllm=session)
+    assert [(r["comparison"], r["engine"], r["verdict"].startswith("not timed: ours failed")) for r in rows] == [
+        ("first", "lean", True), ("first", "vllm", True), ("second", "lean", False)]
+    assert session.jobs == [] and rows[2]["pairs"] == 4
 
 
 class _Session:

@@ -101,6 +101,7 @@ def test_values_read_the_rows_they_name():
     assert got["grow_b8"] == "1.20" and got["grow_b1_iv"] == "[0.95, 1.05]"
     assert (got["ours_mm_b8"], got["vllm_mm_b8"], got["ours_outside_b1"], got["vllm_outside_b1"]) == \
         ("32.00", "33.00", "1.00", "4.00") and got["split_rounds"] == 2
+    assert (got["ours_profiler_b1"], got["vllm_profiler_b1"]) == ("-2.00", "0.00")  # profiled minus unprofiled step
     assert got["ref_tps"] == "200" and got["ref_gbs"] == "12.0" and got["weights_mb"] == "60.0"
     with pytest.raises(KeyError, match="expected one row"):
         breakdown._row(_tables()["plain"], engine="hf")

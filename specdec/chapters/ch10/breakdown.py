@@ -137,6 +137,8 @@ def values(t: dict) -> dict:
         ours_mm_b8=_num(ms["ours", 8]["ms matrix products"]), vllm_mm_b8=_num(ms["vllm", 8]["ms matrix products"]),
         ours_outside_b1=_num(ms["ours", 1]["ms outside operators"]),
         vllm_outside_b1=_num(ms["vllm", 1]["ms outside operators"]),
+        ours_profiler_b1=_num(ms["ours", 1]["ms profiled step"] - ms["ours", 1]["ms unprofiled step"]),
+        vllm_profiler_b1=_num(ms["vllm", 1]["ms profiled step"] - ms["vllm", 1]["ms unprofiled step"]),
         grow_b1=_num(grow1["gain"]), grow_b1_iv=_iv(grow1["gain_lo"], grow1["gain_hi"]),
         grow_b8=_num(grow8["gain"]), grow_b8_iv=_iv(grow8["gain_lo"], grow8["gain_hi"]),
         grow_b1_verdict=grow1["verdict"], grow_b8_verdict=grow8["verdict"],
