@@ -65,7 +65,7 @@ def plain_view(t: dict) -> pd.DataFrame:
 
 
 def split_view(t: dict) -> pd.DataFrame:
-    """Milliseconds per plain decoding step of the profiled calls per engine and batch (medians over
+    """Milliseconds per plain decoding step of the profiled calls per engine and batch (means over
     the split's rounds), by part
     (`specdec.measure.step_split.operator_split`; copies counted with the other operators), and the
     unprofiled call's step."""
