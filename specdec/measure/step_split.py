@@ -105,9 +105,9 @@ def operator_split(self_us: dict, wall_s: float, steps: int, top: int = 6) -> di
 
 def vllm_split(session, prompts, *, batch: int, length: int, seed: int, repeats: int = 3) -> dict:
     """vLLM's plain greedy decoding of ``prompts[0]`` at ``batch`` split as `step_split` splits ours:
-    ``repeats`` calls timed after an untimed one (their median is the unprofiled step), then one
-    under torch's profiler in vLLM's worker (its engine core in that process, `specdec.peers.vllm`),
-    grouped by `operator_split`.  A failed call or profile raises, naming vLLM's error."""
+    ``repeats`` warm calls timed (a freshly built LLM gets an untimed one first; their median is the
+    unprofiled step), then one under torch's profiler in vLLM's worker (its engine core in that
+    process, `specdec.peers.vllm`), grouped by `operator_split`.  A failed call or profile raises, naming vLLM's error."""
     from specdec.peers.interface import Sampling
 
     if repeats < 2:
