@@ -16,8 +16,9 @@ greedy, ``prompts`` the chapter's speed prompts, ``length`` tokens per call):
      llama.cpp through its server's own prompt timings (`LlamaEngine.forward_times`) -- giving the
      step cost a loop with no work besides its forwards would pay, (T(k + 1) + k T_d(1)) / T(1);
   4. the plain step split, ours (`specdec.measure.step_split.step_split`) and vLLM's (`vllm_split`: a
-     call profiled in its worker), grouped alike, in rounds of alternating order (`split_rows`); ours alone: the batch-1 limit of this core's
-     bandwidth (`limit`) and the in-place cache's gain (`cache_gain`);
+     call profiled in its worker), grouped alike, in rounds of alternating order (`split_rows`); ours
+     alone: the batch-1 limit of this core's bandwidth (`limit`) and the in-place cache's gain
+     (`cache_gain`);
   5. head to head (`head_to_head`, timed by `specdec.audit.versus.versus_rows` against ours, after
      1-4 of the same run): at greedy, each engine's draft model at its best k (the k of (2) with the
      largest median speedup over its own plain decoding at that batch) and each engine's best exact decoding (its best-k draft

@@ -51,34 +51,25 @@ def main(argv=None) -> int:
               "draft": DRAFT, "smoke": args.smoke, "split_rounds": SPLIT_ROUNDS,
               **({"only": args.only} if args.only else {})}
     start = time.perf_counter()
-    ours = OursEngine(mode="lean")
     session = VLLMSession(VLLMEngine(threads=1)) if (args.vllm or not args.smoke) else None
-    if args.only == "split":
-        try:
+    try:
+        if args.only == "split":
             out = {"split": split_rows(subjects.target, prompts, batches=batches, length=length, seed=SEED,
                                        session=session, rounds=SPLIT_ROUNDS)}
-        finally:
-            if session is not None:
-                session.close()
-        return _write(out, params, subjects, start, args.out)
-    with LlamaEngine(threads=1) as llama, LlamaEngine(threads=1, target=DRAFT) as llama_draft:
-        try:
-            out = run_all({"ours": ours, "llama": llama}, prompts, target=subjects.target,
-                          draft_model=subjects.drafts[DRAFT], draft=DRAFT, ks=ks, batches=batches, length=length,
-                          rounds=rounds, seed=SEED, session=session, llama_draft=llama_draft,
-                          repeats=5 if args.smoke else 20, split_rounds=SPLIT_ROUNDS)
-        finally:
-            if session is not None:
-                session.close()
-    return _write(out, params, subjects, start, args.out)
-
-
-def _write(out: dict, params: dict, subjects, start: float, folder: Path) -> int:
+        else:
+            with LlamaEngine(threads=1) as llama, LlamaEngine(threads=1, target=DRAFT) as llama_draft:
+                out = run_all({"ours": OursEngine(mode="lean"), "llama": llama}, prompts, target=subjects.target,
+                              draft_model=subjects.drafts[DRAFT], draft=DRAFT, ks=ks, batches=batches,
+                              length=length, rounds=rounds, seed=SEED, session=session, llama_draft=llama_draft,
+                              repeats=5 if args.smoke else 20, split_rounds=SPLIT_ROUNDS)
+    finally:
+        if session is not None:
+            session.close()
     prov = provenance(params, seed=SEED, models=subjects.sha256)
     prov["wall_s"] = round(time.perf_counter() - start, 1)
     for name, rows in out.items():
-        write_table(rows if isinstance(rows, list) else [rows], folder / f"{name}.csv", prov, kind="timing")
-    print(f"breakdown written to {folder} in {prov['wall_s']} s")
+        write_table(rows if isinstance(rows, list) else [rows], args.out / f"{name}.csv", prov, kind="timing")
+    print(f"breakdown written to {args.out} in {prov['wall_s']} s")
     return 0
 
 

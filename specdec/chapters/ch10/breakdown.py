@@ -66,9 +66,8 @@ def plain_view(t: dict) -> pd.DataFrame:
 
 def split_view(t: dict) -> pd.DataFrame:
     """Milliseconds per plain decoding step of the profiled calls per engine and batch (means over
-    the split's rounds), by part
-    (`specdec.measure.step_split.operator_split`; copies counted with the other operators), and the
-    unprofiled call's step."""
+    the split's rounds), by part (`specdec.measure.step_split.operator_split`; copies counted with the
+    other operators), and the unprofiled calls' step."""
     s = t["split"]
     return pd.DataFrame({"engine, batch": [f"{e}, {b}" for e, b in zip(s["engine"], s["batch"])],
                          "matrix products": [_num(v) for v in s["ms matrix products"]],
