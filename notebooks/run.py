@@ -6,7 +6,9 @@ Each notebook `notebooks/NN_*.ipynb` is executed into `<out>/NN_*.ipynb` with cw
 root.  NAME=VALUE pairs set parameters; each notebook receives only the ones its `parameters`
 cell declares (values are parsed as Python literals where possible, else kept as strings; an
 empty value leaves the notebook's default).  `make reproduce` passes RECOMPUTE=True (compute and
-write the chapter's tables), `make book` RECOMPUTE=False (render the committed tables).
+write the chapter's tables), `make book` RECOMPUTE=False (render the committed tables).  A recompute
+of every chapter (no ``--only``) leaves out the chapters of `specdec.io.paths.OWN_TARGETS`: each is
+recomputed by a make target of its own (``--only`` names it), and rendered from its committed tables.
 
 A notebook is skipped when its executed copy carries the key of the current run: sha256 over the
 notebook, every file of the `specdec` library, the model manifest, the corpus, the GPU results,
@@ -38,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from specdec.io.paths import BUILD_DIR, resolve  # noqa: E402
+from specdec.io.paths import BUILD_DIR, OWN_TARGETS, resolve  # noqa: E402
 from specdec.io.results import atomic_write, provenance  # noqa: E402
 
 KEY_INPUTS = ("specdec", "data/models/SHA256SUMS", "data/corpus", "data/results/gpu",  # what notebooks read
@@ -235,6 +237,17 @@ def record_run(notebook: Path, params: dict, wall_s: float) -> None:
     atomic_write(resolve(effective["RESULTS_DIR"]) / "run.json", lambda f: json.dump(rec, f, indent=2))
 
 
+def select(only: str, recompute: bool) -> tuple[list[Path], list[Path]]:
+    """(the notebooks to run, in order; those left to their own make target): the notebooks whose
+    name starts with ``only``; a recompute of them all (``only`` empty) leaves out `OWN_TARGETS`'
+    chapters.  A prefix no notebook has is an error naming it."""
+    notebooks = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if p.name.startswith(only))
+    if not notebooks:
+        raise SystemExit(f"no notebooks/NN_*.ipynb match {only!r}")
+    left = [nb for nb in notebooks if recompute and not only and nb.stem in OWN_TARGETS]
+    return [nb for nb in notebooks if nb not in left], left
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True, help="folder for the executed copies")
@@ -247,9 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     if given.get("SMOKE") and given.get("RECOMPUTE") and "RESULTS_DIR" not in given:
         smoke_root = BUILD_DIR / "smoke-results"  # SMOKE sizes never overwrite the committed results
         print(f"SMOKE: results go to {smoke_root}, not data/results", flush=True)
-    notebooks = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if p.name.startswith(args.only))
-    if not notebooks:
-        raise SystemExit(f"no notebooks/NN_*.ipynb match {args.only!r}")
+    notebooks, left = select(args.only, bool(given.get("RECOMPUTE")))
+    for nb in left:
+        print(f"{nb.name}: recomputed by `{OWN_TARGETS[nb.stem]}`, not here (rendered from its committed tables)",
+              flush=True)
     out_dir = resolve(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:

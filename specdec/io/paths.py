@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["ROOT", "DATA", "CORPUS_DIR", "CACHE_DIR", "MODELS_DIR", "CHECKPOINTS_DIR", "RESULTS_DIR", "RERUNS_DIR", "CHAPTERS",
+__all__ = ["ROOT", "DATA", "CORPUS_DIR", "CACHE_DIR", "MODELS_DIR", "CHECKPOINTS_DIR", "RESULTS_DIR", "RERUNS_DIR", "CHAPTERS", "OWN_TARGETS",
            "BUILD_DIR", "resolve"]
 
 ROOT = Path(__file__).resolve().parents[2]   # the repository: specdec/io/paths.py -> ../../
@@ -26,6 +26,9 @@ RERUNS_DIR = DATA / "reruns"                  # re-runs of a measured chapter in
 CHAPTERS = {"one": "01_acceptance_and_residual", "seq": "02_distribution_tests", "cost": "03_cost_model",
             "family": "04_model_family", "acc": "05_measured_acceptance", "dec": "06_measured_decoding",
             "gpu": "07_gpu_decoding", "alt": "08_alternatives", "serve": "09_serving", "eng": "10_engines"}  # results folder by short name
+# chapters that `make reproduce` renders from their committed results instead of recomputing: each has
+# a make target of its own (a campaign longer than make reproduce's whole budget; the page says which)
+OWN_TARGETS = {CHAPTERS["eng"]: "make engines"}
 BUILD_DIR = ROOT / "build"                    # executed notebooks, the book (not committed)
 
 

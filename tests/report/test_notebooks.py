@@ -256,6 +256,19 @@ def test_runner_resumes_on_hash_not_on_existence(tmp_path):
     assert run.stored_key(tmp_path / "missing.ipynb") is None
 
 
+def test_a_recompute_of_every_chapter_leaves_chapter_10_to_make_engines():
+    """`make reproduce` (no --only) leaves the chapters with a target of their own; `make engines`
+    (--only 10) runs chapter 10; a render (`make book`) and `make replicate` (--only 06) are as asked."""
+    every, left = run.select("", recompute=True)
+    assert [nb.stem for nb in left] == ["10_engines"] and "10_engines" not in [nb.stem for nb in every]
+    assert len(every) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))) - 1
+    assert [nb.stem for nb in run.select("10", recompute=True)[0]] == ["10_engines"]
+    assert run.select("", recompute=False)[1] == [] and len(run.select("", recompute=False)[0]) == len(every) + 1
+    assert [nb.stem for nb in run.select("06", recompute=True)[0]] == ["06_measured_decoding"]
+    with pytest.raises(SystemExit, match="no notebooks/NN_"):
+        run.select("42", recompute=True)
+
+
 class _Refs(HTMLParser):
     def __init__(self):
         super().__init__()

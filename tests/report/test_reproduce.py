@@ -149,7 +149,7 @@ def test_compare_chapter_reads_the_intervals_from_the_sidecar(tmp_path):
 
 def test_the_page_shows_each_chapter_by_its_word_and_counts():
     """One row per chapter: its status word (an older recorded status read as the word it begins
-    with), wall time, and "a of b" counts where intervals were compared; blank counts in a summary
+    with), the make target that recomputes it, wall time, and "a of b" counts where intervals were compared; blank counts in a summary
     recorded without them."""
     from specdec.chapters.reproduction.status import chapter_counts, chapter_rows, chapter_verdict
 
@@ -161,9 +161,9 @@ def test_the_page_shows_each_chapter_by_its_word_and_counts():
                             "reference": ["0123456789abcdef"] * 3, "cpu": ["EPYC"] * 3, "cores": [2] * 3,
                             "commit": ["abc", "abc+dirty", "abc"]})
     rows = chapter_rows(summary)
-    assert rows.values.tolist() == [["03_cost_model", "reproduced", 7.0, "", ""],
-                                    ["06_measured_decoding", "timing", 730.0, "20 of 24", "18 of 24"],
-                                    ["10_engines", "differs", 314.0, "3 of 4", "2 of 4"]]
+    assert rows.values.tolist() == [["03_cost_model", "reproduced", "make reproduce", 7.0, "", ""],
+                                    ["06_measured_decoding", "timing", "make reproduce", 730.0, "20 of 24", "18 of 24"],
+                                    ["10_engines", "differs", "make engines", 314.0, "3 of 4", "2 of 4"]]
     assert chapter_verdict("timing only") == "timing" and chapter_verdict("not compared") == "not compared"
     recorded = summary[["chapter", "status", "wall_s"]]  # a comparison recorded without the counts
     assert chapter_rows(recorded)["intervals"].tolist() == ["", "", ""]
@@ -191,14 +191,17 @@ def test_the_reproduction_chapter_does_not_compare_itself():
     assert chapter_names([Path("r/01_a"), Path("r/99_reproduction")], "99_reproduction") == ["01_a"]
 
 
-def test_the_recompute_budget_sums_the_chapters_wall_times():
+def test_the_recompute_budget_sums_the_chapters_make_reproduce_recomputes():
+    """Chapters with a target of their own (chapter 10: make engines) are summed apart."""
     from specdec.chapters.reproduction.budget import recompute_budget
 
-    summary = pd.DataFrame({"wall_s": [600.0, 900.0, float("nan")]})  # a chapter without run.json adds nothing
+    summary = pd.DataFrame({"chapter": ["01_a", "06_b", "07_c", "10_engines"],
+                            "wall_s": [600.0, 900.0, float("nan"), 1200.0]})  # no run.json adds nothing
     assert recompute_budget(summary) == {"recompute_minutes": 25.0, "recompute_budget": 25.0,
-                                         "recompute_verdict": "within"}
-    assert recompute_budget(summary.assign(wall_s=[600.0, 901.0, 0.0]))["recompute_verdict"] == "over"
+                                         "recompute_verdict": "within", "own_target_minutes": 20.0}
+    assert recompute_budget(summary.assign(wall_s=[600.0, 901.0, 0.0, 0.0]))["recompute_verdict"] == "over"
     assert recompute_budget(summary, budget_min=20)["recompute_verdict"] == "over"
+    assert recompute_budget(summary.assign(chapter=["01_a", "06_b", "07_c", "10_x"]))["recompute_verdict"] == "over"
 
 
 def test_the_make_reproduce_record_round_trips(tmp_path):
