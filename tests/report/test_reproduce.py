@@ -149,7 +149,7 @@ def test_compare_chapter_reads_the_intervals_from_the_sidecar(tmp_path):
 
 def test_the_page_shows_each_chapter_by_its_word_and_counts():
     """One row per chapter: its status word (an older recorded status read as the word it begins
-    with), the make target that recomputes it, wall time, and "a of b" counts where intervals were compared; blank counts in a summary
+    with), wall time, and "a of b" counts where intervals were compared; blank counts in a summary
     recorded without them."""
     from specdec.chapters.reproduction.status import chapter_counts, chapter_rows, chapter_verdict
 
@@ -161,9 +161,9 @@ def test_the_page_shows_each_chapter_by_its_word_and_counts():
                             "reference": ["0123456789abcdef"] * 3, "cpu": ["EPYC"] * 3, "cores": [2] * 3,
                             "commit": ["abc", "abc+dirty", "abc"]})
     rows = chapter_rows(summary)
-    assert rows.values.tolist() == [["03_cost_model", "reproduced", "make reproduce", 7.0, "", ""],
-                                    ["06_measured_decoding", "timing", "make reproduce", 730.0, "20 of 24", "18 of 24"],
-                                    ["10_engines", "differs", "make engines", 314.0, "3 of 4", "2 of 4"]]
+    assert rows.values.tolist() == [["03_cost_model", "reproduced", 7.0, "", ""],
+                                    ["06_measured_decoding", "timing", 730.0, "20 of 24", "18 of 24"],
+                                    ["10_engines", "differs", 314.0, "3 of 4", "2 of 4"]]
     assert chapter_verdict("timing only") == "timing" and chapter_verdict("not compared") == "not compared"
     recorded = summary[["chapter", "status", "wall_s"]]  # a comparison recorded without the counts
     assert chapter_rows(recorded)["intervals"].tolist() == ["", "", ""]

@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from specdec.chapters.reproduction.timing import COUNTS, compare_timing
-from specdec.io.paths import BUILD_DIR, OWN_TARGETS, ROOT
+from specdec.io.paths import BUILD_DIR, ROOT
 from specdec.io.results import read_table
 
 __all__ = ["REPRODUCED", "DIFFERS", "TIMING", "NOT_COMPARED", "NO_REFERENCE", "extract_reference",
@@ -250,16 +250,14 @@ def _of(a: int, b: int) -> str:
 
 def chapter_rows(summary):
     """The page's table of `compare_all`'s per-chapter summary (a DataFrame): chapter, verdict
-    (`chapter_verdict`), the make target that recomputes it (`OWN_TARGETS`, else "make reproduce"),
-    wall time, and for timing tables that compared an interval "a of b" intervals overlapping and
-    verdicts agreeing (blank where none was compared).  A summary recorded without the count columns
-    has blank counts."""
+    (`chapter_verdict`), wall time, and for timing tables that compared an interval "a of b"
+    intervals overlapping and verdicts agreeing (blank where none was compared).  A summary recorded
+    without the count columns has blank counts."""
     s = summary.reindex(columns=["chapter", "status", "wall_s", *COUNTS[:4]], fill_value=0)
     return s.assign(verdict=s["status"].map(chapter_verdict),
-                    target=[OWN_TARGETS.get(c, "make reproduce") for c in s["chapter"]],
                     intervals=[_of(a, b) for a, b in zip(s["intervals_overlap"], s["intervals_compared"])],
                     verdicts=[_of(a, b) for a, b in zip(s["verdicts_agree"], s["verdicts_compared"])]
-                    )[["chapter", "verdict", "target", "wall_s", "intervals", "verdicts"]]
+                    )[["chapter", "verdict", "wall_s", "intervals", "verdicts"]]
 
 
 def differing(tables):
