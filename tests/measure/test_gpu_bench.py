@@ -98,15 +98,17 @@ def test_chapter_07_labels_non_gpu_tables_and_shows_them(smoke_run, tmp_path):
     _, out = smoke_run
     nb = root / "notebooks" / "07_gpu_decoding.ipynb"
     r07 = str(tmp_path / "r07")
-    run.execute(nb, tmp_path / "07.ipynb", {"RECOMPUTE": True, "RESULTS_DIR": r07, "GPU_RESULTS": str(out)}, "test")
-    status, shown, images = _page(tmp_path / "07.ipynb")
-    assert status == "not from a GPU" and images == 0
-    assert "gpu_cost_and_controlled.csv" in shown and "gpu_batch_throughput.csv" in shown and "| section |" in shown
-    assert read_table(tmp_path / "r07" / "status.csv")["real_gpu"].tolist() == [False]
-    run.execute(nb, tmp_path / "07r.ipynb", {"RECOMPUTE": False, "RESULTS_DIR": r07}, "test")
-    assert _page(tmp_path / "07r.ipynb") == (status, shown, images)
-    run.execute(nb, tmp_path / "07n.ipynb", {"RECOMPUTE": True, "RESULTS_DIR": str(tmp_path / "n07"),
-                                             "GPU_RESULTS": str(tmp_path / "none")}, "test")
+    with run.SharedKernel() as kernel:  # one kernel for the three runs (each starts from an emptied namespace)
+        run.execute(nb, tmp_path / "07.ipynb", {"RECOMPUTE": True, "RESULTS_DIR": r07, "GPU_RESULTS": str(out)}, "test",
+                    kernel=kernel)
+        status, shown, images = _page(tmp_path / "07.ipynb")
+        assert status == "not from a GPU" and images == 0
+        assert "gpu_cost_and_controlled.csv" in shown and "gpu_batch_throughput.csv" in shown and "| section |" in shown
+        assert read_table(tmp_path / "r07" / "status.csv")["real_gpu"].tolist() == [False]
+        run.execute(nb, tmp_path / "07r.ipynb", {"RECOMPUTE": False, "RESULTS_DIR": r07}, "test", kernel=kernel)
+        assert _page(tmp_path / "07r.ipynb") == (status, shown, images)
+        run.execute(nb, tmp_path / "07n.ipynb", {"RECOMPUTE": True, "RESULTS_DIR": str(tmp_path / "n07"),
+                                                 "GPU_RESULTS": str(tmp_path / "none")}, "test", kernel=kernel)
     status, shown, images = _page(tmp_path / "07n.ipynb")
     assert status == "none" and ".csv" not in shown and images == 0
 
