@@ -183,6 +183,24 @@ def test_table_counts_and_the_tables_that_differ():
     assert differing(tables)["table"].tolist() == ["w"] and differing(missing)["table"].tolist() == ["w", "z"]
 
 
+def test_a_chapter_whose_run_record_is_the_committed_one_was_not_recomputed(tmp_path):
+    """Chapter 10 under `make reproduce` keeps the committed run.json: its tables equal the committed
+    ones without having been recomputed, and the page must not call it reproduced."""
+    import json
+
+    from specdec.chapters.reproduction.status import chapter_verdict, was_recomputed
+
+    rec = {"chapter": "10_engines", "wall_s": 1230.7, "date": "2026-12-06T18:24:26+00:00"}
+    for d, r in (("new", rec), ("ref", rec), ("again", {**rec, "wall_s": 1190.2, "date": "2026-12-08"})):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "run.json").write_text(json.dumps(r))
+    (tmp_path / "bare").mkdir()
+    assert not was_recomputed(tmp_path / "new", tmp_path / "ref")
+    assert was_recomputed(tmp_path / "again", tmp_path / "ref")
+    assert was_recomputed(tmp_path / "new", None) and was_recomputed(tmp_path / "bare", tmp_path / "ref")
+    assert chapter_verdict("not recomputed") == "not recomputed"
+
+
 def test_the_reproduction_chapter_does_not_compare_itself():
     from pathlib import Path
 

@@ -26,7 +26,9 @@ sums.  A chapter's status is one word (`chapter_status`): "differs" when a table
 committed table was not recomputed ("missing"); otherwise "reproduced" when at least one table was
 compared and all compared tables agree; else "timing" when it has timing tables (its interval and
 verdict counts say what they repeat), "not compared" when none of its tables could be compared, and
-"no reference" without committed results to compare with.  The page's tables and counts are
+"no reference" without committed results to compare with.  A chapter whose run record (``run.json``)
+is the committed one was not recomputed by the run (`was_recomputed`; chapter 10 under `make
+reproduce`): "not recomputed", whatever its tables, which then equal the committed ones trivially.  The page's tables and counts are
 `chapter_rows`, `differing`, `chapter_counts` and `table_counts`; the page's sentences are its own.
 
 Example: compare_frames(new, old) -> {"status": "reproduced", "detail": "12 rows, 5 columns equal"}
@@ -47,13 +49,13 @@ from specdec.chapters.reproduction.timing import COUNTS, compare_timing
 from specdec.io.paths import BUILD_DIR, ROOT
 from specdec.io.results import read_table
 
-__all__ = ["REPRODUCED", "DIFFERS", "TIMING", "NOT_COMPARED", "NO_REFERENCE", "extract_reference",
-           "compare_frames", "compare_chapter", "chapter_status", "chapter_names", "compare_all", "chapter_verdict",
+__all__ = ["REPRODUCED", "DIFFERS", "TIMING", "NOT_COMPARED", "NO_REFERENCE", "NOT_RECOMPUTED", "extract_reference",
+           "compare_frames", "compare_chapter", "chapter_status", "was_recomputed", "chapter_names", "compare_all", "chapter_verdict",
            "chapter_rows", "differing", "chapter_counts", "table_counts"]
 
 RTOL, ATOL, Z, LEVEL = 1e-9, 1e-12, 4.0, 1e-3
 REPRODUCED, DIFFERS, TIMING = "reproduced", "differs", "timing"  # a chapter's status words
-NOT_COMPARED, NO_REFERENCE = "not compared", "no reference"
+NOT_COMPARED, NO_REFERENCE, NOT_RECOMPUTED = "not compared", "no reference", "not recomputed"
 
 
 def extract_reference(revision: str = "HEAD", into: Path | None = None) -> tuple[Path | None, str]:
@@ -203,6 +205,15 @@ def _record(d: Path, name: str) -> dict:
     return json.loads(p.read_text()) if p.exists() else {}
 
 
+def was_recomputed(new_dir: Path, ref_dir: Path | None) -> bool:
+    """Whether the chapter in ``new_dir`` was recomputed since the reference ``ref_dir``: its run
+    record differs from the reference's (or either has none, or there is no reference)."""
+    if ref_dir is None:
+        return True
+    new, old = _record(new_dir, "run.json"), _record(ref_dir, "run.json")
+    return not new or not old or new != old
+
+
 def chapter_names(dirs, exclude: str) -> list[str]:
     """The names of the chapter folders ``dirs`` (`specdec.report.chapter.chapter_dirs`) but ``exclude``
     (the reproduction chapter, which does not compare itself)."""
@@ -216,11 +227,13 @@ def compare_all(results_root: Path, chapters: list[str], revision: str = "HEAD")
         tables, summary = [], []
         for name in chapters:
             d = Path(results_root) / name
-            rows = compare_chapter(d, None if ref_root is None else ref_root / name)
+            ref = None if ref_root is None else ref_root / name
+            rows = compare_chapter(d, ref)
             tables += rows
             run, chap = _record(d, "run.json"), _record(d, "chapter.json")
             hw = run.get("hardware", {})
-            summary.append({"chapter": name, "status": chapter_status(rows, ref_root is not None),
+            status = chapter_status(rows, ref_root is not None) if was_recomputed(d, ref) else NOT_RECOMPUTED
+            summary.append({"chapter": name, "status": status,
                             "reference": ref_commit, "wall_s": run.get("wall_s", float("nan")),
                             "cpu": hw.get("cpu", ""), "cores": hw.get("cpu_count", 0), "commit": run.get("commit", ""),
                             "date": run.get("date", ""), "smoke": bool(run.get("smoke", False)),
