@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["ROOT", "DATA", "CORPUS_DIR", "CACHE_DIR", "MODELS_DIR", "CHECKPOINTS_DIR", "RESULTS_DIR", "RERUNS_DIR", "CHAPTERS", "OWN_TARGETS",
-           "BUILD_DIR", "resolve"]
+__all__ = ["ROOT", "DATA", "CORPUS_DIR", "CACHE_DIR", "MODELS_DIR", "CHECKPOINTS_DIR", "RESULTS_DIR", "RERUNS_DIR",
+           "CHAPTERS", "OWN_TARGETS", "BUILD_DIR", "resolve"]
 
 ROOT = Path(__file__).resolve().parents[2]   # the repository: specdec/io/paths.py -> ../../
 DATA = ROOT / "data"

@@ -28,8 +28,9 @@ compared and all compared tables agree; else "timing" when it has timing tables 
 verdict counts say what they repeat), "not compared" when none of its tables could be compared, and
 "no reference" without committed results to compare with.  A chapter whose run record (``run.json``)
 is the committed one was not recomputed by the run (`was_recomputed`; chapter 10 under `make
-reproduce`): "not recomputed", whatever its tables, which then equal the committed ones trivially.  The page's tables and counts are
-`chapter_rows`, `differing`, `chapter_counts` and `table_counts`; the page's sentences are its own.
+reproduce`): "not recomputed", whatever its tables, which then equal the committed ones trivially.
+The page's tables and counts are `chapter_rows`, `differing`, `chapter_counts` and `table_counts`;
+the page's sentences are its own.
 
 Example: compare_frames(new, old) -> {"status": "reproduced", "detail": "12 rows, 5 columns equal"}
 """
@@ -49,9 +50,10 @@ from specdec.chapters.reproduction.timing import COUNTS, compare_timing
 from specdec.io.paths import BUILD_DIR, ROOT
 from specdec.io.results import read_table
 
-__all__ = ["REPRODUCED", "DIFFERS", "TIMING", "NOT_COMPARED", "NO_REFERENCE", "NOT_RECOMPUTED", "extract_reference",
-           "compare_frames", "compare_chapter", "chapter_status", "was_recomputed", "chapter_names", "compare_all", "chapter_verdict",
-           "chapter_rows", "differing", "chapter_counts", "table_counts"]
+__all__ = ["REPRODUCED", "DIFFERS", "TIMING", "NOT_COMPARED", "NO_REFERENCE", "NOT_RECOMPUTED",
+           "extract_reference", "compare_frames", "compare_chapter", "chapter_status", "was_recomputed",
+           "chapter_names", "compare_all", "chapter_verdict", "chapter_rows", "differing", "chapter_counts",
+           "table_counts"]
 
 RTOL, ATOL, Z, LEVEL = 1e-9, 1e-12, 4.0, 1e-3
 REPRODUCED, DIFFERS, TIMING = "reproduced", "differs", "timing"  # a chapter's status words
