@@ -28,7 +28,8 @@ compared and all compared tables agree; else "timing" when it has timing tables 
 verdict counts say what they repeat), "not compared" when none of its tables could be compared, and
 "no reference" without committed results to compare with.  A chapter whose run record (``run.json``)
 is the committed one was not recomputed by the run (`was_recomputed`; chapter 10 under `make
-reproduce`): "not recomputed", whatever its tables, which then equal the committed ones trivially.
+reproduce`): "not recomputed", and its tables, which then equal the committed ones trivially, are
+not compared (nor counted).
 The page's tables and counts are `chapter_rows`, `differing`, `chapter_counts` and `table_counts`;
 the page's sentences are its own.
 
@@ -230,11 +231,12 @@ def compare_all(results_root: Path, chapters: list[str], revision: str = "HEAD")
         for name in chapters:
             d = Path(results_root) / name
             ref = None if ref_root is None else ref_root / name
-            rows = compare_chapter(d, ref)
+            fresh = was_recomputed(d, ref)
+            rows = compare_chapter(d, ref) if fresh else []  # tables a run left alone are not compared
             tables += rows
             run, chap = _record(d, "run.json"), _record(d, "chapter.json")
             hw = run.get("hardware", {})
-            status = chapter_status(rows, ref_root is not None) if was_recomputed(d, ref) else NOT_RECOMPUTED
+            status = chapter_status(rows, ref_root is not None) if fresh else NOT_RECOMPUTED
             summary.append({"chapter": name, "status": status,
                             "reference": ref_commit, "wall_s": run.get("wall_s", float("nan")),
                             "cpu": hw.get("cpu", ""), "cores": hw.get("cpu_count", 0), "commit": run.get("commit", ""),
