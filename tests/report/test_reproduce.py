@@ -23,6 +23,19 @@ def test_exact_tables_agree_to_rounding_and_catch_a_changed_value():
     assert compare_frames(_frame("exact", {"k": [1]}), _frame("exact", {"k": [1, 2]}))["status"] == "differs"
 
 
+def test_an_exact_table_from_float32_logits_is_held_to_the_tolerance_it_states():
+    """Chapter 08's real-pair tables: a rounding-level TV that moved 100% between CPUs (4e-7 absolute)
+    agrees within the stated atol, one that moved by 2e-6 does not; without the statement it differs."""
+    from specdec.chapters.ch08.real_laws import LOGITS_TOLERANCE
+
+    old = _frame("exact", {"tv": [4.0e-7, 0.595], "n": [61512, 100]})
+    cpu = {"tv": [8.0e-7, 0.5950001], "n": [61513, 100]}
+    assert compare_frames(_frame("exact", cpu, tolerance=LOGITS_TOLERANCE), old)["status"] == "reproduced"
+    assert compare_frames(_frame("exact", cpu), old)["status"] == "differs"  # the default: rtol 1e-9
+    moved = _frame("exact", {**cpu, "tv": [2.4e-6, 0.595]}, tolerance=LOGITS_TOLERANCE)
+    assert compare_frames(moved, old)["status"] == "differs" and "tv" in compare_frames(moved, old)["detail"]
+
+
 def test_sampled_tables_use_their_intervals_errors_and_keys():
     meta = dict(intervals=[["a", "lo", "hi"]], se={"m": "se"}, keys=["verdict"])
     old = _frame("sampled", {"a": [0.5], "lo": [0.45], "hi": [0.55], "m": [2.0], "se": [0.01], "verdict": ["passes"]}, **meta)

@@ -7,7 +7,9 @@ git revision (default ``HEAD``, i.e. what is committed), extracted once with ``g
 How a table is compared depends on the kind its sidecar declares (`specdec.io.results`):
   exact    every numeric column equal to rtol 1e-9 (+ atol 1e-12), every other column equal.  Not
            bytes: the last bit of a float division differs between CPUs (seen: 1.336363636363636
-           committed on one machine, 1.3363636363636362 recomputed on another).
+           committed on one machine, 1.3363636363636362 recomputed on another).  A table computed
+           from float32 model logits states a looser ``tolerance`` in its sidecar (their spread
+           across CPUs), which the comparison uses.
   sampled  seeded Monte Carlo is not bit-identical across machines (one flipped comparison changes a
            whole trajectory), so: the ``keys`` columns must be equal, each declared interval
            [est, lo, hi] of the recomputed table must overlap the committed one, each declared
@@ -84,19 +86,25 @@ def _numeric(df, c) -> bool:
 
 
 def _exact(new, old) -> dict:
+    """Every numeric column within the recomputed table's stated ``tolerance`` (rtol, atol; default
+    `RTOL`, `ATOL`): a table computed from float32 model logits states the spread of those logits
+    across CPUs, which no rounding of a division explains."""
+    tol = new.attrs.get("meta", {}).get("tolerance") or {}
+    rtol, atol = float(tol.get("rtol", RTOL)), float(tol.get("atol", ATOL))
     bad = []
     for c in new.columns:
         if _numeric(new, c) and _numeric(old, c):
             a, b = new[c].to_numpy(dtype=float), old[c].to_numpy(dtype=float)
-            if not np.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True):
+            if not np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    rel = np.nanmax(np.abs(a - b) / np.maximum(np.abs(b), ATOL))
+                    rel = np.nanmax(np.abs(a - b) / np.maximum(np.abs(b), atol))
                 bad.append(f"{c} (max relative difference {rel:.1e})")
         elif new[c].astype(str).tolist() != old[c].astype(str).tolist():
             bad.append(f"{c} (values differ)")
     if bad:
         return {"status": "differs", "detail": "; ".join(bad)}
-    return {"status": "reproduced", "detail": f"{len(new)} rows, {len(new.columns)} columns equal to rtol {RTOL:g}"}
+    return {"status": "reproduced",
+            "detail": f"{len(new)} rows, {len(new.columns)} columns equal to rtol {rtol:g}, atol {atol:g}"}
 
 
 def _sampled(new, old, meta) -> dict:
