@@ -214,6 +214,24 @@ def test_a_chapter_whose_run_record_is_the_committed_one_was_not_recomputed(tmp_
     assert chapter_verdict("not recomputed") == "not recomputed"
 
 
+def test_a_chapter_not_recomputed_lists_its_tables_uncompared_and_uncounted(tmp_path):
+    """A fresh clone's page before any recompute: every chapter left alone still lists its tables (the
+    page's table is never empty) and none enters the counts."""
+    from specdec.chapters.reproduction.status import compare_chapter, table_counts
+    from specdec.io.results import write_table
+
+    for d in ("new", "old"):
+        write_table([{"k": 1, "v": 0.5}], tmp_path / d / "laws.csv", {}, kind="exact")
+    write_table([{"k": 1, "v": 0.7}], tmp_path / "new" / "moved.csv", {}, kind="exact")
+    write_table([{"k": 1, "v": 0.5}], tmp_path / "old" / "moved.csv", {}, kind="exact")
+    left = compare_chapter(tmp_path / "new", tmp_path / "old", recomputed=False)
+    assert [(r["table"], r["status"]) for r in left] == [("laws", "not recomputed"), ("moved", "not recomputed")]
+    assert table_counts(pd.DataFrame(left))["n_tables"] == 0
+    ran = compare_chapter(tmp_path / "new", tmp_path / "old")
+    assert [r["status"] for r in ran] == ["reproduced", "differs"]
+    assert table_counts(pd.DataFrame(ran + left))["n_tables"] == 2
+
+
 def test_the_reproduction_chapter_does_not_compare_itself():
     from pathlib import Path
 

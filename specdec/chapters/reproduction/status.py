@@ -31,7 +31,7 @@ verdict counts say what they repeat), "not compared" when none of its tables cou
 "no reference" without committed results to compare with.  A chapter whose run record (``run.json``)
 is the committed one was not recomputed by the run (`was_recomputed`; chapter 10 under `make
 reproduce`): "not recomputed", and its tables, which then equal the committed ones trivially, are
-not compared (nor counted).
+listed as such, neither compared nor counted.
 The page's tables and counts are `chapter_rows`, `differing`, `chapter_counts` and `table_counts`;
 the page's sentences are its own.
 
@@ -171,9 +171,11 @@ def compare_frames(new, old) -> dict:
     return _exact(new, old)
 
 
-def compare_chapter(new_dir: Path, ref_dir: Path | None) -> list[dict]:
+def compare_chapter(new_dir: Path, ref_dir: Path | None, recomputed: bool = True) -> list[dict]:
     """One row per table of a chapter's results folder, and one per committed table not recomputed;
-    every row has the same columns: chapter, table, kind, status, detail and `timing.COUNTS`."""
+    every row has the same columns: chapter, table, kind, status, detail and `timing.COUNTS`.  A
+    chapter the run left alone (``recomputed`` False) has each table listed as "not recomputed",
+    none compared."""
     rows = []
 
     def add(table, kind, result):
@@ -183,6 +185,9 @@ def compare_chapter(new_dir: Path, ref_dir: Path | None) -> list[dict]:
     for csv in sorted(Path(new_dir).glob("*.csv")):
         new = read_table(csv)
         kind = new.attrs["meta"].get("kind", "exact")
+        if not recomputed:
+            add(csv.stem, kind, {"status": NOT_RECOMPUTED, "detail": "the chapter's run record is the committed one"})
+            continue
         ref = None if ref_dir is None else Path(ref_dir) / csv.name
         if ref is None or not ref.exists():
             add(csv.stem, kind, {"status": "new", "detail": "no committed table to compare with"})
@@ -191,7 +196,7 @@ def compare_chapter(new_dir: Path, ref_dir: Path | None) -> list[dict]:
             add(csv.stem, kind, compare_frames(new, read_table(ref)))
         except (ValueError, KeyError) as exc:  # e.g. a committed table in an older format
             add(csv.stem, kind, {"status": "differs", "detail": f"cannot compare: {exc}"})
-    if ref_dir is not None and Path(ref_dir).is_dir():
+    if recomputed and ref_dir is not None and Path(ref_dir).is_dir():
         done = {r["table"] for r in rows}
         for csv in sorted(Path(ref_dir).glob("*.csv")):
             if csv.stem not in done:
@@ -240,7 +245,7 @@ def compare_all(results_root: Path, chapters: list[str], revision: str = "HEAD")
             d = Path(results_root) / name
             ref = None if ref_root is None else ref_root / name
             fresh = was_recomputed(d, ref)
-            rows = compare_chapter(d, ref) if fresh else []  # tables a run left alone are not compared
+            rows = compare_chapter(d, ref, recomputed=fresh)  # tables a run left alone are listed, not compared
             tables += rows
             run, chap = _record(d, "run.json"), _record(d, "chapter.json")
             hw = run.get("hardware", {})
@@ -303,8 +308,10 @@ def chapter_counts(summary) -> dict:
 
 
 def table_counts(tables) -> dict:
-    """Counts over the per-table list by kind: tables, exact ones and how many reproduced, sampled
-    ones, how many reproduced and how many were not compared (no interval stated), timing ones."""
+    """Counts over the per-table list by kind, tables of chapters not recomputed left out: tables,
+    exact ones and how many reproduced, sampled ones, how many reproduced and how many were not
+    compared (no interval stated), timing ones."""
+    tables = tables[tables["status"] != NOT_RECOMPUTED]
     kind, ok = tables["kind"], tables["status"] == "reproduced"
     return {"n_tables": int(len(tables)), "n_exact": int((kind == "exact").sum()),
             "n_exact_ok": int(((kind == "exact") & ok).sum()), "n_sampled": int((kind == "sampled").sum()),
