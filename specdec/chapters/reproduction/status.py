@@ -186,7 +186,7 @@ def compare_chapter(new_dir: Path, ref_dir: Path | None, recomputed: bool = True
         new = read_table(csv)
         kind = new.attrs["meta"].get("kind", "exact")
         if not recomputed:
-            add(csv.stem, kind, {"status": NOT_RECOMPUTED, "detail": "the chapter's run record is the committed one"})
+            add(csv.stem, kind, {"status": NOT_RECOMPUTED, "detail": "run.json as committed"})
             continue
         ref = None if ref_dir is None else Path(ref_dir) / csv.name
         if ref is None or not ref.exists():
