@@ -61,7 +61,7 @@ NB_PARAMS := DEVICE=$(DEVICE) DTYPE=$(DTYPE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRA
 HTML := $(BUILD)/book/_build/html/index.html
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help env reproduce replicate notebooks engines book readme test bench breakdown serve-bench audit audit-servers gpu gpu-wheels data models lab clean
+.PHONY: help env reproduce replicate notebooks engines surface book readme test bench breakdown serve-bench audit audit-servers gpu gpu-wheels data models lab clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -85,7 +85,7 @@ endif
 # its last step records the wall time in data/results/99_reproduction/make_reproduce.csv
 REPRODUCE_T0 := $(shell date +%s)
 FRESH_ENV := $(if $(wildcard $(VENV)/bin/python),false,true)
-reproduce: $(ENV_STAMP) $(VLLM_STAMP) ## recompute every chapter but 10 (resuming; chapter 09 runs vLLM from .venv-vllm), compare with the committed results, render the README, build the book
+reproduce: $(ENV_STAMP) ## recompute every chapter but 10 (resuming), compare with the committed results, render the README, build the book
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks RECOMPUTE=True $(NB_PARAMS)
 	$(MAKE) --no-print-directory readme book
 	$(PY) -m specdec.chapters.reproduction.budget --since $(REPRODUCE_T0) --fresh-env $(FRESH_ENV)
@@ -94,8 +94,7 @@ reproduce: $(ENV_STAMP) $(VLLM_STAMP) ## recompute every chapter but 10 (resumin
 # make replicate: where chapter 06's runs in fresh processes go, and which of a run's files stay
 # (the small tables the pooled analysis and the summary page read; figures and raw curves do not)
 RERUNS_06 ?= data/reruns/06_measured_decoding
-REPLICATE_KEEP := runs summary prediction draft_rule drafter_pilot draft_summary dynamic_vs_fixed hf_runs \
-	real_size_speedup_vs_alpha
+REPLICATE_KEEP := runs summary prediction draft_rule drafter_pilot draft_summary dynamic_vs_fixed hf_runs
 replicate: $(ENV_STAMP) ## chapter 06 again in a fresh process (pooled by the chapter's replication section): run it on other occasions
 	@d=$(RERUNS_06)/run_$$(date -u +%Y%m%dT%H%M%SZ); \
 	$(PY) notebooks/run.py --out $(BUILD)/replicate --only 06 --force RECOMPUTE=True RESULTS_DIR=$$d $(NB_PARAMS) \
@@ -104,13 +103,15 @@ replicate: $(ENV_STAMP) ## chapter 06 again in a fresh process (pooled by the ch
 	for f in $$d/*; do case " $$keep " in *" $$(basename $$f) "*) ;; *) rm -f $$f;; esac; done; \
 	echo "chapter 06 re-run kept in $$d: commit it, then render chapter 06 (make book)"
 
-notebooks: $(ENV_STAMP) $(VLLM_STAMP) ## recompute the chapters only (papermill, re-runs what changed; chapter 10: make engines), no book
+notebooks: $(ENV_STAMP) ## recompute the chapters only (papermill, re-runs what changed; chapter 10: make engines), no book
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks RECOMPUTE=True $(NB_PARAMS)
 
-# make engines: chapter 10's campaign (vLLM, llama.cpp, Hugging Face and ours held to the exact law, the
-# timing beside it) is longer than make reproduce's whole budget, so it has this target of its own
-# (specdec.io.paths.OWN_TARGETS); make reproduce and make book render its committed tables
-engines: $(ENV_STAMP) $(VLLM_STAMP) $(LLAMA_STAMP) ## chapter 10's campaign: the engines held to the exact law (~21 min on 2 cores; resuming), then make book
+# make engines: the other engines' campaigns -- chapter 09's workload on vLLM's server, and chapter 10's
+# (vLLM, llama.cpp, Hugging Face and ours held to the exact law, the timing beside it) -- are longer
+# than make reproduce's whole budget, so they have this target of their own (specdec.io.paths.OWN_TARGETS);
+# make reproduce and make book render their committed tables
+engines: $(ENV_STAMP) $(VLLM_STAMP) $(LLAMA_STAMP) ## the other engines: chapter 09's workload on vLLM's server (~5 min) and chapter 10's campaign (~21 min; resuming), then make book
+	$(PY) -m specdec.cli.serving_vllm --out data/results/serving_vllm
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks --only 10 RECOMPUTE=True $(NB_PARAMS)
 	$(MAKE) --no-print-directory readme book
 
@@ -133,6 +134,9 @@ lab: $(ENV_STAMP) ## JupyterLab from the project's environment, at the repositor
 
 bench: $(ENV_STAMP) ## CPU benchmarks (reported, not asserted)
 	$(PY) -m specdec.cli.bench --out data/results/bench
+
+surface: $(ENV_STAMP) ## the controlled-acceptance surface at real sizes (timed, ~4 min on 2 cores; chapter 06 renders the committed tables)
+	$(PY) -m specdec.cli.surface --out data/results/surface
 
 breakdown: $(ENV_STAMP) $(VLLM_STAMP) $(LLAMA_STAMP) ## chapter 10's time breakdown and head-to-head of the three engines (timed, ~35 min; the chapter renders the committed tables)
 	$(PY) -m specdec.cli.breakdown --rounds 8 --out data/results/breakdown

@@ -37,12 +37,13 @@ from specdec.peers.contract import check_seed
 from specdec.peers.openai_client import check_url, endpoint_info, reachable
 from specdec.io.results import provenance, write_table
 
-__all__ = ["main", "bench"]
+__all__ = ["main", "bench", "add_workload", "check_workload", "sweep_args", "WORKLOAD"]
 
 
-def bench(endpoints: dict, prompts, out: Path, params: dict, **sweep) -> dict:
+def bench(endpoints: dict, prompts, out: Path, params: dict, relabel=None, **sweep) -> dict:
     """Run `server_sweep` over ``endpoints`` (name -> (url, model), the first the baseline) and write
-    the tables (module docstring); returns {name: rows}."""
+    the tables (module docstring); returns {name: rows}.  ``relabel`` (speedup rows -> rows), when
+    given, rewrites the speedup rows before they are written (verdicts a caller withholds)."""
     names = list(endpoints)
     renamed = {NONE if i == 0 else n: e for i, (n, e) in enumerate(endpoints.items())}
     rows = server_sweep(renamed, prompts, **sweep)
@@ -53,7 +54,7 @@ def bench(endpoints: dict, prompts, out: Path, params: dict, **sweep) -> dict:
     tables = {"runs": keep}
     write_table(keep, out / "runs.csv", prov, kind="timing", keys=["policy", "rate", "repeat"])
     if len(endpoints) > 1:
-        tables["speedups"] = speedups(rows, seed=sweep["seed"])
+        tables["speedups"] = (relabel or list)(speedups(rows, seed=sweep["seed"]))
         tables["break_even"] = break_even_rows(rows, seed=sweep["seed"])
         write_table(tables["speedups"], out / "speedups.csv", prov, kind="timing", keys=["policy", "rate"],
                     intervals=[["latency_speedup", "latency_lo", "latency_hi"]])
@@ -62,30 +63,52 @@ def bench(endpoints: dict, prompts, out: Path, params: dict, **sweep) -> dict:
     return tables
 
 
-def _usage(message: str) -> NoReturn:
-    usage("serve-bench", message)
+# the workload's flags and defaults (chapter 09's sizes but its rates and rounds): flag -> (type, default)
+WORKLOAD = {"--rates": (float, [1.0, 4.0, 16.0, 64.0]), "--repeats": (int, 4), "--requests": (int, 16),
+            "--short-len": (int, 16), "--long-len": (int, 64), "--long-share": (float, 0.25),
+            "--temperature": (float, 1.0), "--ttft-slo": (float, 0.2), "--tpot-slo": (float, 0.02),
+            "--timeout": (float, 60.0), "--prompts": (int, 8), "--prompt-len": (int, 64), "--seed": (int, 9)}
 
 
-def _check_args(a) -> None:
-    """Every numeric argument in range (module docstring), else a usage error naming it."""
+def add_workload(ap, **defaults) -> None:
+    """The workload's flags (`WORKLOAD`) on ``ap``, a default replaced by ``defaults`` (by dest name)."""
+    for flag, (kind, default) in WORKLOAD.items():
+        dest = flag[2:].replace("-", "_")
+        ap.add_argument(flag, type=kind, nargs="+" if isinstance(default, list) else None,
+                        default=defaults.get(dest, default))
+
+
+def sweep_args(a) -> dict:
+    """The keyword arguments of `server_sweep` from parsed workload flags."""
+    return dict(rates=a.rates, repeats=a.repeats, n_requests=a.requests, short_len=a.short_len, long_len=a.long_len,
+                long_share=a.long_share, temperature=a.temperature, ttft_slo=a.ttft_slo, tpot_slo=a.tpot_slo,
+                seed=a.seed, timeout_s=a.timeout)
+
+
+def check_workload(tool: str, a) -> None:
+    """Every workload flag in range (module docstring), else ``tool``'s usage error naming it."""
     positive = {"--rates": a.rates, "--ttft-slo": [a.ttft_slo], "--tpot-slo": [a.tpot_slo], "--timeout": [a.timeout]}
     for flag, values in positive.items():
         for v in values:
             if not (math.isfinite(v) and v > 0):
-                _usage(f"{flag} must be a finite number > 0, got {v!r}")
+                usage(tool, f"{flag} must be a finite number > 0, got {v!r}")
     if not (math.isfinite(a.temperature) and a.temperature >= 0):
-        _usage(f"--temperature must be a finite number >= 0, got {a.temperature!r}")
+        usage(tool, f"--temperature must be a finite number >= 0, got {a.temperature!r}")
     if not 0 <= a.long_share <= 1:
-        _usage(f"--long-share must be a fraction in [0, 1], got {a.long_share!r}")
+        usage(tool, f"--long-share must be a fraction in [0, 1], got {a.long_share!r}")
     counts = {"--repeats": a.repeats, "--requests": a.requests, "--short-len": a.short_len, "--long-len": a.long_len,
               "--prompts": a.prompts, "--prompt-len": a.prompt_len}
     for flag, v in counts.items():
         if v < 1:
-            _usage(f"{flag} must be an int >= 1, got {v}")
+            usage(tool, f"{flag} must be an int >= 1, got {v}")
     try:
         check_seed(a.seed, "--seed")
     except ValueError as exc:
-        _usage(str(exc))
+        usage(tool, str(exc))
+
+
+def _usage(message: str) -> NoReturn:
+    usage("serve-bench", message)
 
 
 def main(argv=None) -> None:
@@ -94,22 +117,10 @@ def main(argv=None) -> None:
     ap.add_argument("--name", nargs="*", default=None, help="one name per URL (default endpoint-1, ...)")
     ap.add_argument("--model", required=True, help="the model name the endpoints serve")
     ap.add_argument("--out", default="data/results/serve-bench")
-    ap.add_argument("--rates", type=float, nargs="+", default=[1.0, 4.0, 16.0, 64.0])
-    ap.add_argument("--repeats", type=int, default=4)
-    ap.add_argument("--requests", type=int, default=16)
-    ap.add_argument("--short-len", type=int, default=16)
-    ap.add_argument("--long-len", type=int, default=64)
-    ap.add_argument("--long-share", type=float, default=0.25)
-    ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--ttft-slo", type=float, default=0.2)
-    ap.add_argument("--tpot-slo", type=float, default=0.02)
-    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per request, then it counts as a timeout")
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--prompt-len", type=int, default=64)
+    add_workload(ap)
     ap.add_argument("--prompt-file", default=None)
-    ap.add_argument("--seed", type=int, default=9)
     a = ap.parse_args(argv)
-    _check_args(a)
+    check_workload("serve-bench", a)
     for url in a.url:
         try:
             check_url(url)
@@ -124,10 +135,7 @@ def main(argv=None) -> None:
         if why is not None:
             _usage(f"{url} does not answer GET /v1/models: {why}; is the server running?")
     endpoints = {n: (check_url(u), a.model) for n, u in zip(names, a.url)}
-    tables = bench(endpoints, prompts, Path(a.out), vars(a), rates=a.rates, repeats=a.repeats,
-                   n_requests=a.requests, short_len=a.short_len, long_len=a.long_len, long_share=a.long_share,
-                   temperature=a.temperature, ttft_slo=a.ttft_slo, tpot_slo=a.tpot_slo, seed=a.seed,
-                   timeout_s=a.timeout, log=lambda m: print(m, flush=True))
+    tables = bench(endpoints, prompts, Path(a.out), vars(a), log=lambda m: print(m, flush=True), **sweep_args(a))
     print(f"wrote {', '.join(tables)} under {a.out}", file=sys.stderr)
 
 

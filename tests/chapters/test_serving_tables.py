@@ -1,6 +1,7 @@
 """Chapter 09's tables and glued values (`specdec.chapters.ch09.tables`) on hand-made rows: the
 break-even's direction and out-of-range ends, a trend named only where intervals are disjoint, the
-per-rate cells, vLLM's rows carrying chapter 10's law status and no verdict without a pass, and
+per-rate cells, vLLM's rows carrying chapter 10's law status and no verdict without a pass, vLLM's run
+read only on the chapter's workload, and
 the counts and one-word verdicts the page glues."""
 
 import math
@@ -105,3 +106,22 @@ def test_the_checks_count_cancelled_and_other_requests_apart():
         (2, 1, 1, 1, 1)
     assert v["row_min_mib"] == 2.0
 
+
+
+def test_vllms_run_is_read_only_on_the_chapters_workload_and_prompts(tmp_path):
+    from specdec.io.results import provenance, write_table
+
+    ours = {"PROMPTS": 8, "PROMPT_LEN": 64, "N_REQUESTS": 16, "SHORT_LEN": 16, "LONG_LEN": 64, "LONG_SHARE": 0.25,
+            "TEMPERATURE": 1.0, "TTFT_SLO": 0.2, "TPOT_SLO": 0.02, "SEED": 9, "DRAFT": "draft-distilled", "FIXED_K": 2}
+    ran = {flag: ours[name] for flag, name in tables.SHARED.items()}
+    for name in ("runs", "speedups", "break_even"):
+        write_table([{"policy": NONE, "rate": 4.0}], tmp_path / f"{name}.csv", provenance(ran), kind="timing")
+    write_table([{"policy": NONE, "version": "v", "kv_cache_gib": 1, "wall_s": 9.0}], tmp_path / "servers.csv",
+                provenance({**ran, "checksum": "abc"}), kind="timing")
+    assert set(tables.vllm_tables(tmp_path, ours, "abc")) == {"runs", "speedups", "break_even", "servers"}
+    with pytest.raises(ValueError, match="'requests': \\(16, 4\\)"):
+        tables.vllm_tables(tmp_path, {**ours, "N_REQUESTS": 4}, "abc")
+    with pytest.raises(ValueError, match="checksum"):
+        tables.vllm_tables(tmp_path, ours, "other prompts")
+    assert set(tables.vllm_tables(tmp_path, {**ours, "N_REQUESTS": 4}, "x", check=False)) == {
+        "runs", "speedups", "break_even", "servers"}  # a SMOKE run's sizes are not the run's

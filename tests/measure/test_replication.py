@@ -103,9 +103,9 @@ def test_chapter_06_pools_only_runs_of_the_same_sweep(tmp_path):
     assert rep.setting(["dynamic", 0, 32, 8]) == (0.0, 32, 8, "dynamic")
 
 
-def _run_folder(d, ref, words, within, fwd, steps_col=True, explained=None):
+def _run_folder(d, ref, words, within, fwd, explained=None):
     """A run's own tables as `runs_record` reads them: summary (the reference and one more primary
-    setting), prediction (4 configurations, ``within`` of them inside), the surface and run.json."""
+    setting), prediction (4 configurations, ``within`` of them inside) and run.json."""
     d.mkdir(parents=True)
     meta = {**provenance(), "parameters": {}, "models_sha256": {"m": "1"}}
     summ = [{"temperature": 1.0, "output_len": 128, "batch": b, "config": "k=2", "speedup": m, "speedup_lo": a,
@@ -114,40 +114,33 @@ def _run_folder(d, ref, words, within, fwd, steps_col=True, explained=None):
     pred = [{"within": i < within, "forward_vs_curve": f,
              **({} if explained is None else {"explained": i < explained})} for i, f in enumerate(fwd)]
     write_table(pred, d / "prediction.csv", meta, kind="timing")
-    real = [{"speedup_median": 1.0, "predicted_ext": x, **({"predicted_steps": 1.0} if steps_col else {})}
-            for x in (1.0, 1.05, 1.5)]
-    write_table(real, d / "real_size_speedup_vs_alpha.csv", meta, kind="timing")
     (d / "run.json").write_text('{"wall_s": 600}')
 
 
 def test_each_run_on_its_own_says_whether_the_headline_reproduced(tmp_path):
     primary = [[2, 1.0, 128, 1], [2, 1.0, 128, 8]]
     _run_folder(tmp_path / "a", (0.95, 1.0, 1.05), ["undecided", "faster"], 3, [0.9, 1.0, 1.1, 1.2], explained=4)
-    _run_folder(tmp_path / "b", (1.00, 1.03, 1.08), ["undecided", "undecided"], 2, [0.8, 1.0, 1.0, 1.0],
-                steps_col=False)  # a run made before the in-loop re-pricing: its explained count is n/a
+    _run_folder(tmp_path / "b", (1.00, 1.03, 1.08), ["undecided", "undecided"], 2,
+                [0.8, 1.0, 1.0, 1.0])  # a run made before the in-loop re-pricing: its explained count is n/a
     _run_folder(tmp_path / "c", (1.10, 1.12, 1.15), ["undecided", "faster"], 4, [1.0, 1.0, 1.0, 1.0])
-    rec = rep.runs_record({"a": tmp_path / "a", "b": tmp_path / "b"}, ref=primary[0], primary=primary,
-                          tolerance=0.1)
-    assert [(r["pred_within"], r["pred_n"], r["surface_ext"], r["surface_steps"]) for r in rec] == [
-        (3, 4, 2, 3), (2, 4, 2, -1)]  # 1.0 and 1.05 within 10% of 1; b has no steps-based column
+    rec = rep.runs_record({"a": tmp_path / "a", "b": tmp_path / "b"}, ref=primary[0], primary=primary)
+    assert [(r["pred_within"], r["pred_n"]) for r in rec] == [(3, 4), (2, 4)]
     assert rec[0]["fwd_min"] == 0.9 and rec[0]["fwd_max"] == 1.2 and rec[0]["wall_min"] == 10
     v = rep.record_values(rec)
     assert v == {"record_n": 2, "ref_overlap": "overlap", "primary_agree": 1, "pred_within_min": 2,
                  "pred_within_max": 3}
     # the control: a run whose reference interval lies apart from the others' is caught
     far = rep.record_values(rep.runs_record({"a": tmp_path / "a", "c": tmp_path / "c"}, ref=primary[0],
-                                            primary=primary, tolerance=0.1))
+                                            primary=primary))
     assert far["ref_overlap"] == "disjoint" and far["primary_agree"] == 2
     shown = rep.record_shown(rec)
     assert list(shown.columns) == list(rep.RECORD_COLUMNS) and shown["forward"].tolist() == ["0.90-1.20", "0.80-1.00"]
     assert shown["within"].tolist() == ["3 of 4 (+1)", "2 of 4 (n/a)"]
-    # a run still being computed (make replicate's own folder) has no run.json and no surface yet: n/a
+    # a run still being computed (make replicate's own folder) has no run.json yet: n/a
     (tmp_path / "b" / "run.json").unlink()
-    (tmp_path / "b" / "real_size_speedup_vs_alpha.csv").unlink()
-    running = rep.runs_record({"a": tmp_path / "a", "b": tmp_path / "b"}, ref=primary[0], primary=primary, tolerance=0.1)
+    running = rep.runs_record({"a": tmp_path / "a", "b": tmp_path / "b"}, ref=primary[0], primary=primary)
     assert running[1]["wall_min"] != running[1]["wall_min"] and rep.record_shown(running)["wall_min"].tolist() == [
         "10.0", "n/a"]
-    assert [(r["surface_ext"], r["surface_n"]) for r in running] == [(2, 3), (-1, 0)]
 
 
 def test_a_rerun_is_named_on_the_page_by_its_start_time_not_its_folder():

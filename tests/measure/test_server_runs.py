@@ -1,15 +1,11 @@
 """The server client's rows read as chapter 09's metrics (hand-computed on small made-up streams),
-chapter 10's vLLM configurations and verdicts carried into the serving runs, and a configuration
-outside the target's law never read as faster (the real server: tests/peers/test_vllm_server.py)."""
+and the sweep's refusals (the real server: tests/peers/test_vllm_server.py)."""
 
 import math
 
 import pytest
 
 from specdec.measure import server_runs
-from specdec.chapters.ch09 import vllm as serving_vllm
-from specdec.measure.serving_runs import NONE
-from specdec.report.robustness import NOT_EXACT
 
 
 def _sent(arrival, sent, chunks, outcome="ok"):
@@ -48,37 +44,3 @@ def test_the_sweep_refuses_bad_input_before_any_request():
             server_runs.server_sweep({"a": ("http://127.0.0.1:9", "m")}, [[1]], rates, repeats=1, n_requests=1,
                                      short_len=1, long_len=1, long_share=0.0, temperature=1.0, ttft_slo=1.0,
                                      tpot_slo=1.0, seed=0)
-
-
-def test_chapter_10s_configurations_and_verdicts_label_the_serving_runs(tmp_path):
-    cfgs = serving_vllm.configs(["n-gram prompt lookup, k = 2", "draft model, k = 2 (defaults)"], 2, "draft-distilled")
-    assert [c.spec.method for c in cfgs] == ["ngram", "draft_model"]
-    with pytest.raises(ValueError, match="not vLLM configurations"):
-        serving_vllm.configs(["draft model, k = 3 (defaults)"], 2, "draft-distilled")
-    laws = tmp_path / "laws.csv"
-    laws.write_text("engine,configuration,setting,status,verified_share\n"
-                    "vllm,\"n-gram prompt lookup, k = 2\",temperature 1,pass,0.95\n"
-                    "vllm,\"draft model, k = 2 (defaults)\",temperature 1,reject,1.0\n"
-                    "vllm,\"n-gram prompt lookup, k = 2\",temperature 0.5,pass,0.02\n")
-    status = serving_vllm.law_status(laws, cfgs, "temperature 1")
-    assert status == {"n-gram prompt lookup, k = 2": "pass", "draft model, k = 2 (defaults)": "reject"}
-    # a pass on samples the drafter barely drafted is no pass of its verification
-    assert serving_vllm.law_status(laws, cfgs[:1], "temperature 0.5") == {"n-gram prompt lookup, k = 2": "not tested"}
-    assert serving_vllm.policy_name(cfgs[0], "not tested").endswith("(law not tested)")
-    assert set(serving_vllm.law_status(tmp_path / "none.csv", cfgs, "temperature 1").values()) == {"not tested"}
-    names = [serving_vllm.policy_name(c, status[c.label]) for c in cfgs]
-    assert names[0] == "vLLM n-gram prompt lookup, k = 2" and names[1].endswith(f"({NOT_EXACT})")
-    # the page reads a name back as its configuration and its law status
-    assert [serving_vllm.label_of(n) for n in names] == [c.label for c in cfgs]
-    assert [serving_vllm.law_of(n) for n in names] == ["passed", "rejected"]
-    assert serving_vllm.law_of(serving_vllm.policy_name(cfgs[0], "not tested")) == "not tested"
-    vcfg = serving_vllm.labelled_configs([c.label for c in cfgs], 2, "draft-distilled", 1.0, laws_csv=laws)
-    assert list(vcfg) == names and [s for _, s in vcfg.values()] == ["pass", "reject"]
-    hotter = serving_vllm.labelled_configs([c.label for c in cfgs], 2, "draft-distilled", 1.5, laws_csv=laws)
-    assert {s for _, s in hotter.values()} == {"not tested"}  # another temperature's verdict is not borrowed
-    assert all(r["verdict"] == NOT_EXACT for r in serving_vllm.labelled(
-        [{"policy": n, "verdict": "faster", "verdict_sim": "faster"} for n in hotter], hotter))
-    speed = [{"policy": n, "verdict": "faster", "verdict_sim": "faster"} for n in names]
-    out = serving_vllm.labelled(speed, vcfg)
-    assert [r["verdict"] for r in out] == ["faster", NOT_EXACT]  # the negative case: never "faster"
-    assert NONE == "no speculation"

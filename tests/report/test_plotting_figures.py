@@ -84,7 +84,7 @@ FIGURES = {  # name: (builder, integer axes as (panel index or "all", "x"/"y"))
     "predicted_vs_measured": (lambda: plotting.predicted_vs_measured(_preds()), []),
     "time_breakdown": (lambda: plotting.time_breakdown(table("06_measured_decoding", "time_breakdown")), []),
     "real_size_speedup_vs_alpha": (lambda: plotting.real_size_speedup_vs_alpha(
-        table("06_measured_decoding", "real_size_speedup_vs_alpha")), [(0, "y"), (1, "y")]),
+        table("surface", "speedup_vs_alpha")), [(0, "y"), (1, "y")]),
     "regimes": (lambda: plotting.regimes(table("06_measured_decoding", "regimes"),
                                          table("06_measured_decoding", "regime_points")), []),
     "multidraft_acceptance": (lambda: plotting.multidraft_acceptance(table("08_alternatives", "multidraft")),

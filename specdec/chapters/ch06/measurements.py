@@ -11,7 +11,6 @@ Example (a chapter's parameters P, e.g. `specdec.report.chapter.Chapter(globals(
 from __future__ import annotations
 
 import os
-from functools import cached_property
 
 import pandas as pd
 import torch
@@ -24,7 +23,6 @@ from specdec.chapters.ch06 import runs as runs_lib
 from specdec.chapters.ch06 import summary as summ_lib
 from specdec.chapters.ch06.page import curve_values
 from specdec.measure import draft_choice, prediction
-from specdec.chapters.ch06 import real_size as real_size_runs
 
 __all__ = ["Measurements"]
 
@@ -129,23 +127,8 @@ class Measurements:
                                 output_len=P.HF_LEN, groups=P.HF_GROUPS, temperature=1.0, repeats=P.HF_REPEATS,
                                 seed=P.SEED, min_share=P.MIN_SHARE, max_reruns=P.MAX_RERUNS)
 
-    @cached_property
-    def real(self) -> dict:
-        """The real-size surface and curves (`real_size_runs.controlled_runs`), measured once."""
-        P = self.P
-        return real_size_runs.controlled_runs(
-            P.REAL_TARGETS, P.REAL_DRAFT, P.REAL_ALPHAS, P.REAL_KS, new_tokens=P.REAL_NEW, context=P.REAL_CONTEXT,
-            n_values=P.REAL_CURVE_N, curve_repeats=P.REAL_CURVE_REPEATS, repeats=P.REAL_REPEATS, temperature=1.0,
-            batches=P.REAL_BATCHES, curve_only=P.REAL_CURVE_ONLY, generator=torch.Generator().manual_seed(P.SEED + 1),
-            target_sizes=P.REAL_TARGET_SIZES, draft_sizes=P.REAL_DRAFT_SIZES, min_share=P.MIN_SHARE,
-            pilot_rounds=P.REAL_PILOT,
-            max_reruns=P.MAX_RERUNS, mode=P.MODE)
-
-    @property
-    def k_regime(self) -> int:
-        return max(self.k_max, max(self.P.REAL_KS))
-
-    def regimes(self, curve_loop, real_curve, draft: str) -> list[dict]:
-        """The synthesis figure's curves (`prediction.regime_rows`), alpha on a grid of 41 points."""
+    def regimes(self, curve_loop, real_curve, draft: str, k_max: int) -> list[dict]:
+        """The synthesis figure's curves (`prediction.regime_rows`) for k <= ``k_max``, alpha on a grid of
+        41 points; ``real_curve``: `make surface`'s cost curves."""
         pairs = prediction.regime_inputs(curve_loop, real_curve, draft, batch=1, context=self.ctx_long)
-        return prediction.regime_rows(pairs, [i / 40 for i in range(41)], self.k_regime)
+        return prediction.regime_rows(pairs, [i / 40 for i in range(41)], k_max)

@@ -9,17 +9,19 @@ their own 95% interval.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
 from specdec.chapters.ch06.summary import CELL, groups, paired
-from specdec.io.results import records
+from specdec.io.results import read_table, records
 from specdec.measure.protocol import FASTER, ONE_RUN, OUT_OF_REACH, SLOWER, UNDECIDED, repeats_for_half_width
 from specdec.report.formatting import interval_column, temperature_text
 
 __all__ = ["curve_values", "curve_drift", "breakdown_values", "sweep_values", "pairs_needed", "prediction_values",
            "miss_table", "dynamic_values", "draft_values", "draft_table", "unfavourable", "regime_table",
-           "hf_table", "INTERVAL", "SHORT", "DIGITS"]
+           "hf_table", "size_label", "surface_tables", "surface_values", "INTERVAL", "SHORT", "DIGITS"]
 
 INTERVAL = "95% interval"  # the header of an interval column
 DIGITS = 3  # decimals of a speedup, a cost ratio and their interval ends: one fixed number per column
@@ -182,3 +184,48 @@ def hf_table(hf) -> pd.DataFrame:
     t = pd.DataFrame(records(hf))
     return pd.DataFrame({"comparison": t["comparison"], "ratio": _fixed(t["median"]),
                          INTERVAL: interval_column(t, "lo", "hi", DIGITS), "verdict": t["verdict"], "pairs": t["pairs"]})
+
+
+def surface_tables(folder) -> dict:
+    """`make surface`'s committed tables under ``folder`` ({name: DataFrame}), with its parameters
+    (``params``: `specdec.cli.surface.PARAMS` as run) and the draft's parameter count."""
+    t = {n: read_table(Path(folder) / f"{n}.csv") for n in ("cost_curve", "controlled", "speedup_vs_alpha", "shapes")}
+    return {**t, "params": t["shapes"].attrs["meta"]["provenance"]["parameters"],
+            "draft_params": int(t["shapes"]["draft_params"].iloc[0])}
+
+
+def size_label(params: int) -> str:
+    """A parameter count as prose: 124439808 -> "124M", 3290000 -> "3.3M"."""
+    return f"{params / 1e6:.0f}M" if params >= 1e7 else f"{params / 1e6:.1f}M"
+
+
+def surface_values(cost_curve, controlled, table, draft_params: int, n: int, tolerance: float = 0.10) -> dict:
+    """The surface's numbers for the last decoded target: T(n)/T(1) and c at batch 1; how many points
+    were faster / slower by their 95% interval; the best median with its interval and where
+    (alpha, k, batch); the median measured / predicted over the points with the count within
+    ``tolerance`` (``table``: `specdec.measure.surface.speedup_vs_alpha`), for the extended model with E[L] (``real_ratio_*``), with the run's steps
+    (``real_steps_*``) and for the idealized model (``real_toy_med``); the
+    median relative half-width; the sizes of that target and of the draft."""
+    curve, ctrl = records(cost_curve), records(controlled)
+    name = [r["target"] for r in ctrl][-1]
+    last = [r for r in curve if r["target"] == name and r.get("batch", 1) == 1]
+    table = [r for r in records(table) if r["target"] == name]
+    best = max(table, key=lambda r: r["speedup_median"])
+    ratio = lambda col: [r["speedup_median"] / r[col] for r in table]  # noqa: E731
+    near = lambda col: sum(abs(x - 1) <= tolerance for x in ratio(col))  # noqa: E731
+    return {"real_ratio": float(next(r["ratio"] for r in last if r["n"] == n)), "real_c": float(last[0]["c"]),
+            "real_points": len(table), "real_faster": sum(r["verdict"] == "faster" for r in table),
+            "real_slower": sum(r["verdict"] == "slower" for r in table),
+            "real_best": float(best["speedup_median"]), "real_best_lo": float(best["speedup_lo"]),
+            "real_best_hi": float(best["speedup_hi"]), "real_best_alpha": float(best["alpha_set"]),
+            "real_best_k": int(best["k"]), "real_best_batch": int(best["batch"]),
+            "real_ratio_med": float(np.median(ratio("predicted_ext"))), "real_within": near("predicted_ext"),
+            "real_steps_med": float(np.median(ratio("predicted_steps"))), "real_steps_within": near("predicted_steps"),
+            "real_pilot_med": float(np.median(ratio("predicted_pilot"))), "real_pilot_within": near("predicted_pilot"),
+            "real_runs": sum(r["target"] == name for r in ctrl),
+            "real_steps_predicted": sum(r["target"] == name and bool(r.get("steps_as_predicted", False)) for r in ctrl),
+            "real_toy_med": float(np.median(ratio("predicted_toy"))),
+            "real_half_width": float(np.median([(r["speedup_hi"] - r["speedup_lo"]) / 2 / r["speedup_median"]
+                                                for r in table])),
+            "real_target_size": size_label(next(r["params"] for r in curve if r["target"] == name)),
+            "real_draft_size": size_label(draft_params)}

@@ -81,7 +81,7 @@ def pooled_runs(committed: Path, reruns: Path) -> tuple[dict, list]:
     return runs, left
 
 
-def analysis(committed: Path, primary, tolerance: float, *, reruns: Path = RERUNS_DIR / CHAPTERS["dec"],
+def analysis(committed: Path, primary, *, reruns: Path = RERUNS_DIR / CHAPTERS["dec"],
              seed: int = 0):
     """(`pooled_table` of the committed run and its compatible re-runs, the page's numbers
     (`primary_values`, `record_values`), `runs_record` of the same runs, whose reference setting is
@@ -89,31 +89,24 @@ def analysis(committed: Path, primary, tolerance: float, *, reruns: Path = RERUN
     runs, left = pooled_runs(committed, reruns)
     table = pooled_table(runs, primary, seed=seed)
     folders = {n: Path(committed) if n == "committed" else Path(reruns) / n for n in runs}
-    record = runs_record(folders, ref=primary[0], primary=primary, tolerance=tolerance)
+    record = runs_record(folders, ref=primary[0], primary=primary)
     return table, {**primary_values(table, left), **record_values(record)}, record
 
 
-def runs_record(folders: dict, *, ref, primary, tolerance: float) -> list[dict]:
+def runs_record(folders: dict, *, ref, primary) -> list[dict]:
     """One row per pooled run ({name: its folder}) with what a replication must reproduce, each from
     that run's own tables: its wall time; the reference setting ``ref`` (a PRIMARY-style row) with
     its 95% interval; the within-run words of each primary comparison; how many configurations the
-    cost model predicts within ``tolerance``, how many are within it or come within it once their
+    cost model predicts within its tolerance, how many are within it or come within it once their
     verification forwards are re-priced at their in-loop time (-1: a table made before that column),
     and the range of the in-loop over calibrated-curve verification time (the measured term of its
-    misses); the real-size surface's points within
-    ``tolerance`` with E[L] and with the run's steps (-1 where a run's table lacks the column: "n/a"
-    on the page).  A run still being computed (its chapter computes the surface after this section
-    and writes ``run.json`` at the end) has neither yet: its wall time is NaN and its surface counts
-    -1, "n/a" on the page."""
+    misses).  A run still being computed (its chapter writes ``run.json`` at the end) has no wall
+    time yet: NaN."""
     key, prim = setting(ref), [setting(p) for p in primary]
     out = []
     for name, d in folders.items():
         summ = {tuple(r[k] for k in SETTING): r for r in records(read_table(d / "summary.csv"))}
         pred = records(read_table(d / "prediction.csv"))
-        surface = d / "real_size_speedup_vs_alpha.csv"
-        real = records(read_table(surface)) if surface.exists() else []
-        near = lambda col: sum(abs(r["speedup_median"] / r[col] - 1) <= tolerance for r in real) \
-            if real and col in real[0] else -1  # noqa: E731
         r, run = summ[key], d / "run.json"
         wall = json.loads(run.read_text())["wall_s"] / 60 if run.exists() else float("nan")
         out.append({"run": run_label(name), "wall_min": wall,
@@ -121,9 +114,7 @@ def runs_record(folders: dict, *, ref, primary, tolerance: float) -> list[dict]:
                     "primary_words": ", ".join(summ[p]["verdict"] for p in prim),
                     "pred_within": sum(bool(x["within"]) for x in pred), "pred_n": len(pred),
                     "pred_explained": sum(bool(x["explained"]) for x in pred) if pred and "explained" in pred[0] else -1,
-                    "fwd_min": min(x["forward_vs_curve"] for x in pred), "fwd_max": max(x["forward_vs_curve"] for x in pred),
-                    "surface_ext": near("predicted_ext"), "surface_steps": near("predicted_steps"),
-                    "surface_n": len(real)})
+                    "fwd_min": min(x["forward_vs_curve"] for x in pred), "fwd_max": max(x["forward_vs_curve"] for x in pred)})
     return out
 
 

@@ -10,18 +10,20 @@ Example: speed_table(speed) -> one row per policy and a column per rate ("4/s"),
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from specdec.chapters.ch09.vllm import law_of, label_of
+from specdec.audit.serving import law_of, label_of
+from specdec.io.results import read_table
 from specdec.measure.protocol import FASTER, HALF_WIDTH, LEVEL, SLOWER, bonferroni, max_level, pairs_for_level
 from specdec.report.formatting import estimate_cell
 from specdec.report.robustness import NOT_EXACT
 
 __all__ = ["tidy_runs", "latency_table", "memory_table", "speed_table", "break_even_table", "break_even_state",
-           "break_even_values", "trend", "serving_values", "rate_list", "check_values", "memory_values", "vllm_table",
-           "vllm_values", "beside", "RESOLVED", "UNRESOLVED"]
+           "break_even_values", "trend", "serving_values", "rate_list", "check_values", "memory_values", "vllm_tables",
+           "vllm_table", "vllm_values", "beside", "RESOLVED", "UNRESOLVED", "SHARED"]
 
 RESOLVED, UNRESOLVED = "resolved", "unresolved"  # whether a break-even's interval locates it in the tested range
 
@@ -195,6 +197,30 @@ def memory_values(mem: pd.DataFrame, baseline: str) -> dict:
             "peak_spec_heavy": float(spec[spec["rate"] == spec["rate"].max()]["peak_kv_mib"].max())}
 
 
+# the workload parameters vLLM's run (`specdec.cli.serving_vllm`) must share with the chapter: its flag -> ours
+SHARED = {"prompts": "PROMPTS", "prompt_len": "PROMPT_LEN", "requests": "N_REQUESTS", "short_len": "SHORT_LEN",
+          "long_len": "LONG_LEN", "long_share": "LONG_SHARE", "temperature": "TEMPERATURE", "ttft_slo": "TTFT_SLO",
+          "tpot_slo": "TPOT_SLO", "seed": "SEED", "draft": "DRAFT", "k": "FIXED_K"}
+
+
+def vllm_tables(folder, params: dict, checksum: str, check: bool = True) -> dict:
+    """{name: DataFrame} of vLLM's committed serving run under ``folder`` (runs, speedups, break_even,
+    servers), after checking (``check``; a SMOKE run's sizes are not the run's) that it ran the
+    chapter's workload: every `SHARED` parameter equal to ``params``' and the same prompts
+    (``checksum``), else a ValueError naming what differs."""
+    t = {name: read_table(Path(folder) / f"{name}.csv") for name in ("runs", "speedups", "break_even", "servers")}
+    if not check:
+        return t
+    ran = t["servers"].attrs["meta"]["provenance"]["parameters"]
+    differ = {k: (ran.get(k), params[ours]) for k, ours in SHARED.items() if ran.get(k) != params[ours]}
+    if ran.get("checksum") != checksum:
+        differ["checksum"] = (ran.get("checksum"), checksum)
+    if differ:
+        raise ValueError(f"{folder} was run with another workload than the chapter's (its value, ours): {differ}; "
+                         "re-run it with `make engines`")
+    return t
+
+
 def vllm_table(vspeed: pd.DataFrame) -> pd.DataFrame:
     """vLLM's server: one row per speculative configuration, its chapter 10 law status (`law_of`),
     and a column per rate with its latency speedup over vLLM's plain server; a verdict only for a
@@ -204,7 +230,7 @@ def vllm_table(vspeed: pd.DataFrame) -> pd.DataFrame:
 
 
 def vllm_values(vspeed: pd.DataFrame, vruns: pd.DataFrame, vlat: pd.DataFrame, ours_lat: pd.DataFrame,
-                baseline: str, servers: list[dict], part_s: float) -> dict:
+                baseline: str, servers: pd.DataFrame) -> dict:
     """Glue values of the vLLM server runs: the servers' version and KV cache, the wall seconds of
     the run's vLLM part (servers started, the sweep, servers stopped), configurations by law status,
     requests completed and what was left after the runs, and plain decoding's throughput at the
@@ -212,8 +238,9 @@ def vllm_values(vspeed: pd.DataFrame, vruns: pd.DataFrame, vlat: pd.DataFrame, o
     laws = [law_of(p) for p in vspeed["policy"].unique()]
     vbase = vlat[vlat["policy"] == baseline].set_index("rate")
     ours = ours_lat[ours_lat["policy"] == baseline].set_index("rate")
-    return {"vllm_version": servers[0]["version"], "vllm_kv_gib": servers[0]["kv_cache_gib"],
-            "vllm_part_s": float(part_s),
+    return {"vllm_version": servers["version"].iloc[0], "vllm_kv_gib": int(servers["kv_cache_gib"].iloc[0]),
+            "vllm_part_s": float(servers["wall_s"].iloc[0]), "vllm_rates_shown": rate_list(sorted(vspeed["rate"].unique())),
+            "vllm_repeats": int(vruns["repeat"].nunique()),
             "vllm_n_configs": len(laws), "vllm_rejected": laws.count("rejected"),
             "vllm_passed": laws.count("passed"),
             "vllm_requests": int(vruns["requests"].sum()), "vllm_completed": int(vruns["n_ok"].sum()),

@@ -1,35 +1,29 @@
-"""Chapter 09's workload on vLLM's real server: plain decoding and each speculative configuration,
-each its own `specdec.peers.vllm_server.VLLMServer` on 127.0.0.1, measured by
-`specdec.measure.server_runs.server_sweep` and read by `serving_runs.speedups` / `break_even`
-exactly as our engine's runs are.
+"""Chapter 09's workload on vLLM's real server (`make engines`, `specdec.cli.serving_vllm`): which of
+chapter 10's vLLM configurations are served, under which names, and the servers started together
+and always stopped.
 
 Protocol, stated before any result: every server of the run is started first (all at once, each
-one thread, its log kept) and stopped in a ``finally``; the plain server is the baseline.  The
-configurations are chapter 10's (`specdec.audit.design.plan`, by label), and each carries chapter 10's
-verdict at the chapter's sampling setting (`law_status`, read from its committed laws table): one
-whose law test rejected is run only under a label saying "not the target's law here", and its
-rows' verdicts say so instead of faster or slower.
+one thread, its log kept) and stopped in a ``finally`` (`started`); the plain server is the
+baseline.  The configurations are chapter 10's (`specdec.audit.design.plan`, by label), and each
+carries chapter 10's verdict at the run's sampling setting (`law_status`, read from its committed
+laws table): one whose law test rejected is run only under a name marked "not the target's law
+here" (`policy_name`), and its rows' verdicts say so instead of faster or slower (`labelled`).
 """
 from __future__ import annotations
 
 import csv
-import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from specdec.audit.design import Config, plan
-from specdec.measure.server_runs import NONE, server_sweep
-from specdec.peers.vllm_server import VLLMServer
-from specdec.measure.serving_runs import speedups as paired_speedups
 from specdec.io.paths import CHAPTERS, RESULTS_DIR
 from specdec.report.robustness import NOT_EXACT
 
-__all__ = ["configs", "law_status", "policy_name", "law_of", "label_of", "labelled_configs", "serve", "labelled", "speedups", "LAWS",
-           "TIMEOUT_S"]
+__all__ = ["configs", "law_status", "policy_name", "law_of", "label_of", "labelled_configs", "started", "labelled",
+           "LAWS", "MIN_VERIFIED"]
 
 LAWS = RESULTS_DIR / CHAPTERS["eng"] / "laws.csv"  # chapter 10's committed law tests
-TIMEOUT_S = 60.0  # per request, then it counts as a timeout (the workload's longest takes a few seconds)
 
 
 def configs(labels, k: int, draft: str) -> list[Config]:
@@ -93,26 +87,19 @@ def labelled_configs(labels, k: int, draft: str, temperature: float, laws_csv: P
     return {policy_name(c, status[c.label]): (c, status[c.label]) for c in cfgs}
 
 
-def serve(labelled_cfgs: dict, prompts, *, seed: int, threads: int = 1, startup_timeout_s: float = 240.0,
-          timeout_s: float = TIMEOUT_S, log_dir: Path | None = None, **sweep) -> tuple[list[dict], list[dict], float]:
-    """(rows of `server_sweep` with ``engine`` "vllm", one provenance dict per server, the wall
-    seconds of the whole part: start-ups, sweep and stops) for plain decoding (policy `NONE`) and
-    every configuration of `labelled_configs`.  The wall time is what the chapter's budget for its
-    vLLM part is held to."""
-    start = time.perf_counter()
-    specs = {NONE: None, **{name: cfg.spec for name, (cfg, _) in labelled_cfgs.items()}}
+@contextmanager
+def started(servers: dict):
+    """Enter every server of ``servers`` (name -> an unstarted server: `VLLMServer` or any object with
+    ``__enter__`` and ``stop``) at once, yield them, and stop every one on the way out, whichever
+    failed to start: a failed start re-raises after the others are stopped."""
     with ExitStack() as stack:
-        servers = {name: VLLMServer(spec, seed=seed, threads=threads, startup_timeout_s=startup_timeout_s,
-                                    log_dir=log_dir) for name, spec in specs.items()}
         for s in servers.values():
-            stack.callback(s.stop)  # every server stopped, whichever failed to start
-        with ThreadPoolExecutor(max_workers=len(servers)) as pool:
-            for f in [pool.submit(s.__enter__) for s in servers.values()]:
-                f.result()
-        rows = server_sweep({n: (s.url, s.model) for n, s in servers.items()}, prompts, seed=seed,
-                            timeout_s=timeout_s, **sweep)
-    provs = [{"policy": n, **s.provenance} for n, s in servers.items()]
-    return [{"engine": "vllm", **r} for r in rows], provs, time.perf_counter() - start
+            stack.callback(s.stop)
+        with ThreadPoolExecutor(max_workers=max(1, len(servers))) as pool:
+            futures = [pool.submit(s.__enter__) for s in servers.values()]
+        for f in futures:
+            f.result()
+        yield servers
 
 
 def labelled(speed: list[dict], labelled_cfgs: dict) -> list[dict]:
@@ -120,9 +107,3 @@ def labelled(speed: list[dict], labelled_cfgs: dict) -> list[dict]:
     such, never as faster."""
     bad = {name for name, (_, status) in labelled_cfgs.items() if status != "pass"}
     return [{**r, "verdict": NOT_EXACT, "verdict_sim": NOT_EXACT} if r["policy"] in bad else r for r in speed]
-
-
-def speedups(runs, labelled_cfgs: dict, *, seed: int) -> list[dict]:
-    """`serving_runs.speedups` of the server runs (a DataFrame or rows), then `labelled`."""
-    rows = runs.to_dict("records") if hasattr(runs, "to_dict") else list(runs)
-    return labelled(paired_speedups(rows, seed=seed), labelled_cfgs)

@@ -1,4 +1,4 @@
-"""Chapter 06's controlled-acceptance runs (specdec.chapters.ch06.real_size) on tiny shapes: one row
+"""The controlled-acceptance surface (specdec.measure.surface, `make surface`) on tiny shapes: one row
 per (target, batch, alpha, k, round), each speedup against its own round's baseline, the
 predictions from the measured curve of its batch size and the one fixed before the runs from the
 pilot's in-loop prices and the run's seeded steps, curve-only shapes, and the figure's table with
@@ -11,7 +11,8 @@ import torch
 
 from specdec.core.cost import speedup
 from specdec.family.architectures import build_model, param_count, real_size_config
-from specdec.chapters.ch06 import real_size as rs
+from specdec.chapters.ch06 import page
+from specdec.measure import surface as rs
 from specdec.report import plotting
 
 TINY_T = dict(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=128)
@@ -79,8 +80,9 @@ def test_figure_table_values_and_figure(out):
     rr = sorted(x["speedup"] for x in out["controlled"] if x["batch"] == 2 and x["k"] == 2 and x["alpha_set"] == 1.0)
     assert r["speedup_median"] == pytest.approx(sum(rr) / 2) and r["runs"] == 2
     assert r["speedup_lo"] <= r["speedup_median"] <= r["speedup_hi"]
-    h = rs.surface_values(pd.DataFrame(out["cost_curve"]), pd.DataFrame(out["controlled"]), out["draft_params"], 3)
-    assert h["real_points"] == 8 and h["real_target_size"] == rs.size_label(out["cost_curve"][0]["params"])
+    h = page.surface_values(pd.DataFrame(out["cost_curve"]), pd.DataFrame(out["controlled"]), pd.DataFrame(table),
+                            out["draft_params"], 3)
+    assert h["real_points"] == 8 and h["real_target_size"] == page.size_label(out["cost_curve"][0]["params"])
     assert h["real_faster"] + h["real_slower"] <= 8 and h["real_best_lo"] <= h["real_best"] <= h["real_best_hi"]
     best = max(table, key=lambda r: r["speedup_median"])
     assert (h["real_best_alpha"], h["real_best_k"], h["real_best_batch"]) == (best["alpha_set"], best["k"],
@@ -98,5 +100,17 @@ def test_figure_table_values_and_figure(out):
 
 
 def test_size_label():
-    assert rs.size_label(124_439_808) == "124M" and rs.size_label(354_823_168) == "355M"
-    assert rs.size_label(3_290_000) == "3.3M"
+    assert page.size_label(124_439_808) == "124M" and page.size_label(354_823_168) == "355M"
+    assert page.size_label(3_290_000) == "3.3M"
+
+
+def test_make_surface_writes_the_tables_chapter_06_reads(tmp_path):
+    from specdec.cli import surface as cli
+
+    assert cli.main(["--smoke", "--out", str(tmp_path)]) == 0
+    t = page.surface_tables(tmp_path)
+    assert t["params"]["smoke"] is True and t["params"]["ks"] == cli.SMOKE["ks"] and t["draft_params"] > 0
+    assert len(t["speedup_vs_alpha"]) == len(cli.SMOKE["batches"]) * len(cli.SMOKE["ks"]) * len(cli.SMOKE["alphas"])
+    assert set(t["cost_curve"]["target"]) == {"gpt2-small", "gpt2-medium"}  # the curve-only shape too
+    h = page.surface_values(t["cost_curve"], t["controlled"], t["speedup_vs_alpha"], t["draft_params"], 2)
+    assert h["real_points"] == len(t["speedup_vs_alpha"])

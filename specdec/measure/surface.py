@@ -1,4 +1,5 @@
-"""Chapter 06's controlled-acceptance runs on real-size architectures with random weights.
+"""The controlled-acceptance surface: real-size architectures with random weights (`make surface`,
+`specdec.cli.surface`; chapter 06 renders the committed tables).
 
 The hardware's side of the cost model, apart from any pair's acceptance: GPT-2 shapes
 (`specdec.family.architectures.REAL_SIZE`) built from their configs with random weights, decoded
@@ -47,7 +48,7 @@ from specdec.measure.harness import Cell, Config, sweep
 from specdec.measure.protocol import comparison
 from specdec.io.results import records
 
-__all__ = ["controlled_runs", "speedup_vs_alpha", "size_label", "surface_values"]
+__all__ = ["controlled_runs", "speedup_vs_alpha"]
 
 
 ACCEPT_SEED = 2**31  # a run's instrument draws from seed + ACCEPT_SEED: apart from every run's own seed
@@ -207,40 +208,3 @@ def speedup_vs_alpha(controlled, level: float = 0.95) -> list[dict]:
                         predicted_inloop=float(np.median([r.get("predicted_inloop", np.nan) for r in ra])),
                         predicted_pilot=float(np.median([r.get("predicted_pilot", np.nan) for r in ra]))))
     return out
-
-
-def size_label(params: int) -> str:
-    """A parameter count as prose: 124439808 -> "124M", 3290000 -> "3.3M"."""
-    return f"{params / 1e6:.0f}M" if params >= 1e7 else f"{params / 1e6:.1f}M"
-
-
-def surface_values(cost_curve, controlled, draft_params: int, n: int, tolerance: float = 0.10) -> dict:
-    """The surface's numbers for the last decoded target: T(n)/T(1) and c at batch 1; how many points
-    were faster / slower by their 95% interval; the best median with its interval and where
-    (alpha, k, batch); the median measured / predicted over the points with the count within
-    ``tolerance``, for the extended model with E[L] (``real_ratio_*``), with the run's steps
-    (``real_steps_*``) and for the idealized model (``real_toy_med``); the
-    median relative half-width; the sizes of that target and of the draft."""
-    curve, ctrl = records(cost_curve), records(controlled)
-    name = [r["target"] for r in ctrl][-1]
-    last = [r for r in curve if r["target"] == name and r.get("batch", 1) == 1]
-    table = speedup_vs_alpha([r for r in ctrl if r["target"] == name])
-    best = max(table, key=lambda r: r["speedup_median"])
-    ratio = lambda col: [r["speedup_median"] / r[col] for r in table]  # noqa: E731
-    near = lambda col: sum(abs(x - 1) <= tolerance for x in ratio(col))  # noqa: E731
-    return {"real_ratio": float(next(r["ratio"] for r in last if r["n"] == n)), "real_c": float(last[0]["c"]),
-            "real_points": len(table), "real_faster": sum(r["verdict"] == "faster" for r in table),
-            "real_slower": sum(r["verdict"] == "slower" for r in table),
-            "real_best": float(best["speedup_median"]), "real_best_lo": float(best["speedup_lo"]),
-            "real_best_hi": float(best["speedup_hi"]), "real_best_alpha": float(best["alpha_set"]),
-            "real_best_k": int(best["k"]), "real_best_batch": int(best["batch"]),
-            "real_ratio_med": float(np.median(ratio("predicted_ext"))), "real_within": near("predicted_ext"),
-            "real_steps_med": float(np.median(ratio("predicted_steps"))), "real_steps_within": near("predicted_steps"),
-            "real_pilot_med": float(np.median(ratio("predicted_pilot"))), "real_pilot_within": near("predicted_pilot"),
-            "real_runs": sum(r["target"] == name for r in ctrl),
-            "real_steps_predicted": sum(r["target"] == name and bool(r.get("steps_as_predicted", False)) for r in ctrl),
-            "real_toy_med": float(np.median(ratio("predicted_toy"))),
-            "real_half_width": float(np.median([(r["speedup_hi"] - r["speedup_lo"]) / 2 / r["speedup_median"]
-                                                for r in table])),
-            "real_target_size": size_label(next(r["params"] for r in curve if r["target"] == name)),
-            "real_draft_size": size_label(draft_params)}
