@@ -88,7 +88,7 @@ FRESH_ENV := $(if $(wildcard $(VENV)/bin/python),false,true)
 reproduce: $(ENV_STAMP) ## recompute every chapter but 10 (resuming), compare with the committed results, render the README, build the book
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks RECOMPUTE=True $(NB_PARAMS)
 	$(MAKE) --no-print-directory readme book
-	$(PY) -m specdec.chapters.reproduction.budget --since $(REPRODUCE_T0) --fresh-env $(FRESH_ENV)
+	$(PY) -m specdec.report.reproduction.budget --since $(REPRODUCE_T0) --fresh-env $(FRESH_ENV)
 	@echo "Reproduction status: data/results/99_reproduction/ (the book's last page)"
 
 # make replicate: where chapter 06's runs in fresh processes go, and which of a run's files stay

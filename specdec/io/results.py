@@ -2,7 +2,7 @@
 
 Every table is a CSV (one row per measurement) with a JSON sidecar ``<name>.json`` holding
 ``format_version``, the columns with their types, what kind of result it is (``exact``, ``sampled``
-or ``timing``: how a re-run is compared with it, see `specdec.chapters.reproduction.status`), and the
+or ``timing``: how a re-run is compared with it, see `specdec.report.reproduction.status`), and the
 provenance: git commit, package versions, hardware, load, parameters, seed, models' sha256, time.
 
 Writing needs only the standard library (rows as a list of dicts; the GPU machine has no pandas);

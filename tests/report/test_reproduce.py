@@ -1,9 +1,9 @@
-"""specdec.chapters.reproduction.status: each kind of table is compared as its sidecar says, and each
+"""specdec.report.reproduction.status: each kind of table is compared as its sidecar says, and each
 comparison rejects a planted difference (negative controls)."""
 
 import pandas as pd
 
-from specdec.chapters.reproduction.status import compare_frames
+from specdec.report.reproduction.status import compare_frames
 
 
 def _frame(kind, data, **meta):
@@ -83,13 +83,13 @@ OLD = [("baseline", 1.0, 1.0, 1.0, "undecided"), ("k=1", 1.2, 1.1, 1.3, "faster"
 
 
 def _counts(r):
-    from specdec.chapters.reproduction.timing import COUNTS
+    from specdec.report.reproduction.timing import COUNTS
 
     return [r[c] for c in COUNTS]
 
 
 def test_timing_intervals_count_overlaps_and_agreeing_verdicts_on_matched_rows():
-    from specdec.chapters.reproduction.status import chapter_status
+    from specdec.report.reproduction.status import chapter_status
 
     new = [("k=3", 1.1, 1.02, 1.18, "faster"),   # overlaps, but the verdict differs
            ("k=2", 0.7, 0.6, 0.75, "slower"),    # misses the committed interval, same verdict
@@ -117,7 +117,7 @@ def test_timing_intervals_of_an_identical_rerun_all_agree():
 
 
 def test_timing_intervals_compare_the_matched_rows_when_the_row_sets_differ():
-    from specdec.chapters.reproduction.status import chapter_status
+    from specdec.report.reproduction.status import chapter_status
 
     renamed = _speed([OLD[0], OLD[1], OLD[2], ("k=4", *OLD[3][1:])])
     r = compare_frames(renamed, _speed(OLD))
@@ -146,7 +146,7 @@ def test_timing_tables_without_intervals_report_ratios_only():
 
 
 def test_compare_chapter_reads_the_intervals_from_the_sidecar(tmp_path):
-    from specdec.chapters.reproduction.status import chapter_status, compare_chapter
+    from specdec.report.reproduction.status import chapter_status, compare_chapter
     from specdec.io.results import write_table
 
     for d, rows in (("new", OLD[:3] + [("k=3", 1.3, 1.2, 1.4, "faster")]), ("old", OLD)):
@@ -164,7 +164,7 @@ def test_the_page_shows_each_chapter_by_its_word_and_counts():
     """One row per chapter: its status word (an older recorded status read as the word it begins
     with), wall time, and "a of b" counts where intervals were compared; blank counts in a summary
     recorded without them."""
-    from specdec.chapters.reproduction.status import chapter_counts, chapter_rows, chapter_verdict
+    from specdec.report.reproduction.status import chapter_counts, chapter_rows, chapter_verdict
 
     summary = pd.DataFrame({"chapter": ["03_cost_model", "06_measured_decoding", "10_engines"],
                             "status": ["reproduced; timing: 1 of 2 intervals overlap", "timing", "differs: laws"],
@@ -185,7 +185,7 @@ def test_the_page_shows_each_chapter_by_its_word_and_counts():
 
 
 def test_table_counts_and_the_tables_that_differ():
-    from specdec.chapters.reproduction.status import differing, table_counts
+    from specdec.report.reproduction.status import differing, table_counts
 
     tables = pd.DataFrame({"chapter": ["a"] * 5, "table": list("vwxyz"),
                            "kind": ["exact", "exact", "sampled", "sampled", "timing"],
@@ -201,7 +201,7 @@ def test_a_chapter_whose_run_record_is_the_committed_one_was_not_recomputed(tmp_
     ones without having been recomputed, and the page must not call it reproduced."""
     import json
 
-    from specdec.chapters.reproduction.status import chapter_verdict, was_recomputed
+    from specdec.report.reproduction.status import chapter_verdict, was_recomputed
 
     rec = {"chapter": "10_engines", "wall_s": 1230.7, "date": "2026-12-06T18:24:26+00:00"}
     for d, r in (("new", rec), ("ref", rec), ("again", {**rec, "wall_s": 1190.2, "date": "2026-12-08"})):
@@ -217,7 +217,7 @@ def test_a_chapter_whose_run_record_is_the_committed_one_was_not_recomputed(tmp_
 def test_a_chapter_not_recomputed_lists_its_tables_uncompared_and_uncounted(tmp_path):
     """A fresh clone's page before any recompute: every chapter left alone still lists its tables (the
     page's table is never empty) and none enters the counts."""
-    from specdec.chapters.reproduction.status import compare_chapter, table_counts
+    from specdec.report.reproduction.status import compare_chapter, table_counts
     from specdec.io.results import write_table
 
     for d in ("new", "old"):
@@ -235,14 +235,14 @@ def test_a_chapter_not_recomputed_lists_its_tables_uncompared_and_uncounted(tmp_
 def test_the_reproduction_chapter_does_not_compare_itself():
     from pathlib import Path
 
-    from specdec.chapters.reproduction.status import chapter_names
+    from specdec.report.reproduction.status import chapter_names
 
     assert chapter_names([Path("r/01_a"), Path("r/99_reproduction")], "99_reproduction") == ["01_a"]
 
 
 def test_the_recompute_budget_sums_the_chapters_make_reproduce_recomputes():
     """Chapters with a target of their own (chapter 10: make engines) are summed apart."""
-    from specdec.chapters.reproduction.budget import recompute_budget
+    from specdec.report.reproduction.budget import recompute_budget
 
     summary = pd.DataFrame({"chapter": ["01_a", "06_b", "07_c", "10_engines"],
                             "wall_s": [600.0, 900.0, float("nan"), 1200.0]})  # no run.json adds nothing
@@ -257,7 +257,7 @@ def test_the_make_reproduce_record_round_trips(tmp_path):
     import math
     import time
 
-    from specdec.chapters.reproduction import budget
+    from specdec.report.reproduction import budget
 
     none = budget.last_run(tmp_path)
     assert math.isnan(none["reproduce_minutes"]) and none["reproduce_fresh"] == "n/a"

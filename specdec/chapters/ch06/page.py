@@ -21,7 +21,7 @@ from specdec.report.formatting import interval_column, temperature_text
 
 __all__ = ["curve_values", "curve_drift", "breakdown_values", "sweep_values", "pairs_needed", "prediction_values",
            "miss_table", "dynamic_values", "draft_values", "draft_table", "unfavourable", "regime_table",
-           "hf_table", "size_label", "surface_tables", "surface_values", "INTERVAL", "SHORT", "DIGITS"]
+           "hf_table", "size_label", "surface_tables", "surface_values", "INTERVAL", "SHORT", "DIGITS", "SHOWN"]
 
 INTERVAL = "95% interval"  # the header of an interval column
 DIGITS = 3  # decimals of a speedup, a cost ratio and their interval ends: one fixed number per column
@@ -154,9 +154,13 @@ def draft_table(by_draft) -> pd.DataFrame:
                          INTERVAL: interval_column(t, "speedup_lo", "speedup_hi", DIGITS), "verdict": t["verdict"]})
 
 
+SHOWN = 8  # rows of a list the page shows in full only as its CSV (the slowest first)
+
+
 def unfavourable(summary) -> pd.DataFrame:
     """The speculative configurations whose median speedup is below 1, slowest first: configuration,
-    temperature, output length, batch, speedup, interval and verdict."""
+    temperature, output length, batch, speedup, interval and verdict (the page shows the first
+    `SHOWN`, the CSV every one)."""
     t = pd.DataFrame(records(summary))
     t = t[(t["config"] != "baseline") & (t["speedup"] < 1)].sort_values("speedup")
     return pd.DataFrame({"config": t["config"], "temperature": [temperature_text(x, "") for x in t["temperature"]],

@@ -15,7 +15,7 @@ Example: recompute_budget(summary with wall_s 600 and 900, and 1200 for 10_engin
          {"recompute_minutes": 25.0, "recompute_budget": 25.0, "recompute_verdict": "within",
           "own_target_minutes": 20.0}
 
-    python -m specdec.chapters.reproduction.budget --since 1700000000 --fresh-env true
+    python -m specdec.report.reproduction.budget --since 1700000000 --fresh-env true
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ How a table is compared depends on the kind its sidecar declares (`specdec.io.re
            and declared ``counts`` (a column of sample counts, split into separate samples by the
            ``groups`` columns) must pass a G-test of homogeneity against the committed counts at
            level 1e-3 per sample.  A sampled table with none of these is reported, not compared.
-  timing   never asserted (`specdec.chapters.reproduction.timing`): where the table declares
+  timing   never asserted (`specdec.report.reproduction.timing`): where the table declares
            intervals, its rows are matched on their labels (a differing row set is said, and the
            matched rows compared) and it is counted how many intervals of the re-run overlap the
            committed ones (the rule of sampled tables) and how many of their verdicts say the same;
@@ -49,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.chapters.reproduction.timing import COUNTS, compare_timing
+from specdec.report.reproduction.timing import COUNTS, compare_timing
 from specdec.io.paths import BUILD_DIR, ROOT
 from specdec.io.results import read_table
 

@@ -1,1 +1,0 @@
-"""The reproduction status page: every recomputed table against the committed one."""
