@@ -108,11 +108,12 @@ notebooks: $(ENV_STAMP) ## recompute the chapters only (papermill, re-runs what 
 
 # make engines: the other engines' campaigns -- chapter 09's workload on vLLM's server, and chapter 10's
 # (vLLM, llama.cpp, Hugging Face and ours held to the exact law, the timing beside it) -- are longer
-# than make reproduce's whole budget, so they have this target of their own (specdec.io.paths.OWN_TARGETS);
-# make reproduce and make book render their committed tables
+# than make reproduce's whole budget, so they have this target of their own (chapter 10 is in
+# specdec.io.paths.OWN_TARGETS); chapter 10 runs first: the serving run names vLLM's configurations by
+# its law verdicts; make reproduce and make book render the committed tables
 engines: $(ENV_STAMP) $(VLLM_STAMP) $(LLAMA_STAMP) ## the other engines: chapter 09's workload on vLLM's server (~5 min) and chapter 10's campaign (~21 min; resuming), then make book
-	$(PY) -m specdec.cli.serving_vllm --out data/results/serving_vllm
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks --only 10 RECOMPUTE=True $(NB_PARAMS)
+	$(PY) -m specdec.cli.serving_vllm --out data/results/serving_vllm
 	$(MAKE) --no-print-directory readme book
 
 book: $(ENV_STAMP) ## render the book from the committed results (minutes; never recomputes a result)
@@ -179,7 +180,7 @@ models: $(ENV_STAMP) ## train the tokenizer and the embedded model family (hours
 
 
 .PHONY: vllm-env
-vllm-env: $(VLLM_STAMP) ## build .venv-vllm (vLLM CPU, for chapter 10) from requirements-vllm.txt (once)
+vllm-env: $(VLLM_STAMP) ## build .venv-vllm (vLLM CPU, for make engines and make test) from requirements-vllm.txt (once)
 
 # requirements-vllm.txt is a full lock, installed with --no-deps (its header says why); the stamp is
 # keyed on its hash like .venv's, and the import check fails the build here rather than in a chapter.

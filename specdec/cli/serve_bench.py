@@ -63,7 +63,7 @@ def bench(endpoints: dict, prompts, out: Path, params: dict, relabel=None, **swe
     return tables
 
 
-# the workload's flags and defaults (chapter 09's sizes but its rates and rounds): flag -> (type, default)
+# the workload's flags and defaults (chapter 09's sizes; its own rates and rounds): flag -> (type, default)
 WORKLOAD = {"--rates": (float, [1.0, 4.0, 16.0, 64.0]), "--repeats": (int, 4), "--requests": (int, 16),
             "--short-len": (int, 16), "--long-len": (int, 64), "--long-share": (float, 0.25),
             "--temperature": (float, 1.0), "--ttft-slo": (float, 0.2), "--tpot-slo": (float, 0.02),
@@ -75,7 +75,8 @@ def add_workload(ap, **defaults) -> None:
     for flag, (kind, default) in WORKLOAD.items():
         dest = flag[2:].replace("-", "_")
         ap.add_argument(flag, type=kind, nargs="+" if isinstance(default, list) else None,
-                        default=defaults.get(dest, default))
+                        default=defaults.get(dest, default),
+                        help="seconds per request, then it counts as a timeout" if flag == "--timeout" else None)
 
 
 def sweep_args(a) -> dict:

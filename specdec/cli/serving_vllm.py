@@ -32,21 +32,26 @@ from specdec.io.results import provenance, write_table
 from specdec.measure.server_runs import NONE
 from specdec.peers.vllm_server import VLLMServer
 
-__all__ = ["main", "CONFIGS", "RATES", "REPEATS"]
+__all__ = ["main", "parser", "CONFIGS", "RATES", "REPEATS"]
 
 CONFIGS = ["n-gram prompt lookup, k = 2", "draft model, k = 2 (defaults)"]  # labels of chapter 10's plan
 RATES, REPEATS = [4.0, 16.0, 64.0, 256.0], 6  # arrival rates (requests/s); rounds, ABBA (6 pairs reach 95%)
 
 
-def main(argv=None) -> int:
+def parser() -> Parser:
+    """The command line's flags: its own, then `make serve-bench`'s workload with chapter 09's rates and rounds."""
     ap = Parser("serving-vllm", prog="python -m specdec.cli.serving_vllm", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("data/results/serving_vllm"))
     ap.add_argument("--configs", nargs="+", default=CONFIGS, help="labels of chapter 10's vLLM configurations")
-    ap.add_argument("--k", type=int, default=2)
-    ap.add_argument("--draft", default="draft-distilled")
-    ap.add_argument("--startup-timeout", type=float, default=240.0)
+    ap.add_argument("--k", type=int, default=2, help="drafts per step of those configurations")
+    ap.add_argument("--draft", default="draft-distilled", help="their draft model")
+    ap.add_argument("--startup-timeout", type=float, default=240.0, help="seconds a server may take to answer")
     add_workload(ap, rates=RATES, repeats=REPEATS)
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    a = parser().parse_args(argv)
     check_workload("serving-vllm", a)
     try:
         cfgs = labelled_configs(a.configs, a.k, a.draft, a.temperature)

@@ -108,20 +108,32 @@ def test_the_checks_count_cancelled_and_other_requests_apart():
 
 
 
-def test_vllms_run_is_read_only_on_the_chapters_workload_and_prompts(tmp_path):
+def test_vllms_run_is_read_only_on_the_chapters_workload_prompts_and_verdicts(tmp_path):
+    from specdec.audit.serving import policy_name, configs
+    from specdec.cli.serving_vllm import parser
     from specdec.io.results import provenance, write_table
 
     ours = {"PROMPTS": 8, "PROMPT_LEN": 64, "N_REQUESTS": 16, "SHORT_LEN": 16, "LONG_LEN": 64, "LONG_SHARE": 0.25,
             "TEMPERATURE": 1.0, "TTFT_SLO": 0.2, "TPOT_SLO": 0.02, "SEED": 9, "DRAFT": "draft-distilled", "FIXED_K": 2}
-    ran = {flag: ours[name] for flag, name in tables.SHARED.items()}
+    ran = vars(parser().parse_args([]))  # the command line's own names and defaults, not a copy of SHARED
+    assert set(tables.SHARED) <= set(ran) and all(ran[k] == ours[v] for k, v in tables.SHARED.items())
+    laws = tmp_path / "laws.csv"
+    laws.write_text("engine,configuration,setting,status,verified_share\n"
+                    "vllm,\"n-gram prompt lookup, k = 2\",temperature 1,reject,1.0\n")
+    cfg = configs(["n-gram prompt lookup, k = 2"], 2, "draft-distilled")[0]
+    run = tmp_path / "run"
     for name in ("runs", "speedups", "break_even"):
-        write_table([{"policy": NONE, "rate": 4.0}], tmp_path / f"{name}.csv", provenance(ran), kind="timing")
-    write_table([{"policy": NONE, "version": "v", "kv_cache_gib": 1, "wall_s": 9.0}], tmp_path / "servers.csv",
+        write_table([{"policy": policy_name(cfg, "reject"), "rate": 4.0}], run / f"{name}.csv", provenance(), kind="timing")
+    write_table([{"policy": NONE, "version": "v", "kv_cache_gib": 1, "wall_s": 9.0}], run / "servers.csv",
                 provenance({**ran, "checksum": "abc"}), kind="timing")
-    assert set(tables.vllm_tables(tmp_path, ours, "abc")) == {"runs", "speedups", "break_even", "servers"}
+    assert set(tables.vllm_tables(run, ours, "abc", laws_csv=laws)) == {"runs", "speedups", "break_even", "servers"}
     with pytest.raises(ValueError, match="'requests': \\(16, 4\\)"):
-        tables.vllm_tables(tmp_path, {**ours, "N_REQUESTS": 4}, "abc")
+        tables.vllm_tables(run, {**ours, "N_REQUESTS": 4}, "abc", laws_csv=laws)
     with pytest.raises(ValueError, match="checksum"):
-        tables.vllm_tables(tmp_path, ours, "other prompts")
-    assert set(tables.vllm_tables(tmp_path, {**ours, "N_REQUESTS": 4}, "x", check=False)) == {
+        tables.vllm_tables(run, ours, "other prompts", laws_csv=laws)
+    # chapter 10's verdict changed since the run: the row's mark is stale, the page refuses it
+    laws.write_text(laws.read_text().replace(",reject,", ",pass,"))
+    with pytest.raises(ValueError, match="law marks"):
+        tables.vllm_tables(run, ours, "abc", laws_csv=laws)
+    assert set(tables.vllm_tables(run, {**ours, "N_REQUESTS": 4}, "x", check=False, laws_csv=laws)) == {
         "runs", "speedups", "break_even", "servers"}  # a SMOKE run's sizes are not the run's

@@ -108,7 +108,9 @@ def test_make_surface_writes_the_tables_chapter_06_reads(tmp_path):
     from specdec.cli import surface as cli
 
     assert cli.main(["--smoke", "--out", str(tmp_path)]) == 0
-    t = page.surface_tables(tmp_path)
+    with pytest.raises(ValueError, match="--smoke run"):
+        page.surface_tables(tmp_path)  # the chapter never renders a smoke surface
+    t = page.surface_tables(tmp_path, allow_smoke=True)
     assert t["params"]["smoke"] is True and t["params"]["ks"] == cli.SMOKE["ks"] and t["draft_params"] > 0
     assert len(t["speedup_vs_alpha"]) == len(cli.SMOKE["batches"]) * len(cli.SMOKE["ks"]) * len(cli.SMOKE["alphas"])
     assert set(t["cost_curve"]["target"]) == {"gpt2-small", "gpt2-medium"}  # the curve-only shape too

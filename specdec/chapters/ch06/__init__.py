@@ -1,1 +1,1 @@
-"""Chapter 06, measured decoding: timed runs, paired summaries, pooled replication, the real-size surface, the page's tables."""
+"""Chapter 06, measured decoding: timed runs, paired summaries, pooled replication, the page's tables (the real-size surface: `make surface`)."""

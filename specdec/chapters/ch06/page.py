@@ -190,12 +190,15 @@ def hf_table(hf) -> pd.DataFrame:
                          INTERVAL: interval_column(t, "lo", "hi", DIGITS), "verdict": t["verdict"], "pairs": t["pairs"]})
 
 
-def surface_tables(folder) -> dict:
+def surface_tables(folder, allow_smoke: bool = False) -> dict:
     """`make surface`'s committed tables under ``folder`` ({name: DataFrame}), with its parameters
-    (``params``: `specdec.cli.surface.PARAMS` as run) and the draft's parameter count."""
+    (``params``: `specdec.cli.surface.PARAMS` as run) and the draft's parameter count.  A ``--smoke``
+    run's tables (tiny shapes: numbers that mean nothing) are refused unless ``allow_smoke``."""
     t = {n: read_table(Path(folder) / f"{n}.csv") for n in ("cost_curve", "controlled", "speedup_vs_alpha", "shapes")}
-    return {**t, "params": t["shapes"].attrs["meta"]["provenance"]["parameters"],
-            "draft_params": int(t["shapes"]["draft_params"].iloc[0])}
+    params = t["shapes"].attrs["meta"]["provenance"]["parameters"]
+    if params.get("smoke") and not allow_smoke:
+        raise ValueError(f"{folder} holds a --smoke run of the surface (tiny shapes); run `make surface`")
+    return {**t, "params": params, "draft_params": int(t["shapes"]["draft_params"].iloc[0])}
 
 
 def size_label(params: int) -> str:

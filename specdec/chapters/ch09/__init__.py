@@ -1,1 +1,1 @@
-"""Chapter 09, serving: the checks of the serving loop, vLLM's server runs, the tables and values its page shows."""
+"""Chapter 09, serving: the checks of the serving loop, the tables and values its page shows (vLLM's server runs: `make engines`)."""

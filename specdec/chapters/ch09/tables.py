@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specdec.audit.serving import law_of, label_of
+from specdec.audit.serving import LAWS, label_of, labelled_configs, law_of
 from specdec.io.results import read_table
 from specdec.measure.protocol import FASTER, HALF_WIDTH, LEVEL, SLOWER, bonferroni, max_level, pairs_for_level
 from specdec.report.formatting import estimate_cell
@@ -203,11 +203,13 @@ SHARED = {"prompts": "PROMPTS", "prompt_len": "PROMPT_LEN", "requests": "N_REQUE
           "tpot_slo": "TPOT_SLO", "seed": "SEED", "draft": "DRAFT", "k": "FIXED_K"}
 
 
-def vllm_tables(folder, params: dict, checksum: str, check: bool = True) -> dict:
+def vllm_tables(folder, params: dict, checksum: str, check: bool = True, laws_csv=LAWS) -> dict:
     """{name: DataFrame} of vLLM's committed serving run under ``folder`` (runs, speedups, break_even,
     servers), after checking (``check``; a SMOKE run's sizes are not the run's) that it ran the
     chapter's workload: every `SHARED` parameter equal to ``params``' and the same prompts
-    (``checksum``), else a ValueError naming what differs."""
+    (``checksum``), and that its configurations carry chapter 10's law verdicts as committed now
+    (``laws_csv``: a verdict that changed since the run would mark a row wrongly); else a ValueError
+    naming what differs."""
     t = {name: read_table(Path(folder) / f"{name}.csv") for name in ("runs", "speedups", "break_even", "servers")}
     if not check:
         return t
@@ -217,6 +219,12 @@ def vllm_tables(folder, params: dict, checksum: str, check: bool = True) -> dict
         differ["checksum"] = (ran.get("checksum"), checksum)
     if differ:
         raise ValueError(f"{folder} was run with another workload than the chapter's (its value, ours): {differ}; "
+                         "re-run it with `make engines`")
+    served = list(t["speedups"]["policy"].unique())
+    now = list(labelled_configs([label_of(x) for x in served], params["FIXED_K"], params["DRAFT"],
+                                params["TEMPERATURE"], laws_csv=laws_csv))
+    if sorted(served) != sorted(now):
+        raise ValueError(f"{folder}: its configurations' law marks {served} are not chapter 10's verdicts now {now}; "
                          "re-run it with `make engines`")
     return t
 

@@ -140,7 +140,7 @@ def real_size_speedup_vs_alpha(table):
     """One heatmap per (real-size target, batch size): the median measured speedup over plain
     decoding for every (set alpha, k), coloured on a scale centred at 1 (blue: faster, red: slower)
     and written in each cell, with "+" where the 95% interval lies above 1, "-" where it lies below,
-    nothing where it is undecided (table real_size_speedup_vs_alpha: target, batch, k, alpha_set,
+    nothing where it is undecided (`make surface`'s speedup_vs_alpha: target, batch, k, alpha_set,
     speedup_median, speedup_lo, speedup_hi).  The predictions are in the table, not drawn: a
     surface of 40 cells reads as numbers, not as 16 overlapping curves."""
     import numpy as np
