@@ -182,6 +182,9 @@ def test_the_page_shows_each_chapter_by_its_word_and_counts():
     assert chapter_rows(recorded)["intervals"].tolist() == ["", "", ""]
     assert chapter_counts(summary) == {"n_chapters": 3, "n_reproduced": 1, "n_dirty": 1, "machines": "EPYC (2 cores)",
                                        "reference": "0123456789ab"}
+    # a chapter the run did not recompute (its committed run, another CPU) is no machine of this run
+    elsewhere = summary.assign(status=["reproduced", "timing", "not recomputed"], cpu=["EPYC", "EPYC", "Xeon"])
+    assert chapter_counts(elsewhere)["machines"] == "EPYC (2 cores)"
 
 
 def test_table_counts_and_the_tables_that_differ():

@@ -298,8 +298,9 @@ def differing(tables):
 def chapter_counts(summary) -> dict:
     """Counts over the per-chapter summary: chapters (``n_chapters``), reproduced ones, those
     recomputed from a working tree with uncommitted changes (commit ending "+dirty"), the machines
-    they ran on ("<cpu> (<cores> cores)", "; "-joined) and the reference commit's first 12 digits."""
-    machines = summary[["cpu", "cores"]].drop_duplicates()
+    the recomputed ones ran on ("<cpu> (<cores> cores)", "; "-joined; a chapter not recomputed ran
+    elsewhere, earlier) and the reference commit's first 12 digits."""
+    machines = summary[summary["status"] != NOT_RECOMPUTED][["cpu", "cores"]].drop_duplicates()
     return {"n_chapters": int(len(summary)),
             "n_reproduced": int((summary["status"].map(chapter_verdict) == REPRODUCED).sum()),
             "n_dirty": int(summary["commit"].astype(str).str.endswith("+dirty").sum()),
