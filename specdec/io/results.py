@@ -34,7 +34,7 @@ from pathlib import Path
 from specdec.io.paths import ROOT, resolve
 
 __all__ = ["FORMAT_VERSION", "KINDS", "atomic_path", "atomic_write", "hardware", "provenance", "write_table",
-           "read_table", "read_meta", "save_figure", "records"]
+           "read_table", "read_tables", "read_meta", "save_figure", "records"]
 
 FORMAT_VERSION = 2  # 2: column types and the result kind in the sidecar
 READABLE_VERSIONS = (1, 2)  # 1: untyped (pandas infers the types), still read for comparisons
@@ -227,6 +227,11 @@ def read_table(path):
         raise ValueError(f"{path}: columns {list(df.columns)} do not match its sidecar {meta['columns']}")
     df.attrs["meta"] = meta
     return df
+
+
+def read_tables(folder, names) -> dict:
+    """{name: `read_table`} of the tables ``names`` in ``folder`` (a command's results folder)."""
+    return {name: read_table(Path(folder) / f"{name}.csv") for name in names}
 
 
 def save_figure(fig, path) -> Path:

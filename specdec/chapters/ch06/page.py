@@ -9,13 +9,11 @@ their own 95% interval.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
 from specdec.chapters.ch06.summary import CELL, groups, paired
-from specdec.io.results import read_table, records
+from specdec.io.results import read_tables, records
 from specdec.measure.protocol import FASTER, ONE_RUN, OUT_OF_REACH, SLOWER, UNDECIDED, repeats_for_half_width
 from specdec.report.formatting import interval_column, temperature_text
 
@@ -194,7 +192,7 @@ def surface_tables(folder, allow_smoke: bool = False) -> dict:
     """`make surface`'s committed tables under ``folder`` ({name: DataFrame}), with its parameters
     (``params``: `specdec.cli.surface.PARAMS` as run) and the draft's parameter count.  A ``--smoke``
     run's tables (tiny shapes: numbers that mean nothing) are refused unless ``allow_smoke``."""
-    t = {n: read_table(Path(folder) / f"{n}.csv") for n in ("cost_curve", "controlled", "speedup_vs_alpha", "shapes")}
+    t = read_tables(folder, ("cost_curve", "controlled", "speedup_vs_alpha", "shapes"))
     params = t["shapes"].attrs["meta"]["provenance"]["parameters"]
     if params.get("smoke") and not allow_smoke:
         raise ValueError(f"{folder} holds a --smoke run of the surface (tiny shapes); run `make surface`")
@@ -210,9 +208,10 @@ def surface_values(cost_curve, controlled, table, draft_params: int, n: int, tol
     """The surface's numbers for the last decoded target: T(n)/T(1) and c at batch 1; how many points
     were faster / slower by their 95% interval; the best median with its interval and where
     (alpha, k, batch); the median measured / predicted over the points with the count within
-    ``tolerance`` (``table``: `specdec.measure.surface.speedup_vs_alpha`), for the extended model with E[L] (``real_ratio_*``), with the run's steps
-    (``real_steps_*``) and for the idealized model (``real_toy_med``); the
-    median relative half-width; the sizes of that target and of the draft."""
+    ``tolerance`` (``table``: `specdec.measure.surface.speedup_vs_alpha`), for the extended model
+    with E[L] (``real_ratio_*``), with the run's steps (``real_steps_*``), with the prediction fixed
+    before the runs (``real_pilot_*``) and for the idealized model (``real_toy_med``); the median
+    relative half-width; the sizes of that target and of the draft."""
     curve, ctrl = records(cost_curve), records(controlled)
     name = [r["target"] for r in ctrl][-1]
     last = [r for r in curve if r["target"] == name and r.get("batch", 1) == 1]

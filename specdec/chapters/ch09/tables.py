@@ -10,13 +10,12 @@ Example: speed_table(speed) -> one row per policy and a column per rate ("4/s"),
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from specdec.audit.serving import LAWS, label_of, labelled_configs, law_of
-from specdec.io.results import read_table
+from specdec.io.results import read_tables
 from specdec.measure.protocol import FASTER, HALF_WIDTH, LEVEL, SLOWER, bonferroni, max_level, pairs_for_level
 from specdec.report.formatting import estimate_cell
 from specdec.report.robustness import NOT_EXACT
@@ -210,7 +209,7 @@ def vllm_tables(folder, params: dict, checksum: str, check: bool = True, laws_cs
     (``checksum``), and that its configurations carry chapter 10's law verdicts as committed now
     (``laws_csv``: a verdict that changed since the run would mark a row wrongly); else a ValueError
     naming what differs."""
-    t = {name: read_table(Path(folder) / f"{name}.csv") for name in ("runs", "speedups", "break_even", "servers")}
+    t = read_tables(folder, ("runs", "speedups", "break_even", "servers"))
     if not check:
         return t
     ran = t["servers"].attrs["meta"]["provenance"]["parameters"]

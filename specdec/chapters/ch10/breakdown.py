@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from specdec.chapters.ch10.values import MISSING, _num as _text
-from specdec.io.results import read_table
+from specdec.io.results import read_tables
 from specdec.report.formatting import estimate_cell
 
 __all__ = ["NAMES", "tables", "economics_view", "plain_view", "split_view", "versus_view", "at_least_as_fast",
@@ -23,7 +23,7 @@ AT_LEAST = 0.97  # ours "at least as fast" as an engine: ours / engine's interva
 
 def tables(path: Path) -> dict:
     """{name: DataFrame} of the breakdown's committed tables under ``path``."""
-    return {name: read_table(path / f"{name}.csv") for name in NAMES}
+    return read_tables(path, NAMES)
 
 
 def _num(v, fmt: str = ".2f") -> str:
