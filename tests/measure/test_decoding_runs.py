@@ -1,5 +1,5 @@
 """Chapter 06's measurement and summaries (specdec.chapters.ch06.runs / summary / page, and
-measure.prediction / draft_choice) on the tiny random-weight pair: the rows' shape, labels and
+measure.curves / prediction / draft_choice) on the tiny random-weight pair: the rows' shape, labels and
 pairing, seeding that does not depend on run order, hand-worked predictions and summaries, the draft
 rule, the page's counts and small tables, and the figures drawn from the tables.  Timings are never
 asserted."""
@@ -15,6 +15,7 @@ from specdec.chapters.ch06 import runs as dr
 from specdec.chapters.ch06 import summary as ds
 from specdec.chapters.ch06 import baseline, page
 from specdec.measure import prediction as pr
+from specdec.measure.curves import cost_curves, curve_at
 from specdec.measure.draft_choice import best_of, chosen, draft_rule
 from specdec.report import plotting
 
@@ -26,8 +27,8 @@ def measured(tiny_pair):
     target, draft = tiny_pair
     prompts = torch.randint(0, 64, (4, PROMPT), generator=torch.Generator().manual_seed(3))  # (4, T) random ids
     ctxs = sorted({dr.mid_context(PROMPT, L) for L in LENS})
-    curve = dr.cost_curves(target, {"draft": draft}, BATCHES, [1, 2, 3], ctxs, repeats=2,
-                           generator=torch.Generator().manual_seed(0), interleaved=True)
+    curve = cost_curves(target, {"draft": draft}, BATCHES, [1, 2, 3], ctxs, repeats=2,
+                        generator=torch.Generator().manual_seed(0), interleaved=True)
     cells = dr.decoding_cells(prompts[:2], [1.0, 0.0], LENS, BATCHES, [1], prompt_len=PROMPT, curve=curve,
                               draft="draft")
     runs = dr.decoding_runs(target, draft, cells, KS, draft_name="draft", warmup_steps=2, k_start=2, repeats=2,
@@ -42,7 +43,7 @@ def test_cost_curves_per_batch_and_context(measured):
         (m, n, B, ctx) for B in BATCHES for m, n in [
             ("target", 1), ("target", 2), ("target", 3), ("draft", 1), ("draft", 2), ("target after draft", 1),
             ("target after draft", 2), ("target after draft", 3), ("draft after target", 1), ("draft after target", 2)]]
-    t, c = dr.curve_at(curve, 2, ctx, "draft")
+    t, c = curve_at(curve, 2, ctx, "draft")
     d1 = next(r["median_s"] for r in curve if r["model"] == "draft" and r["batch"] == 2 and r["n"] == 1)
     assert set(t) == {1, 2, 3} and c == pytest.approx(d1 / t[1])
 
@@ -396,7 +397,7 @@ def test_the_pilot_prices_history_drafters_in_the_loop_and_writes_them_as_curve_
     assert [r["median_s"] for r in extra if r["model"] == "target after prompt-lookup"] == [r["median_s"] for r in targets]
     T = pr.lookup(pd.concat([pd.DataFrame(curve), pd.DataFrame(extra)]))
     assert T("prompt-lookup after target", 1, 2, 9) == prices[("prompt-lookup", 2)][0]
-    t, c = dr.curve_at(pd.concat([pd.DataFrame(curve), pd.DataFrame(extra)]), 1, targets[0]["context"], "prompt-lookup")
+    t, c = curve_at(pd.concat([pd.DataFrame(curve), pd.DataFrame(extra)]), 1, targets[0]["context"], "prompt-lookup")
     assert c == pytest.approx(prices[("prompt-lookup", 1)][0] / t[1])
     with pytest.raises(ValueError, match="has no batch 2"):
         pilot.curve_rows([r for r in rows if r["batch"] == 1], curve)

@@ -22,7 +22,7 @@ from specdec.chapters.ch06 import pilot as pilot_lib
 from specdec.chapters.ch06 import runs as runs_lib
 from specdec.chapters.ch06 import summary as summ_lib
 from specdec.chapters.ch06.page import curve_values
-from specdec.measure import draft_choice, prediction
+from specdec.measure import curves, draft_choice, prediction
 
 __all__ = ["Measurements"]
 
@@ -51,10 +51,10 @@ class Measurements:
         return {"load_1m_end": os.getloadavg()[0]}
 
     def curves(self, drafts: dict, *, when: str, interleaved: bool = False) -> list[dict]:
-        """`decoding_runs.cost_curves` of the target and ``drafts`` at every batch size and context."""
-        return runs_lib.cost_curves(self.pair.target, drafts, self.P.BATCHES, range(1, self.k_max + 2), self.contexts,
-                                    repeats=self.P.CURVE_REPEATS, generator=self.gen, when=when,
-                                    interleaved=interleaved)
+        """`specdec.measure.curves.cost_curves` of the target and ``drafts`` at every batch size and context."""
+        return curves.cost_curves(self.pair.target, drafts, self.P.BATCHES, range(1, self.k_max + 2), self.contexts,
+                                  repeats=self.P.CURVE_REPEATS, generator=self.gen, when=when,
+                                  interleaved=interleaved)
 
     def pilot(self) -> list[dict]:
         """The history drafters' price per drafted token in the loop, at every batch size
@@ -82,7 +82,7 @@ class Measurements:
         betas.update({d: prices[(d, 1)][1] for d in drafts if d not in betas})
         priced = self.priced(curve, pilot)
         costs = {d: curve_values(priced, 1, self.ctx_long, 1, d)["c_b1"] for d in drafts}
-        t = runs_lib.curve_at(priced, 1, self.ctx_long, drafts[0])[0]
+        t = curves.curve_at(priced, 1, self.ctx_long, drafts[0])[0]
         rows = draft_choice.draft_rule(betas, costs, t, k_max=self.k_max)
         return [{**r, "beta_from": beta_from[r["draft"]],
                  "c_from": "pilot" if r["draft"] in self.pair.history_drafts else "cost curve"} for r in rows]

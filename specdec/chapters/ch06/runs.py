@@ -4,7 +4,7 @@ fixed-k and dynamic-k decoding over temperatures x output lengths x batch sizes 
 Protocol (`specdec.measure.protocol`, through the one harness: `specdec.measure.harness.protocol_sweep`):
   1. Cost curves: T(n) of the target and T_d(1), T_d(2) of each model draft, per batch size, at
      every context a run's prediction needs (prompt + half the output), measured once before the
-     decoding runs and once after them (`cost_curves(..., when=...)`), so drift shows.
+     decoding runs and once after them (`specdec.measure.curves.cost_curves(..., when=...)`), so drift shows.
   2. Cells: one per (temperature, output length L, batch B, prompt group g): the g-th block of B
      held-out prompts, L new tokens, no stop token.  Greedy runs only at the batch sizes asked.
   3. Configurations, all run on every cell in every round, in an order shuffled per (round, cell)
@@ -32,21 +32,19 @@ from functools import cached_property
 
 import torch
 
-from specdec.core.cost import draft_cost
 from specdec.engine.decode import generate
 from specdec.engine.modes import forward_for
 from specdec.engine.history import PromptLookupDrafter
 from specdec.engine.schedule import AdaptiveK
 from specdec.family.tokens import prompt_checksum
-from specdec.measure.cost_curve import cost_curve, one_token_forward
+from specdec.measure.curves import curve_at
 from specdec.measure.harness import Cell, Config, protocol_sweep
 from specdec.measure.prediction import step_profile
 from specdec.measure.subjects import load_subjects
 from specdec.chapters.ch06.summary import HF_PLAIN, OURS_PLAIN
-from specdec.io.results import records
 
-__all__ = ["RUN_COLUMNS", "EmbeddedPair", "cost_curves", "curve_at", "decoding_cells", "decoding_configs",
-           "decoding_runs", "draft_runs", "hf_runs", "mid_context", "run_context"]
+__all__ = ["RUN_COLUMNS", "EmbeddedPair", "decoding_cells", "decoding_configs", "decoding_runs", "draft_runs",
+           "hf_runs", "mid_context", "run_context"]
 
 RUN_COLUMNS = ("temperature", "output_len", "batch", "group", "config", "draft", "k", "repeat", "position", "tokens",
                "steps", "wall_s", "total_s", "ttft_s", "tokens_per_s", "lat_p50_s", "lat_p95_s", "lat_p99_s",
@@ -138,44 +136,6 @@ class EmbeddedPair:
                 "model_drafts": list(self.model_drafts),
                 "prompt_sha256": prompt_checksum(self.prompts), "notes": notes,
                 "models_sha256": dict(self.subjects.sha256)}
-
-
-def cost_curves(target, drafts: dict, batches, n_values, contexts, *, repeats: int, generator: torch.Generator,
-                when: str = "before", interleaved: bool = False) -> list[dict]:
-    """Per batch size and context: T(n) of the target for each n (model "target") and T_d(1),
-    T_d(2) of each model draft (model = its name), labelled ``when``; each n timed in its own block
-    of repeats, as a decoding loop repeats one shape (`cost_curve(blocked=True)`).  ``interleaved``: also each
-    forward as the speculative loop runs it, right after the other model's forward -- model
-    "target after <draft>" (the verification after the drafts) and "<draft> after target" (a
-    step's first draft forward) -- measured with `specdec.measure.cost_curve.cost_curve(between=)`."""
-    rows = []
-    for ctx in contexts:
-        for B in batches:
-            kw = dict(context=ctx, batch=B, repeats=repeats, generator=generator, blocked=True)
-            rows += [{"model": "target", **r, "when": when} for r in cost_curve(target, n_values, **kw)]
-            for name, d in drafts.items():
-                rows += [{"model": name, **r, "when": when} for r in cost_curve(d, [1, 2], **kw)]
-                if interleaved:
-                    touch_d = one_token_forward(d, context=ctx, batch=B, generator=generator)
-                    touch_t = one_token_forward(target, context=ctx, batch=B, generator=generator)
-                    rows += [{"model": f"target after {name}", **r, "when": when}
-                             for r in cost_curve(target, n_values, between=touch_d, **kw)]
-                    rows += [{"model": f"{name} after target", **r, "when": when}
-                             for r in cost_curve(d, [1, 2], between=touch_t, **kw)]
-    return rows
-
-
-def curve_at(curve, batch: int, context: int, draft: str) -> tuple[dict, float]:
-    """({n: T(n)} of the target, c = T_d(1) / T(1)) at one batch and context (means over the
-    measurements of the point), for the dynamic-k rule."""
-    rows = records(curve)
-    sel = [r for r in rows if int(r["batch"]) == batch and int(r["context"]) == context]
-    pts: dict = {}
-    for r in sel:
-        pts.setdefault((r["model"], int(r["n"])), []).append(float(r["median_s"]))
-    t = {n: sum(v) / len(v) for (m, n), v in pts.items() if m == "target"}
-    d1 = pts[(draft, 1)]
-    return t, draft_cost(sum(d1) / len(d1), t[1])
 
 
 def decoding_cells(prompts, temperatures, output_lens, batches, greedy_batches, *, prompt_len: int,
