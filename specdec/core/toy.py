@@ -23,7 +23,7 @@ import torch
 from specdec.core.sampling import SamplingConfig, sample_inverse_cdf
 from specdec.core.verify import verify
 
-__all__ = ["TableModel", "random_table_model", "sample_speculative", "sample_autoregressive"]
+__all__ = ["TableModel", "random_table_model", "toy_pair", "sample_speculative", "sample_autoregressive"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,14 @@ def random_table_model(V: int, order: int, generator: torch.Generator, stop: int
         keep_one = torch.nn.functional.one_hot(t.argmax(-1), V).bool()
         t = t.masked_fill(drop & ~keep_one, float("-inf"))
     return TableModel(t, stop)
+
+
+def toy_pair(V: int, stop: int, generator: torch.Generator) -> tuple[TableModel, TableModel]:
+    """(target, draft): a random trigram target (15% of entries p = 0) and a random bigram draft
+    (10% q = 0) over V tokens with absorbing stop token ``stop``; target drawn first."""
+    target = random_table_model(V, 2, generator, stop=stop, zero_frac=0.15)
+    draft = random_table_model(V, 1, generator, stop=stop, zero_frac=0.1)
+    return target, draft
 
 
 def sample_autoregressive(model: TableModel, n: int, N: int, generator: torch.Generator,

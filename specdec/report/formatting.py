@@ -19,9 +19,9 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-__all__ = ["estimate_cell", "p_value_text", "fraction_text", "with_p_values", "markdown_table", "config_text", "temperature_text",
-           "GLOSSARY", "MAX_COLUMNS", "MAX_ROWS", "header", "table_text", "show", "counted", "interval_column",
-           "detect_text", "FORMATS", "P_VALUES"]
+__all__ = ["estimate_cell", "p_value_text", "fraction_text", "with_p_values", "markdown_table", "config_text",
+           "config_label", "temperature_text", "GLOSSARY", "MAX_COLUMNS", "MAX_ROWS", "header", "table_text", "show",
+           "counted", "interval_column", "detect_text", "FORMATS", "P_VALUES"]
 
 FLOOR = 1e-300  # below this a double p-value has lost all meaning (the smallest normal is 2.2e-308)
 
@@ -32,6 +32,13 @@ def config_text(r) -> str:
       -> "k=2, batch 1, 256 tokens, greedy" """
     temp = temperature_text(r["temperature"], "temperature ")
     return f"{r['config']}, batch {r['batch']}, {r['output_len']} tokens, {temp}"
+
+
+def config_label(c) -> str:
+    """A sampling setting (a `specdec.core.sampling.SamplingConfig`) as text (tau: temperature).
+    Example: config_label(SamplingConfig(1.2, 3, 0.8)) -> "τ=1.2, top-k 3, top-p 0.8"."""
+    return (f"τ={c.temperature:g}" + (f", top-k {c.top_k}" if c.top_k else "")
+            + (f", top-p {c.top_p:g}" if c.top_p else ""))
 
 
 def temperature_text(t: float, label: str = "temperature ") -> str:

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from specdec.core.sampling import SamplingConfig
+from specdec.core.toy import toy_pair
 from specdec.chapters.ch08 import exact as ev
-from specdec.chapters.ch02.sequence_laws import toy_pair
 
 CFG = SamplingConfig(1.0)
 

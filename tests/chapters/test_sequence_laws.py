@@ -5,12 +5,13 @@ import pytest
 import torch
 
 from specdec.core.sampling import SamplingConfig
+from specdec.core.toy import toy_pair
 from specdec.chapters.ch02 import sequence_laws
 
 
 @pytest.fixture(scope="module")
 def pair():
-    return sequence_laws.toy_pair(4, 3, torch.Generator().manual_seed(7))
+    return toy_pair(4, 3, torch.Generator().manual_seed(7))
 
 
 def test_sun_toy_pair_gives_the_papers_expectations(pair):
@@ -65,12 +66,6 @@ def test_truncation_order_example_by_hand(pair):
     assert rows[1]["tv"] == pytest.approx(4 / 15)
     assert rows[0]["tv"] < 1e-12 and rows[0]["quantity"] == "TV of the 3-token law"
     assert rows[2]["tv"] > 1e-2 and rows[3]["tv"] > 1e-2  # raw q, raw p: both move the law
-
-
-def test_config_label():
-    assert sequence_laws.config_label(SamplingConfig(1.2, 3, 0.8)) == "τ=1.2, top-k 3, top-p 0.8"
-    assert sequence_laws.config_label(SamplingConfig(0.9, None, 0.7)) == "τ=0.9, top-p 0.7"
-    assert sequence_laws.config_label(SamplingConfig(0.0)) == "τ=0"
 
 
 def test_keep_at_least_by_hand_on_sun_toy_pair():

@@ -17,9 +17,8 @@ from specdec.core.exact import (accepted_law, expected_accepted, expected_accept
 from specdec.core.rules.positional import first_token_law, positional_law_rule, rule_outcomes, sample_rule
 from specdec.core.sampling import SamplingConfig, process_logits
 from specdec.core.stats import counts_of, gof_test, sample_size
-from specdec.core.toy import sample_speculative
+from specdec.core.toy import sample_speculative, toy_pair
 from specdec.core.verify import verify
-from specdec.chapters.ch02.sequence_laws import toy_pair
 
 F64 = torch.float64
 CFGS = [SamplingConfig(1.0), SamplingConfig(1.2, 3, 0.9), SamplingConfig(0.6)]

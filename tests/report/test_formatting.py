@@ -1,7 +1,8 @@
 import pandas as pd
 import pytest
 
-from specdec.report.formatting import fraction_text, p_value_text, with_p_values
+from specdec.core.sampling import SamplingConfig
+from specdec.report.formatting import config_label, fraction_text, p_value_text, with_p_values
 
 
 def test_p_values_that_underflow_read_as_a_bound_not_zero():
@@ -120,3 +121,9 @@ def test_an_estimate_and_its_interval_read_as_one_cell_and_a_missing_one_as_blan
     assert estimate_cell(1.0, 0.95, 1.105) == "1.00 [0.95, 1.10]"  # the same digits for a point and its bounds
     assert estimate_cell(0.5, -0.25, 1, digits=1, signed=True) == "+0.5 [-0.2, +1.0]"
     assert estimate_cell(float("nan"), 1, 2) == ""
+
+
+def test_config_label():
+    assert config_label(SamplingConfig(1.2, 3, 0.8)) == "τ=1.2, top-k 3, top-p 0.8"
+    assert config_label(SamplingConfig(0.9, None, 0.7)) == "τ=0.9, top-p 0.7"
+    assert config_label(SamplingConfig(0.0)) == "τ=0"

@@ -11,10 +11,12 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from specdec.core.sampling import SamplingConfig  # noqa: E402
+from specdec.core.toy import toy_pair  # noqa: E402
 from specdec.chapters.ch02 import frequency_tests
 from specdec.chapters.ch01 import one_step
 from specdec.chapters.ch02 import sequence_laws  # noqa: E402
 from specdec.report import plotting  # noqa: E402
+from specdec.report.formatting import config_label  # noqa: E402
 from specdec.report.plotting import visible_series  # noqa: E402
 
 CFG = SamplingConfig(1.2, 3, 0.9)
@@ -22,7 +24,7 @@ CFG = SamplingConfig(1.2, 3, 0.9)
 
 @pytest.fixture(scope="module")
 def pair():
-    return sequence_laws.toy_pair(4, 3, torch.Generator().manual_seed(7))
+    return toy_pair(4, 3, torch.Generator().manual_seed(7))
 
 
 def _all_visible(fig):
@@ -44,7 +46,7 @@ def test_chapter_01_figures_are_visible():
 
 def test_exact_laws_scatter_draws_every_series_with_its_own_marker(pair):
     laws = pd.DataFrame(sequence_laws.law_scatter_rows(*pair, 3, 2, CFG))
-    fig = plotting.exact_laws_scatter(laws, 3, 2, sequence_laws.config_label(CFG))
+    fig = plotting.exact_laws_scatter(laws, 3, 2, config_label(CFG))
     colls = fig.axes[0].collections
     assert [c.get_label() for c in colls] == list(dict.fromkeys(laws["algorithm"]))
     assert len({tuple(c.get_edgecolor()[0]) for c in colls}) == len(colls)  # distinct edge colours

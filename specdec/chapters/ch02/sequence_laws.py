@@ -9,7 +9,7 @@ truncation must be placed, and the expected accepted drafts of block versus toke
 (Sun et al. 2025: the toy pair target [1/3, 2/3], draft [2/3, 1/3], k = 2 gives 10/9 and 11/9).
 
 Example:
-    target, draft = toy_pair(4, 3, torch.Generator().manual_seed(7))
+    target, draft = toy_pair(4, 3, torch.Generator().manual_seed(7))  # specdec.core.toy
     max(r["max_abs_error"] for r in exact_grid_rows(target, draft, [SamplingConfig()], 2, 3)) < 1e-12
 """
 
@@ -19,36 +19,23 @@ import torch
 
 from specdec.core.exact import all_sequences, expected_accepted, marginal, spec_law, target_law
 from specdec.core.sampling import SamplingConfig, process_logits
-from specdec.core.toy import TableModel, random_table_model
+from specdec.core.toy import TableModel
 from specdec.core.rules.variants import variant_law
 from specdec.core.verify import accept_prob, block_weights
+from specdec.report.formatting import config_label
 
-__all__ = ["SUN_TOY_EXAMPLE", "toy_pair", "sun_toy_pair", "config_label", "exact_grid_rows", "law_scatter_rows",
-           "largest_deviation", "truncation_placement_rows", "keep_at_least", "block_vs_token_rows", "all_kept_check"]
+__all__ = ["SUN_TOY_EXAMPLE", "sun_toy_pair", "exact_grid_rows", "law_scatter_rows", "largest_deviation",
+           "truncation_placement_rows", "keep_at_least", "block_vs_token_rows", "all_kept_check"]
 
 F64 = torch.float64
 SUN_TOY_EXAMPLE = {"k": 2, "token_ninths": 10, "block_ninths": 11,  # Sun et al. 2025: E[accepted] = 10/9, 11/9
                    "target": (1 / 3, 2 / 3), "draft": (2 / 3, 1 / 3)}  # ... for this context-free pair
 
 
-def toy_pair(V: int, stop: int, generator: torch.Generator) -> tuple[TableModel, TableModel]:
-    """(target, draft): a random trigram target (15% of entries p = 0) and a random bigram draft
-    (10% q = 0) over V tokens with absorbing stop token ``stop``; target drawn first."""
-    target = random_table_model(V, 2, generator, stop=stop, zero_frac=0.15)
-    draft = random_table_model(V, 1, generator, stop=stop, zero_frac=0.1)
-    return target, draft
-
-
 def sun_toy_pair() -> tuple[TableModel, TableModel]:
     """Sun et al. (2025)'s toy pair, context-free: target [1/3, 2/3], draft [2/3, 1/3]."""
     return (TableModel(torch.tensor(SUN_TOY_EXAMPLE["target"], dtype=F64).log()),
             TableModel(torch.tensor(SUN_TOY_EXAMPLE["draft"], dtype=F64).log()))
-
-
-def config_label(c: SamplingConfig) -> str:
-    """A sampling setting as text (tau: temperature).  Example: SamplingConfig(1.2, 3, 0.8) -> "τ=1.2, top-k 3, top-p 0.8"."""
-    return (f"τ={c.temperature:g}" + (f", top-k {c.top_k}" if c.top_k else "")
-            + (f", top-p {c.top_p:g}" if c.top_p else ""))
 
 
 def exact_grid_rows(target: TableModel, draft: TableModel, configs, k_max: int, n_max: int) -> list[dict]:

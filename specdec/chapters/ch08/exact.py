@@ -8,7 +8,7 @@ verifier and the drafts' sampling rule), and whether it claims to be lossless.  
   exact_rows        the exact law of the first n tokens on the toy pair: max error and total
                     variation TV = 1/2 sum |law - target| after 1..n tokens, KL(law || target) in
                     nats, and the exact expected drafts kept in the first step, E[L] = that + 1;
-  frequency_rows    chapter 02's frequency test (`specdec.chapters.ch02.frequency_tests`) at the sample
+  frequency_rows    chapter 02's frequency test (`specdec.core.frequency`) at the sample
                     size its power calculation gives for EPS, and for each lossy algorithm at the
                     N that detects its own TV (`detect_samples`), run when N <= max_samples;
   multidraft_rows   acceptance at one position against the number of drafts n: recursive
@@ -34,14 +34,14 @@ from specdec.core.rules import approximate
 from specdec.core.rules import multidraft
 from specdec.core.rules import precision
 from specdec.core.rules.positional import Rule, positional_law_rule
+from specdec.core.frequency import design, pooled_tv
 from specdec.core.exact import as_rule, expected_accepted, expected_accepted_rule, marginal, spec_law, target_law
 from specdec.core.sampling import SamplingConfig
 from specdec.core.stats import counts_of, gof_test, pool_cells, sample_size
 from specdec.core.toy import TableModel, sample_speculative
 from specdec.core.rules.variants import VARIANTS
 from specdec.core.verify import verify
-from specdec.chapters.ch02.frequency_tests import design, pooled_tv
-from specdec.chapters.ch02.sequence_laws import config_label
+from specdec.report.formatting import config_label
 
 __all__ = ["Entry", "entries", "per_setting", "exact_rows", "detect_samples", "frequency_rows", "small_pairs", "multidraft_rows",
            "precision_rows", "positional_specs", "precision_law_rule"]
