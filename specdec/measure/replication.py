@@ -23,6 +23,18 @@ sqrt(max(0, (MS_run - MS_residual) / P)) with P prompts, the run-to-run standard
 run's mean log speedup beyond what the prompt-by-run noise explains; ``share`` = its variance over
 the total (run + prompt + residual).  Read exp(sd_run) - 1 as the typical shift of a run.
 
+`pooled_runs` and `pooled_table` apply this to chapter 06.  The runs pooled: the committed run and
+every re-run folder (under ``data/reruns/06_measured_decoding/``, written by `make replicate`) made
+with the same sweep: equal `SWEEP_PARAMETERS`, the same model weights (sha256) and the same draft;
+every other folder is listed with a one-label reason, never pooled.  Every run decodes the same
+prompts with the same seeds (common random numbers), so what the runs differ in is their timing:
+the machine's state and the process, which is what a replication of a timing measures.  The
+primary comparisons: at most `MAX_PRIMARY` settings [draft length k (or "dynamic"), temperature,
+output length, batch] stated in the chapter's parameters before its lean runs; each gets the
+pooled median with its interval at 95% and at the simultaneous level 1 - 0.05 / m over the m
+primary comparisons (Bonferroni), its words following the simultaneous interval.  Everything else
+is exploratory: pooled at 95% on its own, and says so.
+
 Example:
     units = [{"run": "a", "prompt": 0, "ratio": 1.10}, {"run": "a", "prompt": 1, "ratio": 1.05},
              {"run": "b", "prompt": 0, "ratio": 1.02}, {"run": "b", "prompt": 1, "ratio": 0.98}]
@@ -31,11 +43,23 @@ Example:
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 
-from specdec.measure.protocol import max_level
+from specdec.io.results import read_table, records
+from specdec.measure.protocol import LEVEL, level_verdict, max_level, paired_speedups
 
-__all__ = ["hierarchical_interval", "between_run", "free_level"]
+__all__ = ["hierarchical_interval", "between_run", "free_level", "SWEEP_PARAMETERS", "MAX_PRIMARY", "SETTING",
+           "pooled_runs", "run_label", "setting", "pooled_table"]
+
+# chapter 06's parameters that make two of its runs one sweep
+SWEEP_PARAMETERS = ("MODE", "DTYPE", "THREADS", "SEED", "PROMPT_LEN", "TEMPERATURES", "OUTPUT_LENS", "BATCHES",
+                    "GREEDY_BATCHES", "KS", "PROMPTS", "REPEATS", "WARMUP", "PILOT_STEPS", "PILOT_K")
+MAX_PRIMARY = 5
+SETTING = ("temperature", "output_len", "batch", "config")  # one compared setting: a cell and a configuration
+PAIR = ("temperature", "output_len", "batch", "group", "repeat")  # a run pairs with the baseline of these keys
 
 
 def _layout(units) -> dict:
@@ -106,3 +130,89 @@ def free_level(runs: int) -> float:
     if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
         raise ValueError(f"runs must be an int >= 1, got {runs!r}")
     return max_level(int(runs))
+
+
+def _signature(meta: dict) -> tuple:
+    prov = meta.get("provenance", {})
+    params = prov.get("parameters", {})
+    return tuple(repr(params.get(k)) for k in SWEEP_PARAMETERS) + (repr(sorted(prov.get("models_sha256", {}).items())),)
+
+
+def pooled_runs(committed: Path, reruns: Path) -> tuple[dict, list]:
+    """({run name: runs rows}, [(folder, why left out)]): the committed run as "committed" and each
+    re-run folder (name order) with the same sweep, models and draft (module docstring); the
+    committed folder itself is never a re-run (`make replicate` writes its run among them)."""
+    base = read_table(Path(committed) / "runs.csv")
+    sig, draft = _signature(base.attrs["meta"]), set(base["draft"]) - {""}
+    runs, left = {"committed": base.to_dict("records")}, []
+    here = Path(committed).resolve()
+    for d in sorted(p for p in Path(reruns).glob("*") if p.is_dir() and p.resolve() != here) \
+            if Path(reruns).is_dir() else []:
+        if not (d / "runs.csv").exists():
+            left.append((run_label(d.name), "no runs table"))
+            continue
+        t = read_table(d / "runs.csv")
+        if _signature(t.attrs["meta"]) != sig:
+            left.append((run_label(d.name), "another sweep"))
+        elif set(t["draft"]) - {""} != draft:
+            left.append((run_label(d.name), "another draft"))
+        else:
+            runs[d.name] = t.to_dict("records")
+    return runs, left
+
+
+def run_label(name: str) -> str:
+    """A run as the page names it: a re-run folder written by `make replicate` by its UTC start time,
+    any other name as it is.  Example: "run_20261204T050250Z" -> "re-run of 2026-12-04 05:02 UTC"."""
+    m = re.fullmatch(r"run_(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})\d{2}Z", name)
+    return f"re-run of {m[1]}-{m[2]}-{m[3]} {m[4]}:{m[5]} UTC" if m else name
+
+
+def _units(runs: dict) -> dict:
+    """{setting: [units]} of every speculative configuration: one ratio per (run, prompt group, round)."""
+    out: dict = {}
+    for name, rows in runs.items():
+        for r in paired_speedups(records(rows), baseline="baseline", keys=PAIR, impl="config"):
+            if r["config"] != "baseline":
+                out.setdefault(tuple(r[k] for k in SETTING), []).append(
+                    {"run": name, "prompt": r["group"], "ratio": r["speedup"]})
+    return out
+
+
+def setting(primary) -> tuple:
+    """(temperature, output length, batch, configuration name) of a PRIMARY row [k or "dynamic",
+    temperature, output length, batch].  Example: [2, 1.0, 128, 1] -> (1.0, 128, 1, "k=2")."""
+    k, t, L, B = primary
+    config = "dynamic" if k == "dynamic" else f"k={int(k)}"
+    return float(t), int(L), int(B), config
+
+
+def pooled_table(runs: dict, primary, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
+    """One row per speculative setting, primary ones first (in PRIMARY's order): pooled median, 95%
+    interval, the simultaneous interval (primary), each with its verdict as `protocol.level_verdict`
+    words it from the pooled pairs, the runs, prompts and pairs, the between-run sd of the log
+    speedup and its share, each run's median, and the role."""
+    if not 1 <= len(primary) <= MAX_PRIMARY or len({repr(p) for p in primary}) != len(primary):
+        raise ValueError(f"state 1 to {MAX_PRIMARY} distinct primary comparisons, got {primary}")
+    units, keys = _units(runs), [setting(p) for p in primary]
+    missing = [p for p, key in zip(primary, keys) if key not in units]
+    if missing:
+        raise ValueError(f"primary comparisons {missing} are not among the runs' settings")
+    primary = keys
+    level_sim = 1 - (1 - level) / len(primary)
+    out = []
+    for key in primary + sorted(k for k in units if k not in primary):
+        u = units[key]
+        h = hierarchical_interval(u, level=level, seed=seed)
+        row = {**dict(zip(SETTING, key)), "role": "primary" if key in primary else "exploratory",
+               "runs": h["runs"], "prompts": h["prompts"], "pairs": h["pairs"], "speedup": h["median"],
+               "lo": h["lo"], "hi": h["hi"], "verdict": level_verdict(h["lo"], h["hi"], h["pairs"], level),
+               "lo_sim": float("nan"), "hi_sim": float("nan"), "verdict_sim": "", "level_sim": float("nan"),
+               **{f"between_{k}": v for k, v in between_run(u).items()},
+               "run_medians": " ".join(f"{m:.3f}" for m in h["run_medians"])}
+        if key in primary:
+            s = hierarchical_interval(u, level=level_sim, seed=seed)
+            row.update(lo_sim=s["lo"], hi_sim=s["hi"], level_sim=level_sim,
+                       verdict_sim=level_verdict(s["lo"], s["hi"], s["pairs"], level_sim))
+        out.append(row)
+    return out

@@ -1,4 +1,4 @@
-"""The pooled analysis over runs in fresh processes (specdec.measure.replication) and chapter 06's use
+"""The pooled analysis over runs in fresh processes (specdec.measure.replication) and chapter 06's page
 of it (specdec.chapters.ch06.replication): a planted run-level shift is carried into the interval and
 recovered by the between-run component, the controls without one are not, and the runs pooled are
 exactly those with the same sweep."""
@@ -10,6 +10,7 @@ import pytest
 
 from specdec.chapters.ch06 import replication as rep
 from specdec.io.results import provenance, write_table
+from specdec.measure import replication as pool
 from specdec.measure.replication import between_run, hierarchical_interval
 
 
@@ -65,7 +66,7 @@ def _write(folder, rows, params):
 
 
 def test_chapter_06_pools_only_runs_of_the_same_sweep(tmp_path):
-    params = {k: 1 for k in rep.SWEEP_PARAMETERS}
+    params = {k: 1 for k in pool.SWEEP_PARAMETERS}
     committed, reruns = tmp_path / "committed", tmp_path / "reruns"
     for d in (committed, reruns / "run_a", reruns / "run_b", reruns / "run_c", reruns / "old"):
         d.mkdir(parents=True)
@@ -73,12 +74,12 @@ def test_chapter_06_pools_only_runs_of_the_same_sweep(tmp_path):
     _write(reruns / "run_a", _runs(0.02), params)
     _write(reruns / "run_b", _runs(0.0), {**params, "KS": [1, 2, 3]})   # another sweep
     _write(reruns / "run_c", _runs(0.0, draft="other"), params)         # another draft
-    runs, left = rep.pooled_runs(committed, reruns)
+    runs, left = pool.pooled_runs(committed, reruns)
     assert sorted(runs) == ["committed", "run_a"]
     # make replicate computes a run inside the re-runs folder: that folder is not also one of its re-runs
-    assert sorted(rep.pooled_runs(reruns / "run_a", reruns)[0]) == ["committed"]
+    assert sorted(pool.pooled_runs(reruns / "run_a", reruns)[0]) == ["committed"]
     assert dict(left) == {"old": "no runs table", "run_b": "another sweep", "run_c": "another draft"}
-    table = rep.pooled_table(runs, [[2, 1.0, 128, 1]])
+    table = pool.pooled_table(runs, [[2, 1.0, 128, 1]])
     (row,) = table
     assert row["role"] == "primary" and row["runs"] == 2 and row["pairs"] == 8 and row["speedup"] > 1.19
     assert row["lo_sim"] <= row["lo"] and row["verdict_sim"] == "faster" and row["level_sim"] == pytest.approx(0.95)
@@ -97,10 +98,10 @@ def test_chapter_06_pools_only_runs_of_the_same_sweep(tmp_path):
     assert shown["setting"].tolist() == ["k=2, batch 1, 128 tokens, temperature 1"]
     assert shown["95% interval"].tolist() == ["[1.100, 1.300]"] and shown["this run"].tolist() == ["1.200"]
     with pytest.raises(ValueError, match="not among the runs"):
-        rep.pooled_table(runs, [[4, 1.0, 128, 1]])
+        pool.pooled_table(runs, [[4, 1.0, 128, 1]])
     with pytest.raises(ValueError, match="distinct primary"):
-        rep.pooled_table(runs, [[2, 1.0, 128, 1], [2, 1.0, 128, 1]])
-    assert rep.setting(["dynamic", 0, 32, 8]) == (0.0, 32, 8, "dynamic")
+        pool.pooled_table(runs, [[2, 1.0, 128, 1], [2, 1.0, 128, 1]])
+    assert pool.setting(["dynamic", 0, 32, 8]) == (0.0, 32, 8, "dynamic")
 
 
 def _run_folder(d, ref, words, within, fwd, explained=None):
@@ -145,9 +146,9 @@ def test_each_run_on_its_own_says_whether_the_headline_reproduced(tmp_path):
 
 def test_a_rerun_is_named_on_the_page_by_its_start_time_not_its_folder():
     # the rendered-page check refuses folder ids ("run_..."): a make replicate folder reads as its UTC start
-    assert rep.run_label("run_20261204T050250Z") == "re-run of 2026-12-04 05:02 UTC"
-    assert rep.run_label("committed") == "committed" and rep.run_label("earlier_engine") == "earlier_engine"
-    assert rep.run_label("run_F") == "run_F"  # not a make replicate name: left as it is (the page check catches it)
+    assert pool.run_label("run_20261204T050250Z") == "re-run of 2026-12-04 05:02 UTC"
+    assert pool.run_label("committed") == "committed" and pool.run_label("earlier_engine") == "earlier_engine"
+    assert pool.run_label("run_F") == "run_F"  # not a make replicate name: left as it is (the page check catches it)
 
 
 def test_the_level_runs_carry_without_assumptions():

@@ -1,84 +1,33 @@
-"""Chapter 06 pooled over its runs in fresh processes: the primary comparisons stated before the
-lean runs, decided by the pooled analysis (`specdec.measure.replication`), and every other configuration
-pooled the same way as exploratory.
-
-The runs pooled: the committed run (``data/results/06_measured_decoding/runs.csv``) and every
-re-run folder under ``data/reruns/06_measured_decoding/`` (written by `make replicate`) whose runs
-table was made with the same sweep: equal SWEEP_PARAMETERS, the same model weights (sha256) and
-the same draft.  Every other folder is listed with a one-label reason, never pooled.  Every
-run decodes the same prompts with the same seeds (common random numbers), so what the runs differ
-in is their timing: the machine's state and the process, which is what a replication of a timing
-measures.
-
-Primary comparisons: PRIMARY, at most five settings [draft length k (or "dynamic"), temperature,
-output length, batch], stated in the chapter's parameters before the lean runs (after exploratory
-eager ones).  Each gets the pooled median with its
-two-stage bootstrap interval at 95% and at the simultaneous level 1 - 0.05 / m over the m primary
-comparisons (Bonferroni); its words follow the simultaneous interval.  Everything else is
-exploratory: pooled at 95% on its own, and says so.
+"""Chapter 06 pooled over its runs in fresh processes, as its page shows it: the primary comparisons
+stated before the lean runs, decided by the pooled analysis (`specdec.measure.replication`: which
+runs pool, and how), beside the committed run's own intervals, and the numbers the prose quotes.
 
 Beside the pooled analysis, `runs_record` holds each run on its own (its reference interval, its
 primary words, its cost-model counts): whether the headline reproduces is read there, run by run.
 
 Example:
-    runs = pooled_runs(committed_dir, reruns_dir)        # (included {name: rows}, excluded [(name, why)])
-    rows = pooled_table(runs[0], primary=[[2, 1.0, 128, 1]])
+    table, values, record = analysis(committed_dir, [[2, 1.0, 128, 1]])
+    primary_shown(table, summary)       # one row per primary comparison: this run beside the pooled runs
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from specdec.chapters.ch06.summary import CELL, paired
 from specdec.report.formatting import config_text, estimate_cell, interval_column
-from specdec.measure.protocol import LEVEL, level_verdict
-from specdec.measure.replication import between_run, free_level, hierarchical_interval
+from specdec.measure.replication import SETTING, free_level, pooled_runs, pooled_table, run_label, setting
 from specdec.io.paths import CHAPTERS, RERUNS_DIR
 from specdec.io.results import read_table, records
 
-__all__ = ["SWEEP_PARAMETERS", "MAX_PRIMARY", "RECORD_COLUMNS", "analysis", "pooled_runs", "setting", "pooled_table",
-           "primary_values", "primary_shown", "runs_record", "record_values", "record_shown", "run_label"]
+__all__ = ["RECORD_COLUMNS", "analysis", "primary_values", "primary_shown", "runs_record", "record_values",
+           "record_shown"]
 
-SWEEP_PARAMETERS = ("MODE", "DTYPE", "THREADS", "SEED", "PROMPT_LEN", "TEMPERATURES", "OUTPUT_LENS", "BATCHES",
-                    "GREEDY_BATCHES", "KS", "PROMPTS", "REPEATS", "WARMUP", "PILOT_STEPS", "PILOT_K")
-MAX_PRIMARY = 5
-SETTING = CELL + ("config",)
 RECORD_COLUMNS = {"run": None, "wall_min": "wall (min)", "reference": "reference (95%)",
                   "within": "cost model within (+ closed)", "forward": "in-loop / curve"}
-
-
-def _signature(meta: dict) -> tuple:
-    prov = meta.get("provenance", {})
-    params = prov.get("parameters", {})
-    return tuple(repr(params.get(k)) for k in SWEEP_PARAMETERS) + (repr(sorted(prov.get("models_sha256", {}).items())),)
-
-
-def pooled_runs(committed: Path, reruns: Path) -> tuple[dict, list]:
-    """({run name: runs rows}, [(folder, why left out)]): the committed run as "committed" and each
-    re-run folder (name order) with the same sweep, models and draft (module docstring); the
-    committed folder itself is never a re-run (`make replicate` writes its run among them)."""
-    base = read_table(Path(committed) / "runs.csv")
-    sig, draft = _signature(base.attrs["meta"]), set(base["draft"]) - {""}
-    runs, left = {"committed": base.to_dict("records")}, []
-    here = Path(committed).resolve()
-    for d in sorted(p for p in Path(reruns).glob("*") if p.is_dir() and p.resolve() != here) \
-            if Path(reruns).is_dir() else []:
-        if not (d / "runs.csv").exists():
-            left.append((run_label(d.name), "no runs table"))
-            continue
-        t = read_table(d / "runs.csv")
-        if _signature(t.attrs["meta"]) != sig:
-            left.append((run_label(d.name), "another sweep"))
-        elif set(t["draft"]) - {""} != draft:
-            left.append((run_label(d.name), "another draft"))
-        else:
-            runs[d.name] = t.to_dict("records")
-    return runs, left
 
 
 def analysis(committed: Path, primary, *, reruns: Path = RERUNS_DIR / CHAPTERS["dec"],
@@ -131,13 +80,6 @@ def record_values(record) -> dict:
             "primary_agree": sum(len(set(w)) == 1 for w in zip(*words))}
 
 
-def run_label(name: str) -> str:
-    """A run as the page names it: a re-run folder written by `make replicate` by its UTC start time,
-    any other name as it is.  Example: "run_20261204T050250Z" -> "re-run of 2026-12-04 05:02 UTC"."""
-    m = re.fullmatch(r"run_(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})\d{2}Z", name)
-    return f"re-run of {m[1]}-{m[2]}-{m[3]} {m[4]}:{m[5]} UTC" if m else name
-
-
 def _closed(row: dict) -> str:
     """The misses a run's in-loop term closes, "+2", or "n/a" for a table made before that column."""
     n = row.get("pred_explained", -1)
@@ -155,56 +97,6 @@ def record_shown(record):
                     reference=[estimate_cell(r["ref"], r["ref_lo"], r["ref_hi"], digits=3) for r in records(t)],
                     within=[f"{r['pred_within']} of {r['pred_n']} ({_closed(r)})" for r in records(t)],
                     forward=[f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f}" for r in records(t)])[list(RECORD_COLUMNS)]
-
-
-def _units(runs: dict) -> dict:
-    """{setting: [units]} of every speculative configuration: one ratio per (run, prompt group, round)."""
-    out: dict = {}
-    for name, rows in runs.items():
-        for r in paired(rows):
-            if r["config"] != "baseline":
-                out.setdefault(tuple(r[k] for k in SETTING), []).append(
-                    {"run": name, "prompt": r["group"], "ratio": r["speedup"]})
-    return out
-
-
-def setting(primary) -> tuple:
-    """(temperature, output length, batch, configuration name) of a PRIMARY row [k or "dynamic",
-    temperature, output length, batch].  Example: [2, 1.0, 128, 1] -> (1.0, 128, 1, "k=2")."""
-    k, t, L, B = primary
-    config = "dynamic" if k == "dynamic" else f"k={int(k)}"
-    return float(t), int(L), int(B), config
-
-
-def pooled_table(runs: dict, primary, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
-    """One row per speculative setting, primary ones first (in PRIMARY's order): pooled median, 95%
-    interval, the simultaneous interval (primary), each with its verdict as `protocol.level_verdict`
-    words it from the pooled pairs, the runs, prompts and pairs, the between-run sd of the log
-    speedup and its share, each run's median, and the role."""
-    if not 1 <= len(primary) <= MAX_PRIMARY or len({repr(p) for p in primary}) != len(primary):
-        raise ValueError(f"state 1 to {MAX_PRIMARY} distinct primary comparisons, got {primary}")
-    units = _units(runs)
-    primary = [setting(p) for p in primary]
-    missing = [config_text(dict(zip(SETTING, p))) for p in primary if p not in units]
-    if missing:
-        raise ValueError(f"primary comparisons {missing} are not among the runs' settings")
-    level_sim = 1 - (1 - level) / len(primary)
-    out = []
-    for key in primary + sorted(k for k in units if k not in primary):
-        u = units[key]
-        h = hierarchical_interval(u, level=level, seed=seed)
-        row = {**dict(zip(SETTING, key)), "role": "primary" if key in primary else "exploratory",
-               "runs": h["runs"], "prompts": h["prompts"], "pairs": h["pairs"], "speedup": h["median"],
-               "lo": h["lo"], "hi": h["hi"], "verdict": level_verdict(h["lo"], h["hi"], h["pairs"], level),
-               "lo_sim": float("nan"), "hi_sim": float("nan"), "verdict_sim": "", "level_sim": float("nan"),
-               **{f"between_{k}": v for k, v in between_run(u).items()},
-               "run_medians": " ".join(f"{m:.3f}" for m in h["run_medians"])}
-        if key in primary:
-            s = hierarchical_interval(u, level=level_sim, seed=seed)
-            row.update(lo_sim=s["lo"], hi_sim=s["hi"], level_sim=level_sim,
-                       verdict_sim=level_verdict(s["lo"], s["hi"], s["pairs"], level_sim))
-        out.append(row)
-    return out
 
 
 def primary_values(table, left: list) -> dict:

@@ -7,7 +7,7 @@
     pooled over the runs when `primary_rows` are given (the committed run is one of them, not the
     headline: the run a reader sees first should not be whichever run came out best);
   * `primary_rows` and `replicated`: chapter 06's primary comparisons pooled over its runs in fresh
-    processes (`specdec.chapters.ch06.replication`), and what they decided;
+    processes (`specdec.measure.replication`), and what they decided;
   * `rerun_rows`: the committed run against each committed re-run, verdicts counted over the words
     both runs could give (`specdec.report.robustness.agreement`);
   * `regimes`, `regime_rows`, `regime_values`: chapter 06's best speed ratio over k against alpha per
@@ -25,11 +25,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specdec.chapters.ch06 import replication
 from specdec.chapters.summary.findings import chapter_parameters, chapter_table
 from specdec.io.paths import CHAPTERS, RERUNS_DIR, RESULTS_DIR
 from specdec.io.results import read_table, records
-from specdec.measure.replication import free_level
+from specdec.measure.replication import free_level, pooled_runs, pooled_table
 from specdec.report.formatting import config_text
 from specdec.report.robustness import rerun_agreements
 
@@ -107,8 +106,8 @@ def primary_rows(root: Path = RESULTS_DIR, reruns: Path = RERUNS_DIR) -> list[di
     committed run and its compatible re-runs: per comparison the setting (a label), runs, pooled
     median speedup, simultaneous interval, its level and verdict."""
     p = chapter_parameters(root, "dec")
-    runs, _ = replication.pooled_runs(Path(root) / CHAPTERS["dec"], Path(reruns) / CHAPTERS["dec"])
-    table = replication.pooled_table(runs, p["PRIMARY"], seed=int(p["SEED"]))
+    runs, _ = pooled_runs(Path(root) / CHAPTERS["dec"], Path(reruns) / CHAPTERS["dec"])
+    table = pooled_table(runs, p["PRIMARY"], seed=int(p["SEED"]))
     return [{"setting": config_text(r), "runs": int(r["runs"]), "speedup": float(r["speedup"]),
              "lo_sim": float(r["lo_sim"]), "hi_sim": float(r["hi_sim"]), "level_sim": float(r["level_sim"]),
              "verdict_sim": str(r["verdict_sim"])} for r in table if r["role"] == "primary"]
