@@ -22,13 +22,6 @@ the next k tokens of the plain greedy output, i.e. the drafts of a draft that ag
 every window is accepted whole and the cache grows as in the engine (`verification_logits`).  The
 positions are teacher-forced on the plain output, so one flip does not change the later contexts.
 
-`position_rows` gives one row per (k, prompt, position); `summary_rows` the flips, differences and
-near ties per dtype and k; `gap_rows` one row per position with its gap and its largest difference
-over k (the data of the gap figure); `engine_rows` the consequence at the engine's level: per
-draft and prompt, whether `generate` with that draft (greedy) returns the tokens of plain greedy
-`generate`.  `families_by_dtype`, `positions_by_dtype` and `engine_rows_by_dtype` run them for
-every dtype; `dtype_rows` totals the three tables per dtype.
-
 Example (a model whose logits do not depend on the forward's shape):
     summary_rows(pandas.DataFrame(position_rows(model, prompts, 16, [1, 4])))
     -> [{"dtype": "float32", "k": 1, "positions": 16 N, "flips": 0, "max_abs_diff": 0.0, ...}, {... "k": 4 ...}]

@@ -1,22 +1,14 @@
 """Chapter 04's computations: how good the embedded family is, and how closely each draft agrees
 with the target on held-out text, before any decoding is timed.
 
-Three tables and one set of values:
-  * ``perplexity_rows`` (exact): one row per model of the card (``data/models/card.json``,
-    written by `specdec.family.card`): architecture, parameters, training tokens, validation loss,
-    validation and test perplexity, where perplexity = exp(mean next-token cross-entropy over a
-    whole held-out split);
-  * ``target_margin`` (values): the target's smallest validation-loss margin over a draft against
-    the required one: a perplexity at least a fraction m below every draft's is a loss at least
-    -ln(1 - m) nats lower (m = 0.15 -> 0.1625 nats);
-  * ``sample_continuations`` (sampled): every model continues the same held-out prompt through the
-    autoregressive loop of `specdec.engine.decode.generate`, each with a generator seeded alike;
-  * ``beta_rows`` (sampled): teacher-forced agreement beta(c) = sum_x min(p(x|c), q(x|c)) =
-    1 - TV(p, q) (Leviathan et al. 2023, section 3.1; `specdec.measure.agreement`), averaged per
-    held-out window, then the mean over windows with its standard error (positions within a
-    window are correlated: windows are the independent units).
-As the chapter shows them: `sample_rows` (prompt and continuations) and `beta_by_temperature`
-(drafts x temperatures).
+Perplexity = exp(mean next-token cross-entropy over a whole held-out split), read from the model
+card (``data/models/card.json``, written by `specdec.family.card`); a perplexity at least a fraction
+m below every draft's is a loss at least -ln(1 - m) nats lower (m = 0.15 -> 0.1625 nats).  Agreement
+is the teacher-forced beta(c) = sum_x min(p(x|c), q(x|c)) = 1 - TV(p, q) (Leviathan et al. 2023,
+section 3.1; `specdec.measure.agreement`), averaged per held-out window, then over windows with its
+standard error (positions within a window are correlated: windows are the independent units).
+The sample continuations run through the engine's autoregressive loop, every model's generator
+seeded alike.
 
 Example:
     card = {"models": {"target": {"arch": "GPT-2", "params": 10, "validation_loss": 3.0,

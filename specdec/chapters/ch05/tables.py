@@ -2,27 +2,11 @@
 
 Every function takes the table of `specdec.chapters.ch05.runs.record_runs` (a DataFrame, as
 `specdec.io.results.read_table` returns it: one row per configuration, ``top_p`` 1.0 where no
-nucleus truncation was applied) and returns rows (a DataFrame for `gof_by_temperature`) or values;
-nothing here decodes.  So a chapter
-rendering from committed results and one recomputing them say the same.
-
-  * `position_rows`: per draft position i, the accepted fraction among steps that reached i,
-    #(N >= i) / #(N >= i-1) with a Wilson interval (the cost model's alpha at position i), beside
-    the mean recorded beta_i;
-  * `geometric_rows`: the accepted-length histogram against the truncated-geometric law
-    P(N = n) = alpha^n (1 - alpha) (n < k), P(N = k) = alpha^k at the fitted alpha;
-  * `predicted_rows`: measured E[L] against its two predictions L_cond and L_ind;
-  * `alpha_rows`: fitted alpha with its interval per draft, method and temperature, and the nucleus
-    setting;
-  * `position_constancy`: for how many drafts one value lies inside every position's interval;
-  * `gof_by_temperature`, `gof_scope`: G-test rejections of the geometric law per temperature, and
-    their counts at temperature 0 (greedy) and above; `greedy_values`: acceptance during greedy
-    generation against greedy agreement on real text, and whether their ranges overlap;
-    `prediction_check`: the worst |measured - L_cond| in interval half-widths; `block_vs_token`: block
-    against token verification, paired on prompts, and `block_vs_token_values` its counts;
-    `figure_values`: the ranges the figure captions state.
-
-Values are numbers and one-word verdicts; the chapter's sentences are its own.
+nucleus truncation was applied) and returns rows or values; nothing here decodes, so a chapter
+rendering from committed results and one recomputing them say the same.  The accepted fraction at
+draft position i is #(N >= i) / #(N >= i-1) (the cost model's alpha at position i); the law held
+against the accepted lengths is the truncated geometric P(N = n) = alpha^n (1 - alpha) (n < k),
+P(N = k) = alpha^k.  Values are numbers and one-word verdicts; the chapter's sentences are its own.
 
 Example: for counts "2 1 1" (k = 2, 4 steps) position_rows gives position 1: reached 4, accepted 2;
 position 2: reached 2, accepted 1.

@@ -3,19 +3,9 @@ approximate algorithms and reduced precision, each against the target's exact la
 
 Every algorithm is an `Entry`: how `specdec.core.exact.spec_law` enumerates it (a method name or a
 chunk rule, and how many draft blocks), how `specdec.core.toy.sample_speculative` samples it (the
-verifier and the drafts' sampling rule), and whether it claims to be lossless.  From these:
-
-  exact_rows        the exact law of the first n tokens on the toy pair: max error and total
-                    variation TV = 1/2 sum |law - target| after 1..n tokens, KL(law || target) in
-                    nats, and the exact expected drafts kept in the first step, E[L] = that + 1;
-  frequency_rows    chapter 02's frequency test (`specdec.core.frequency`) at the sample
-                    size its power calculation gives for EPS, and for each lossy algorithm at the
-                    N that detects its own TV (`detect_samples`), run when N <= max_samples;
-  multidraft_rows   acceptance at one position against the number of drafts n: recursive
-                    rejection sampling, the optimal n-draft bound (subset formula and LP), and
-                    the single-draft sum min{p, q};
-  precision_rows    the law realized by each precision path of `specdec.core.rules.precision`, its TV
-                    from the exact target law and from the same-precision target.
+verifier and the drafts' sampling rule), and whether it claims to be lossless.  Distances from the
+target's law: TV = 1/2 sum |law - target| and KL(law || target) in nats; the frequency test is
+chapter 02's (`specdec.core.frequency`).
 
 Example: exact_rows(target, draft, entries((2,)), 3, 2, SamplingConfig(1.2, 3, 0.9)) -> one row per
 entry; the lossless ones have max_abs_error < 1e-12.

@@ -2,18 +2,14 @@
 path does to the first emitted token at held-out contexts, computed, not sampled.
 
 At a context the target's and the draft's next-token laws p, q (V,) come from one float32 forward
-of each model over the prompts (`context_logits`).  Then, exactly:
-  * `rule_real_rows`: the law of the first token a step emits under a positional rule
-    (`specdec.core.rules.positional.first_token_law`; greedy drafts draw the argmax of q), its total
-    variation from p, and the probability that the first draft is kept, sum_x q(x) a(x); for n
-    independent drafts the acceptance of recursive rejection sampling
-    (`specdec.core.rules.multidraft.rrs_acceptance`; its law is p exactly).  The N a frequency test of
-    that one next-token law needs to see the TV (`specdec.core.stats.sample_size`, cells = tokens
-    with p > 0) puts the toy's distances on the real scale.
-  * `precision_real_rows`: the law each precision path realizes (`specdec.core.rules.precision`), and
-    `sampled_precision_rows`: the real code path (`specdec.core.verify.verify` on rows stored in the
-    path's precision) sampled at one context against that computed law and the same-precision target.
-Medians and maxima are over contexts.
+of each model over the prompts (`context_logits`).  Then, exactly: the law of the first token a step
+emits under a positional rule (`specdec.core.rules.positional.first_token_law`; greedy drafts draw
+the argmax of q), its total variation from p and the probability that the first draft is kept,
+sum_x q(x) a(x) (for n independent drafts, recursive rejection sampling's acceptance: its law is p
+exactly); the N a frequency test of that one next-token law needs to see the TV (cells = tokens
+with p > 0) puts the toy's distances on the real scale.  The law each precision path realizes
+(`specdec.core.rules.precision`) is computed the same way, and the real code path (`verify` on rows
+stored in the path's precision) sampled against it.  Medians and maxima are over contexts.
 
 Example: rows = rule_real_rows(*context_logits(target, draft, prompts, 64),
 {"match": (MATCH.parts, "lossless", False)}, SamplingConfig(1.0), n_drafts=(2, 4), alpha=1e-3,

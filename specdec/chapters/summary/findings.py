@@ -5,15 +5,6 @@ function returns numbers, verdict words and labels, and the page's markdown says
 Every function reads the tables the chapters wrote under ``root`` (`specdec.io.paths.RESULTS_DIR`
 by default), so the page updates itself when they change.
 
-  * `exactness`: the largest exact-law error (chapter 02), the frequency tests' design, the correct
-    algorithms' smallest p-value and the wrong variants caught;
-  * `speed`: chapter 06's counts of faster / slower / undecided / too-few-pairs settings, whether GPU tables exist
-    (07), and `fastest_plain`: our plain decoding against Hugging Face's compiled plain decoding in
-    the engine benchmark (its own folder, ``data/results/bench`` by default);
-  * `acceptance`: the chosen draft's alpha as chapter 05 measured it (k = K of chapter 05);
-  * `guide`: the guide's evidence (batch, temperature, block verification, serving, approximate rules);
-  * `scope`: model scale, machine, prompts and rounds of chapter 06's measurements.
-
 Example: speed()["n_spec"] == sum(speed()[k] for k in ("n_faster", "n_slower", "n_undecided", "n_too_few"))
 """
 

@@ -1,21 +1,14 @@
 """The front page's verdicts and its figure's data, read from the chapters' committed tables under
 ``root`` (nothing here measures, nothing here writes a sentence: numbers, verdict words and labels).
 
-  * `engines_values`: chapter 10's law tests counted over the rows that tested what they name;
-  * `reference`: chapter 06's reference setting, stated before the lean runs (k = K_REF, temperature
-    1, batch 1, the longest output): the headline, rather than the best of many (the winner's curse),
-    pooled over the runs when `primary_rows` are given (the committed run is one of them, not the
-    headline: the run a reader sees first should not be whichever run came out best);
-  * `primary_rows` and `replicated`: chapter 06's primary comparisons pooled over its runs in fresh
-    processes (`specdec.measure.replication`), and what they decided;
-  * `rerun_rows`: the committed run against each committed re-run, verdicts counted over the words
-    both runs could give (`specdec.report.robustness.agreement`);
-  * `regimes`, `regime_rows`, `regime_values`: chapter 06's best speed ratio over k against alpha per
-    pair, with its break-even alpha (the front page's figure, `specdec.report.plotting.regimes`), and
-    where each pair's costs were timed: the embedded pair's as the decoding loop runs its forwards
-    (`specdec.measure.prediction.regime_inputs`: the target right after a draft forward, the draft's
-    first forward after a verification), which is what the loop pays and differs from chapter 06's
-    curve timed back to back before the runs; each real-size shape's from its own cost curve.
+The headline is chapter 06's reference setting, stated before the lean runs (k = K_REF, temperature
+1, batch 1, the longest output), rather than the best of many (the winner's curse), pooled over its
+runs in fresh processes (`specdec.measure.replication`): the run a reader sees first should not be
+whichever run came out best.  The figure prices each pair's costs where they were timed: the
+embedded pair's as the decoding loop runs its forwards (`specdec.measure.prediction.regime_inputs`:
+the target right after a draft forward, the draft's first forward after a verification), which is
+what the loop pays and differs from chapter 06's curve timed back to back before the runs; each
+real-size shape's from its own cost curve.
 
 Example: reference(root)["ref_speedup"] -> the median speedup of k=2, batch 1, 128 tokens, temperature 1.
 """
