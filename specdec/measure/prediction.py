@@ -41,7 +41,8 @@ import numpy as np
 from specdec.core.cost import best_k, break_even_alpha_best_k
 from specdec.io.results import records
 
-__all__ = ["step_profile", "lookup", "predicted_steady_s", "paired_predictions", "regime_rows", "regime_inputs", "regime_points"]
+__all__ = ["step_profile", "lookup", "predicted_steady_s", "paired_predictions", "regime_rows", "regime_inputs",
+           "regime_costs", "regime_points"]
 
 
 def step_profile(stats) -> str:
@@ -212,6 +213,18 @@ def regime_inputs(curve_loop, real_curve, draft: str, *, batch: int, context: in
     for name, g in real.items():
         out[f"{name} shape + draft-3m"] = ({r["n"]: r["median_s"] for r in g}, float(g[0]["c"]))
     return out
+
+
+def regime_costs(curves) -> list[dict]:
+    """One row per pair of a `regime_rows` table: where its costs were timed ("in the loop" for the
+    embedded pair, whose `regime_inputs` are the loop's forwards; "cost curve" for a real-size
+    shape), T(2)/T(1), c and the break-even alpha (inf: no k pays)."""
+    first: dict = {}
+    for r in records(curves):
+        first.setdefault(r["pair"], r)
+    return [{"pair": r["pair"], "timed": "in the loop" if str(r["pair"]).startswith("embedded") else "cost curve",
+             "t2_ratio": float(r["t2_ratio"]), "c": float(r["c"]), "break_even": float(r["break_even"])}
+            for r in first.values()]
 
 
 def regime_points(summary, real_vs_alpha, draft: str, *, batch: int) -> list[dict]:

@@ -13,6 +13,7 @@ import pytest
 from specdec.chapters.summary import findings, front
 from specdec.io.paths import RESULTS_DIR, ROOT
 from specdec.io.results import read_table, records, write_table
+from specdec.measure.prediction import regime_costs
 from specdec.measure.replication import free_level
 
 NOTEBOOK = ROOT / "notebooks" / "98_summary.ipynb"
@@ -126,7 +127,7 @@ def test_regime_values_by_hand_and_a_table_without_the_embedded_pair_is_refused(
     curves = pd.DataFrame([{"pair": "embedded + d", "alpha": a, "t2_ratio": 1.2, "c": 0.1, "break_even": 0.3}
                            for a in (0.0, 0.5)] + [{"pair": "big + d", "alpha": 0.0, "t2_ratio": 1.8, "c": 0.02,
                                                     "break_even": float("inf")}])
-    assert [(r["pair"], r["timed"]) for r in front.regime_rows(curves)] == [("embedded + d", "in the loop"),
+    assert [(r["pair"], r["timed"]) for r in regime_costs(curves)] == [("embedded + d", "in the loop"),
                                                                             ("big + d", "cost curve")]
     v = front.regime_values(curves)
     assert (v["t2_embedded"], v["c_embedded"], v["be_embedded"], v["t2_max"]) == (1.2, 0.1, 0.3, 1.8)

@@ -14,6 +14,7 @@ import pandas as pd
 
 from specdec.chapters.ch06.summary import CELL, groups, paired
 from specdec.io.results import read_tables, records
+from specdec.measure.prediction import regime_costs
 from specdec.measure.protocol import FASTER, ONE_RUN, OUT_OF_REACH, SLOWER, UNDECIDED, repeats_for_half_width
 from specdec.report.formatting import interval_column, temperature_text
 
@@ -167,18 +168,13 @@ def unfavourable(summary) -> pd.DataFrame:
 
 
 def regime_table(regimes) -> pd.DataFrame:
-    """One row per pair of a `prediction.regime_rows` table: where its costs were timed, T(2)/T(1),
-    c, and the break-even alpha (the smallest at which some k pays; "none" when none does).  The
-    embedded pair's costs are those of the loop (`prediction.regime_inputs`: the target right after
-    a draft forward, the draft's first forward after a verification), not the curve timed before
-    the runs; a real-size shape's are its cost curve's."""
-    t = pd.DataFrame(records(regimes)).drop_duplicates("pair")
-    return pd.DataFrame({"pair": t["pair"],
-                         "costs timed": ["in the loop" if str(p).startswith("embedded") else "cost curve"
-                                         for p in t["pair"]],
-                         "$T(2)/T(1)$": _fixed(t["t2_ratio"]), "$c$": _fixed(t["c"]),
-                         r"break-even $\alpha$": ["none" if v == np.inf else f"{v:.{DIGITS}f}"
-                                                   for v in t["break_even"]]})
+    """One row per pair of a `prediction.regime_rows` table (`prediction.regime_costs`): where its costs
+    were timed, T(2)/T(1), c, and the break-even alpha (the smallest at which some k pays; "none"
+    when none does)."""
+    t = pd.DataFrame(regime_costs(regimes))
+    be = ["none" if v == np.inf else f"{v:.{DIGITS}f}" for v in t["break_even"]]
+    return pd.DataFrame({"pair": t["pair"], "costs timed": t["timed"], "$T(2)/T(1)$": _fixed(t["t2_ratio"]),
+                         "$c$": _fixed(t["c"]), r"break-even $\alpha$": be})
 
 
 def hf_table(hf) -> pd.DataFrame:

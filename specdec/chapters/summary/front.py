@@ -21,12 +21,13 @@ from pathlib import Path
 from specdec.chapters.summary.findings import chapter_parameters, chapter_table
 from specdec.io.paths import CHAPTERS, RERUNS_DIR, RESULTS_DIR
 from specdec.io.results import read_table, records
+from specdec.measure.prediction import regime_costs
 from specdec.measure.replication import free_level, pooled_runs, pooled_table
 from specdec.report.formatting import config_text
 from specdec.report.robustness import rerun_agreements
 
 __all__ = ["engines_values", "reference", "primary_rows", "replicated", "rerun_rows", "regimes",
-           "regime_rows", "regime_values"]
+           "regime_values"]
 
 
 def engines_values(root: Path = RESULTS_DIR) -> dict:
@@ -137,20 +138,11 @@ def regimes(root: Path = RESULTS_DIR) -> tuple:
     return chapter_table(root, "dec", "regimes"), chapter_table(root, "dec", "regime_points")
 
 
-def regime_rows(curves) -> list[dict]:
-    """One row per pair of a ``regimes`` table: where its costs were timed ("in the loop" for the
-    embedded pair, "cost curve" for a real-size shape: module docstring), T(2)/T(1), c and the
-    break-even alpha (inf: no k pays)."""
-    return [{"pair": r["pair"], "timed": "in the loop" if str(r["pair"]).startswith("embedded") else "cost curve",
-             "t2_ratio": float(r["t2_ratio"]), "c": float(r["c"]), "break_even": float(r["break_even"])}
-            for r in records(curves.drop_duplicates("pair"))]
-
-
 def regime_values(table) -> dict:
-    """From a ``regimes`` table or `regime_rows` (a DataFrame): the embedded pair's (the pair named
-    "embedded ...") T(2)/T(1), c and break-even alpha, and the largest T(2)/T(1) and break-even
-    alpha of any pair."""
-    rows = regime_rows(table)
+    """From a ``regimes`` table or its `specdec.measure.prediction.regime_costs`: the embedded
+    pair's (the pair named "embedded ...") T(2)/T(1), c and break-even alpha, and the largest
+    T(2)/T(1) and break-even alpha of any pair."""
+    rows = regime_costs(table)
     emb = [r for r in rows if str(r["pair"]).startswith("embedded")]
     if len(emb) != 1:
         raise ValueError(f"the regimes table has {len(emb)} embedded pairs (one expected)")
