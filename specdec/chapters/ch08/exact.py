@@ -34,7 +34,7 @@ from specdec.core.verify import verify
 from specdec.report.formatting import config_label
 
 __all__ = ["Entry", "entries", "per_setting", "exact_rows", "detect_samples", "frequency_rows", "small_pairs", "multidraft_rows",
-           "precision_rows", "positional_specs", "precision_law_rule"]
+           "precision_rows", "positional_specs"]
 
 F64 = torch.float64
 GREEDY = SamplingConfig(0.0)
@@ -217,7 +217,9 @@ def precision_rows(target: TableModel, draft: TableModel, n: int, k: int, cfg: S
     rows = []
     for path in precision.PATHS.values():
         raw, norm = precision.precision_cfg(path, cfg), precision.precision_cfg(path, cfg, normalize=True)
-        law = spec_law(target, draft, n, k, precision_law_rule(path), raw, raw, norm).reshape(-1)
+        # token verification in the path's verification arithmetic
+        rule = positional_law_rule(precision.token_parts(precision.DTYPES[path.verify]))
+        law = spec_law(target, draft, n, k, rule, raw, raw, norm).reshape(-1)
         same = target_law(target, n, norm).reshape(-1)
         dev = max(float((raw(m.table).sum(-1) - 1).abs().max()) for m in (target, draft))
         tv_e, tv_s = float(precision.tv(law, ref)), float(precision.tv(law, same))
@@ -238,8 +240,3 @@ def positional_specs(algs: list[Entry]) -> dict:
             parts = e.sampler.parts if isinstance(e.sampler, Rule) else precision.token_parts(F64)
             out[e.name] = (parts, e.family, e.greedy_drafts)
     return out
-
-
-def precision_law_rule(path):
-    """Token verification with ``path``'s verification arithmetic, as a `spec_law` rule."""
-    return positional_law_rule(precision.token_parts(precision.DTYPES[path.verify]))

@@ -1,29 +1,20 @@
 """Chapter 10's time-breakdown section: the committed tables of `make breakdown`
 (`specdec.audit.breakdown`) as the page's tables and glued numbers.
 
-Example: t = tables(resolve("data/results/breakdown")); economics_view(t)
+Example: t = read_tables(resolve("data/results/breakdown"), NAMES); economics_view(t)
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from specdec.chapters.ch10.values import MISSING, _num as _text
-from specdec.io.results import read_tables
 from specdec.report.formatting import estimate_cell
 
-__all__ = ["NAMES", "tables", "economics_view", "plain_view", "split_view", "versus_view", "at_least_as_fast",
-           "values"]
+__all__ = ["NAMES", "economics_view", "plain_view", "split_view", "versus_view", "at_least_as_fast", "values"]
 
-NAMES = ("plain", "speculative", "forwards", "split", "limit", "cache", "versus")
+NAMES = ("plain", "speculative", "forwards", "split", "limit", "cache", "versus")  # its tables, for `read_tables`
 AT_LEAST = 0.97  # ours "at least as fast" as an engine: ours / engine's interval starts at 0.97 or above, median >= 1
-
-
-def tables(path: Path) -> dict:
-    """{name: DataFrame} of the breakdown's committed tables under ``path``."""
-    return read_tables(path, NAMES)
 
 
 def _num(v, fmt: str = ".2f") -> str:
