@@ -94,7 +94,7 @@ reproduce: $(ENV_STAMP) ## recompute every chapter but 10 (resuming), compare wi
 # make replicate: where chapter 06's runs in fresh processes go, and which of a run's files stay
 # (the small tables the pooled analysis and the summary page read; figures and raw curves do not)
 RERUNS_06 ?= data/reruns/06_measured_decoding
-REPLICATE_KEEP := runs summary prediction draft_rule drafter_pilot draft_summary dynamic_vs_fixed hf_runs
+REPLICATE_KEEP := runs summary prediction draft_rule drafter_pilot draft_summary dynamic_vs_fixed
 replicate: $(ENV_STAMP) ## chapter 06 again in a fresh process (pooled by the chapter's replication section): run it on other occasions
 	@d=$(RERUNS_06)/run_$$(date -u +%Y%m%dT%H%M%SZ); \
 	$(PY) notebooks/run.py --out $(BUILD)/replicate --only 06 --force RECOMPUTE=True RESULTS_DIR=$$d $(NB_PARAMS) \

@@ -14,11 +14,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from specdec.chapters.ch06.summary import HF_PLAIN, OURS_PLAIN
 from specdec.io.results import read_table, records
 from specdec.measure.protocol import level_verdict
 from specdec.report.formatting import interval_column, temperature_text
 
-__all__ = ["bench_tables", "vs_fastest", "baseline_values", "modes_table", "long_drafts", "MODES"]
+__all__ = ["bench_tables", "vs_fastest", "baseline_values", "modes_table", "long_drafts", "hf_runs", "MODES"]
 
 MODES = ("eager", "lean", "compiled")
 
@@ -97,3 +98,15 @@ def long_drafts(bench_summary, k_from: int) -> dict:
     return {"long_n": len(rows), "long_faster": sum(_verdict(r, "speedup_lo", "speedup_hi") == "faster" for r in rows),
             "long_max": float(max((r["speedup_median"] for r in rows), default=float("nan"))),
             "long_k_from": k_from, "long_k_to": int(max((r["k"] for r in rows), default=k_from)), "long_mode": mode}
+
+
+def hf_runs(bench_runs, k: int, temperature: float = 1.0) -> list[dict]:
+    """The bench's runs that hold Hugging Face against our plain decoding (`summary.hf_summary` reads
+    them): HF's plain `generate`, its assisted generation at ``k``, our plain decoding in the lean and
+    the eager mode, at ``temperature`` and batch 1, renamed to the summary's configurations, each
+    prompt its own pairing group.  The bench ran them interleaved in the same rounds, so they pair.
+    Example: a bench row {"config": "hf_ar", "prompt": 2, ...} -> {"config": "HF generate", "group": 2, ...}"""
+    names = {"hf_ar": HF_PLAIN, f"hf_assisted k={k}": f"HF assisted k={k}", "ours_ar lean": OURS_PLAIN["lean"],
+             "ours_ar": OURS_PLAIN["eager"]}
+    return [{**r, "config": names[r["config"]], "group": r["prompt"]} for r in records(bench_runs)
+            if r["config"] in names and r["batch"] == 1 and r["temperature"] == temperature]

@@ -38,7 +38,7 @@ class Measurements:
         self.n_ref = min(P.K_REF + 1, self.k_max + 1)  # the verification length the prose quotes
         self.contexts = sorted({runs_lib.mid_context(P.PROMPT_LEN, L) for L in P.OUTPUT_LENS + [P.DRAFT_LEN]}
                                | set(P.CURVE_CONTEXTS))
-        self.n_prompts = max(P.PROMPTS, P.DRAFT_GROUPS, P.HF_GROUPS)
+        self.n_prompts = max(P.PROMPTS, P.DRAFT_GROUPS)
         self.pair = runs_lib.EmbeddedPair(P.DEVICE, P.SEED, P.PROMPT_LEN, self.n_prompts, allow_stand_in=P.SMOKE,
                                           target_wanted=P.TARGET, dtype=P.DTYPE, mode=P.MODE)
         self.gen = torch.Generator().manual_seed(P.SEED)
@@ -118,14 +118,6 @@ class Measurements:
         rows = prediction.paired_predictions(runs, prediction.lookup(curve), draft, keys=summ_lib.PAIR,
                                              context_of=lambda r: runs_lib.run_context(r, self.P.PROMPT_LEN))
         return summ_lib.prediction_summary(rows, tolerance=self.P.TOLERANCE)
-
-    def hf_runs(self, draft: str) -> list[dict]:
-        """HF's generate and assisted generation with the model draft ``draft``, and our plain
-        decoding in both modes (`runs.hf_runs`)."""
-        P = self.P
-        return runs_lib.hf_runs(self.pair.hf_target, self.pair.hf_drafts[draft], self.pair.prompts, k=P.K_REF,
-                                output_len=P.HF_LEN, groups=P.HF_GROUPS, temperature=1.0, repeats=P.HF_REPEATS,
-                                seed=P.SEED, min_share=P.MIN_SHARE, max_reruns=P.MAX_RERUNS)
 
     def regimes(self, curve_loop, real_curve, draft: str, k_max: int) -> list[dict]:
         """The synthesis figure's curves (`prediction.regime_rows`) for k <= ``k_max``, alpha on a grid of

@@ -41,10 +41,9 @@ from specdec.measure.curves import curve_at
 from specdec.measure.harness import Cell, Config, protocol_sweep
 from specdec.measure.prediction import step_profile
 from specdec.measure.subjects import load_subjects
-from specdec.chapters.ch06.summary import HF_PLAIN, OURS_PLAIN
 
 __all__ = ["RUN_COLUMNS", "EmbeddedPair", "decoding_cells", "decoding_configs", "decoding_runs", "draft_runs",
-           "hf_runs", "mid_context", "run_context"]
+           "mid_context", "run_context"]
 
 RUN_COLUMNS = ("temperature", "output_len", "batch", "group", "config", "draft", "k", "repeat", "position", "tokens",
                "steps", "wall_s", "total_s", "ttft_s", "tokens_per_s", "lat_p50_s", "lat_p95_s", "lat_p99_s",
@@ -73,8 +72,7 @@ class EmbeddedPair:
     that renders from its committed tables never loads a model).  ``drafts``: every draft of the
     family plus prompt lookup (a drafter without a model).  ``mode``: the forward every timed run
     and cost curve uses (`specdec.engine.modes.forward_for`: "lean" or "eager"); ``target`` and the
-    model drafts are those forwards, ``hf_target`` and ``hf_drafts`` the models as loaded (Hugging
-    Face's own generate runs those)."""
+    model drafts are those forwards."""
 
     device: str = "cpu"
     seed: int = 0
@@ -88,14 +86,6 @@ class EmbeddedPair:
     @cached_property
     def subjects(self):
         return load_subjects(self.device, self.dtype, allow_stand_in=self.allow_stand_in, seed=self.seed)
-
-    @property
-    def hf_target(self):
-        return self.subjects.target
-
-    @property
-    def hf_drafts(self) -> dict:
-        return self.subjects.drafts
 
     @cached_property
     def target(self):
@@ -224,26 +214,3 @@ def draft_runs(target, drafts: dict, prompts, *, k: int, output_len: int, groups
     rows = protocol_sweep(configs, cells, repeats=repeats, seed=seed, min_share=min_share, max_reruns=max_reruns,
                           warm=warm, log=log)
     return _rows(rows, lambda r: "" if r["config"] == "baseline" else r["config"])
-
-
-def hf_runs(target, draft, prompts, *, k: int, output_len: int, groups: int, temperature: float, repeats: int,
-            seed: int, min_share: float = 0.9, max_reruns: int = 2) -> list[dict]:
-    """Hugging Face's plain `generate`, its assisted generation with k pinned (batch 1: all HF
-    assisted generation takes) and our plain decoding in the lean and the eager mode (the baselines
-    of the chapter's speedups, held against HF's), per prompt and repeat, interleaved and shuffled;
-    end-to-end timing.  ``target``, ``draft``: the models as loaded."""
-    from specdec.peers.hf import hf_assisted
-
-    def run(kk):
-        return lambda x, s: hf_assisted(target, draft, x["ids"], k=kk, max_new_tokens=x["max_new_tokens"],
-                                        temperature=temperature, seed=s)[1]
-
-    def ours(mode):
-        return lambda x, s: generate(target, x["ids"], max_new_tokens=x["max_new_tokens"], temperature=temperature,
-                                     generator=torch.Generator().manual_seed(s), mode=mode).summary()
-    cells = _prompt_cells(prompts, groups, output_len, temperature)
-    configs = [Config(HF_PLAIN, run(0), k=0), Config(f"HF assisted k={k}", run(k), k=k)] + [
-        Config(name, ours(mode), k=0) for mode, name in OURS_PLAIN.items()]
-    rows = protocol_sweep(configs, cells, repeats=repeats, seed=seed, min_share=min_share, max_reruns=max_reruns,
-                          warm=cells[:1])
-    return _rows(rows, lambda r: "")
