@@ -61,7 +61,7 @@ NB_PARAMS := DEVICE=$(DEVICE) DTYPE=$(DTYPE) SMOKE=$(SMOKE) TARGET=$(TARGET) DRA
 HTML := $(BUILD)/book/_build/html/index.html
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help env reproduce replicate notebooks engines surface book readme test bench breakdown serve-bench audit audit-servers gpu gpu-wheels data models lab clean
+.PHONY: help env reproduce replicate notebooks engines alternatives surface book readme test bench breakdown serve-bench audit audit-servers gpu gpu-wheels data models lab clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -135,6 +135,9 @@ lab: $(ENV_STAMP) ## JupyterLab from the project's environment, at the repositor
 
 bench: $(ENV_STAMP) ## CPU benchmarks (reported, not asserted)
 	$(PY) -m specdec.cli.bench --out data/results/bench
+
+alternatives: $(ENV_STAMP) ## chapter 08's measured runs of the alternatives and approximate rules (timed, ~4 min on 2 cores; the chapter renders the committed tables)
+	$(PY) -m specdec.cli.alternatives --out data/results/alternatives
 
 surface: $(ENV_STAMP) ## the controlled-acceptance surface at real sizes (timed, ~4 min on 2 cores; chapter 06 renders the committed tables)
 	$(PY) -m specdec.cli.surface --out data/results/surface

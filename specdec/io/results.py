@@ -34,7 +34,7 @@ from pathlib import Path
 from specdec.io.paths import ROOT, resolve
 
 __all__ = ["FORMAT_VERSION", "KINDS", "atomic_path", "atomic_write", "hardware", "provenance", "write_table",
-           "read_table", "read_tables", "read_meta", "save_figure", "records"]
+           "read_table", "read_tables", "read_meta", "save_figure", "records", "run_differences"]
 
 FORMAT_VERSION = 2  # 2: column types and the result kind in the sidecar
 READABLE_VERSIONS = (1, 2)  # 1: untyped (pandas infers the types), still read for comparisons
@@ -232,6 +232,19 @@ def read_table(path):
 def read_tables(folder, names) -> dict:
     """{name: `read_table`} of the tables ``names`` in ``folder`` (a command's results folder)."""
     return {name: read_table(Path(folder) / f"{name}.csv") for name in names}
+
+
+def run_differences(ran: dict, ours: dict, shared: dict, checksum: str) -> dict:
+    """Where a command's committed run (``ran``: its provenance's parameters) differs from the chapter
+    that renders it: {its name: (its value, ours)} over ``shared`` ({its name: the chapter's
+    parameter name in ``ours``}), the prompts' ``checksum`` and a ``--smoke`` run.
+    Example: run_differences({"k": 4, "checksum": "ab"}, {"K": 2}, {"k": "K"}, "ab") -> {"k": (4, 2)}"""
+    differ = {k: (ran.get(k), ours[mine]) for k, mine in shared.items() if ran.get(k) != ours[mine]}
+    if ran.get("checksum") != checksum:
+        differ["checksum"] = (ran.get("checksum"), checksum)
+    if ran.get("smoke"):
+        differ["smoke"] = (True, False)
+    return differ
 
 
 def save_figure(fig, path) -> Path:

@@ -91,8 +91,8 @@ FIGURES = {  # name: (builder, integer axes as (panel index or "all", "x"/"y"))
                               [("all", "x")]),
     "precision_tv": (lambda: plotting.precision_tv(table("08_alternatives", "precision").query("config == config.iloc[0]"),
                                                    1e-12), []),
-    "measured_alternatives": (lambda: plotting.measured_alternatives(table("08_alternatives", "speedup"),
-                                                                     table("08_alternatives", "acceptance")), [(1, "x")]),
+    "measured_alternatives": (lambda: plotting.measured_alternatives(table("alternatives", "speedup"),
+                                                                     table("alternatives", "acceptance")), [(1, "x")]),
     "latency_curves": (lambda: plotting.latency_curves(table("09_serving", "latency")), []),
     "speedup_vs_rate": (lambda: plotting.speedup_vs_rate(table("09_serving", "speedup")), []),
 }

@@ -83,3 +83,16 @@ def test_written_files_get_the_usual_mode_not_mkstemps_0600(tmp_path):
     finally:
         os.umask(umask)
     assert (tmp_path / "m.txt").stat().st_mode & 0o777 == 0o644
+
+
+def test_run_differences_names_each_mismatch():
+    from specdec.io.results import run_differences
+
+    shared = {"k": "K", "seed": "SEED"}
+    assert run_differences({"k": 4, "seed": 1, "checksum": "ab"}, {"K": 4, "SEED": 1}, shared, "ab") == {}
+    assert run_differences({"k": 4, "seed": 1, "checksum": "ab"}, {"K": 2, "SEED": 1}, shared, "ab") == {"k": (4, 2)}
+    assert run_differences({"k": 4, "checksum": "ab"}, {"K": 4, "SEED": 1}, shared, "ab") == {"seed": (None, 1)}
+    assert run_differences({"k": 4, "seed": 1, "checksum": "ab"}, {"K": 4, "SEED": 1}, shared, "cd") == \
+        {"checksum": ("ab", "cd")}
+    assert run_differences({"k": 4, "seed": 1, "checksum": "ab", "smoke": True}, {"K": 4, "SEED": 1}, shared,
+                           "ab") == {"smoke": (True, False)}

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from specdec.io.results import read_tables, run_differences
 from specdec.report.formatting import estimate_cell
 
 __all__ = ["EXACT_TOL", "ROUNDING_TV", "main_setting", "law_table", "on_page", "exact_values", "frequency_counts",
            "real_values", "precision_table", "precision_values", "measured_table", "speed_values",
-           "quality_calibration"]
+           "quality_calibration", "alternatives_tables", "SHARED"]
 
 # a lossless law is the target's up to float64 rounding (~1e-16 per outcome); an approximate one
 # moves whole tokens' worth of mass, many orders of magnitude above this
@@ -203,3 +204,23 @@ def quality_calibration(quality) -> dict:
     cols = [c for c in ("nll_diff", "distinct_2_diff") if c in rows]
     excl = sum(int(((rows[f"{c}_lo"] > 0) | (rows[f"{c}_hi"] < 0)).sum()) for c in cols)
     return {"lossless_false": excl, "lossless_intervals": len(rows) * len(cols)}
+
+
+# `make alternatives`' parameters (`specdec.cli.alternatives.PARAMS`) that must equal the chapter's own
+SHARED = {"prompts": "PROMPTS", "prompt_len": "PROMPT_LEN", "seed": "SEED", "k": "MEASURED_K",
+          "lambda": "MEASURED_LAMBDA", "top_k": "MEASURED_TOP_K", "dtype": "DTYPE"}
+
+
+def alternatives_tables(folder, params: dict, checksum: str, check: bool = True) -> dict:
+    """{name: DataFrame} of `make alternatives`' committed run under ``folder`` (runs, speedup,
+    acceptance, quality) and its parameters (``params``), after checking (``check``; a SMOKE run's
+    sizes are not the run's) that it ran the chapter's prompts and rules: not a ``--smoke`` run, every
+    `SHARED` parameter equal to ``params``' and the same prompts (``checksum``); else a ValueError
+    naming what differs."""
+    t = read_tables(folder, ("runs", "speedup", "acceptance", "quality"))
+    ran = t["runs"].attrs["meta"]["provenance"]["parameters"]
+    differ = run_differences(ran, params, SHARED, checksum) if check else {}
+    if differ:
+        raise ValueError(f"{folder} was run with other prompts or rules than the chapter's (its value, ours): "
+                         f"{differ}; re-run it with `make alternatives`")
+    return {**t, "params": ran}

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from specdec.audit.serving import LAWS, label_of, labelled_configs, law_of
-from specdec.io.results import read_tables
+from specdec.io.results import read_tables, run_differences
 from specdec.measure.protocol import FASTER, HALF_WIDTH, LEVEL, SLOWER, bonferroni, max_level, pairs_for_level
 from specdec.report.formatting import estimate_cell
 from specdec.report.robustness import NOT_EXACT
@@ -212,10 +212,7 @@ def vllm_tables(folder, params: dict, checksum: str, check: bool = True, laws_cs
     t = read_tables(folder, ("runs", "speedups", "break_even", "servers"))
     if not check:
         return t
-    ran = t["servers"].attrs["meta"]["provenance"]["parameters"]
-    differ = {k: (ran.get(k), params[ours]) for k, ours in SHARED.items() if ran.get(k) != params[ours]}
-    if ran.get("checksum") != checksum:
-        differ["checksum"] = (ran.get("checksum"), checksum)
+    differ = run_differences(t["servers"].attrs["meta"]["provenance"]["parameters"], params, SHARED, checksum)
     if differ:
         raise ValueError(f"{folder} was run with another workload than the chapter's (its value, ours): {differ}; "
                          "re-run it with `make engines`")

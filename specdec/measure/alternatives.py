@@ -1,5 +1,6 @@
-"""Chapter 08's measured runs: the lossless alternatives and the approximate verification rules on
-the embedded pair (speedup, acceptance per position, output quality).  The exact one-step laws on
+"""The measured runs of the lossless alternatives and the approximate verification rules on the
+embedded pair (speedup, acceptance per position, output quality): `make alternatives`
+(`specdec.cli.alternatives`) times them, chapter 08 renders the tables.  The exact one-step laws on
 the pair's real logits are in `specdec.chapters.ch08.real_laws`.
 
 Protocol (`specdec.measure.protocol`, through the one harness `specdec.measure.harness.protocol_sweep`):

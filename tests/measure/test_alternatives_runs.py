@@ -1,4 +1,4 @@
-"""Chapter 08's measured runs (specdec.chapters.ch08.runs) on the tiny random-weight pair:
+"""The measured runs of chapter 08 (specdec.measure.alternatives) on the tiny random-weight pair:
 configurations and their lossless labels, the join of each run's outputs to its row (re-generated
 from the seed the protocol gives it), per-position counts against the engine's own stats, nll
 against a hand computation and a toy model, hand-worked speedup, acceptance and quality summaries.
@@ -14,7 +14,7 @@ import torch
 from specdec.core.rules.alternatives import MATCH
 from specdec.core.rules.approximate import top_k_accept, typical
 from specdec.engine.decode import generate
-from specdec.chapters.ch08 import runs as ar
+from specdec.measure import alternatives as ar
 
 K, LEN, PROMPT, SEED, TEMPS = 3, 12, 6, 7, [1.0, 0.7]
 GREEDY = SimpleNamespace(name="greedy drafts", lossless=False, draws="argmax")  # a rule whose drafts are argmaxes
@@ -183,3 +183,51 @@ def test_measured_rules_name_the_match_rule_and_three_approximate_ones():
     assert list(rules)[0] == MATCH.name and rules[MATCH.name].lossless
     assert [r.lossless for r in list(rules.values())[1:]] == [False, False, False]
     assert typical().name in rules and top_k_accept(2).name in rules
+
+
+def _chapter_params(cli) -> dict:
+    """Chapter 08's parameters as the notebook names them, set to the command line's values."""
+    from specdec.chapters.ch08.tables import SHARED
+
+    return {ours: cli.PARAMS[theirs] for theirs, ours in SHARED.items()}
+
+
+def test_make_alternatives_writes_what_chapter_08_reads(tmp_path):
+    # `make alternatives --smoke`: every path of the command line, then the chapter's reader: a smoke
+    # run is refused, as is a run of other rules or prompts; the same run read without the check
+    from specdec.chapters.ch08 import tables
+    from specdec.cli import alternatives as cli
+
+    assert cli.main(["--smoke", "--out", str(tmp_path)]) == 0
+    t = tables.alternatives_tables(tmp_path, _chapter_params(cli), "", check=False)
+    p = t["params"]
+    assert p["smoke"] is True and p["temperatures"] == cli.SMOKE["temperatures"] and p["checksum"]
+    runs = t["runs"]
+    assert len(runs) == p["prompts"] * p["repeats"] * len(p["temperatures"]) * runs["algorithm"].nunique()
+    assert set(t["speedup"]["algorithm"]) == set(runs["algorithm"]) - {ar.AR}
+    with pytest.raises(ValueError, match="smoke"):
+        tables.alternatives_tables(tmp_path, _chapter_params(cli), p["checksum"])
+    other = {**_chapter_params(cli), "MEASURED_K": cli.PARAMS["k"] + 1}
+    with pytest.raises(ValueError, match="MEASURED_K|'k'"):
+        tables.alternatives_tables(tmp_path, other, p["checksum"])
+    with pytest.raises(ValueError, match="checksum"):
+        tables.alternatives_tables(tmp_path, _chapter_params(cli), "another prompt set")
+
+
+def test_the_committed_alternatives_run_is_chapter_08s():
+    # the committed run passes the chapter's own check: its parameters as the notebook states them and
+    # the checksum of the prompts the chapter draws
+    import json
+
+    from specdec.chapters.ch08 import tables
+    from specdec.family.tokens import prompt_checksum
+    from specdec.io.paths import RESULTS_DIR, ROOT
+    from specdec.measure.subjects import load_subjects
+
+    nb = json.loads((ROOT / "notebooks" / "08_alternatives.ipynb").read_text())
+    P: dict = {}
+    exec("".join(nb["cells"][1]["source"]), P)  # the parameters cell: assignments only
+    prompts = load_subjects("cpu", P["DTYPE"], allow_stand_in=False, seed=P["SEED"]).prompts(
+        P["PROMPTS"], P["PROMPT_LEN"], seed=P["SEED"])
+    t = tables.alternatives_tables(RESULTS_DIR / "alternatives", P, prompt_checksum(prompts))
+    assert not t["params"]["smoke"] and len(t["speedup"]) > 0
