@@ -15,7 +15,7 @@ import torch
 
 from specdec.core.acceptance import context_beta
 
-__all__ = ["teacher_forced_beta"]
+__all__ = ["teacher_forced_beta", "teacher_forced_logits", "logits_beta"]
 
 
 @torch.inference_mode()
@@ -28,15 +28,25 @@ def teacher_forced_beta(target, draft, ids: torch.Tensor, sampling, start: int) 
     argmaxes agree).  `draft` is a causal LM or an NGramDrafter (its model scores each window).
     Example: teacher_forced_beta(t, d, ids, SamplingConfig(1.0), start=64).mean() -> acceptance on real text
     """
+    return logits_beta(teacher_forced_logits(target, ids, start), teacher_forced_logits(draft, ids, start), sampling)
+
+
+@torch.inference_mode()
+def teacher_forced_logits(model, ids: torch.Tensor, start: int) -> torch.Tensor:
+    """The raw logits (B, T - start, V) with which ``model`` (a causal LM or an NGramDrafter) predicts
+    ids[:, t] from ids[:, :t] for t = start..T-1: one forward, reusable under several sampling rules."""
     if ids.dim() != 2 or not (1 <= start < ids.shape[1]):
         raise ValueError(f"need ids (B, T) and 1 <= start < T, got shape {tuple(ids.shape)}, start {start}")
-    p = sampling.process(target(input_ids=ids).logits[:, start - 1:-1])  # (B, T-start, V)
-    ngram = getattr(draft, "model", None)
+    ngram = getattr(model, "model", None)
     if ngram is not None and hasattr(ngram, "logits") and not isinstance(ngram, torch.nn.Module):
-        W = draft.context
+        W = model.context
         B, T = ids.shape
         win = torch.stack([ids[:, t - W:t] for t in range(start, T)], 1).reshape(-1, W)  # (B*(T-start), W)
-        q = sampling.process(ngram.logits(win.cpu()).to(p.device).reshape(B, T - start, -1))
-    else:
-        q = sampling.process(draft(input_ids=ids).logits[:, start - 1:-1])
-    return context_beta(p, q.to(p.dtype))
+        return ngram.logits(win.cpu()).to(ids.device).reshape(B, T - start, -1)
+    return model(input_ids=ids).logits[:, start - 1:-1]
+
+
+def logits_beta(target_logits: torch.Tensor, draft_logits: torch.Tensor, sampling) -> torch.Tensor:
+    """beta = sum_x min(p, q) per position, p and q the two logits (..., V) processed by `sampling`."""
+    p = sampling.process(target_logits)
+    return context_beta(p, sampling.process(draft_logits.to(p.device)).to(p.dtype))

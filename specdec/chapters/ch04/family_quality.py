@@ -27,7 +27,7 @@ import torch
 
 from specdec.core.sampling import SamplingConfig
 from specdec.engine.decode import generate
-from specdec.measure.agreement import teacher_forced_beta
+from specdec.measure.agreement import logits_beta, teacher_forced_logits
 from specdec.io.paths import MODELS_DIR
 from specdec.io.results import records
 
@@ -128,9 +128,11 @@ def beta_rows(target, drafts: dict, ids: torch.Tensor, temperatures, start: int)
     """
     rows = []
     with torch.inference_mode():
+        zt = teacher_forced_logits(target, ids, start)  # (N, L - start, V): one forward for every draft and T
         for name, draft in drafts.items():
+            zq = teacher_forced_logits(draft, ids, start)
             for T in temperatures:
-                b = teacher_forced_beta(target, draft, ids, SamplingConfig(T), start=start)  # (N, L - start)
+                b = logits_beta(zt, zq, SamplingConfig(T))  # (N, L - start)
                 per_window = b.float().mean(1)                                               # (N,)
                 n = len(per_window)
                 se = per_window.std().item() / np.sqrt(n) if n > 1 else float("nan")
