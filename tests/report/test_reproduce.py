@@ -174,14 +174,14 @@ def test_the_page_shows_each_chapter_by_its_word_and_counts():
                             "reference": ["0123456789abcdef"] * 3, "cpu": ["EPYC"] * 3, "cores": [2] * 3,
                             "commit": ["abc", "abc+dirty", "abc"]})
     rows = chapter_rows(summary)
-    assert rows.values.tolist() == [["03_cost_model", "reproduced", 7.0, "", ""],
-                                    ["06_measured_decoding", "timing", 730.0, "20 of 24", "18 of 24"],
-                                    ["10_engines", "differs", 314.0, "3 of 4", "2 of 4"]]
+    assert rows.values.tolist() == [["03_cost_model", "reproduced", "", 7.0, "", ""],
+                                    ["06_measured_decoding", "timing", "", 730.0, "20 of 24", "18 of 24"],
+                                    ["10_engines", "differs", "", 314.0, "3 of 4", "2 of 4"]]
     assert chapter_verdict("timing only") == "timing" and chapter_verdict("not compared") == "not compared"
     recorded = summary[["chapter", "status", "wall_s"]]  # a comparison recorded without the counts
     assert chapter_rows(recorded)["intervals"].tolist() == ["", "", ""]
-    assert chapter_counts(summary) == {"n_chapters": 3, "n_reproduced": 1, "n_dirty": 1, "machines": "EPYC (2 cores)",
-                                       "reference": "0123456789ab"}
+    assert chapter_counts(summary) == {"n_chapters": 3, "n_reproduced": 1, "n_redesigned": 0, "n_dirty": 1,
+                                       "machines": "EPYC (2 cores)", "reference": "0123456789ab"}
     # a chapter the run did not recompute (its committed run, another CPU) is no machine of this run
     elsewhere = summary.assign(status=["reproduced", "timing", "not recomputed"], cpu=["EPYC", "EPYC", "Xeon"])
     assert chapter_counts(elsewhere)["machines"] == "EPYC (2 cores)"
@@ -269,3 +269,34 @@ def test_the_make_reproduce_record_round_trips(tmp_path):
     assert got["reproduce_fresh"] == "yes" and 10.0 <= got["reproduce_minutes"] <= 10.2
     budget.record(time.time() - 60, False, tmp_path)
     assert budget.last_run(tmp_path)["reproduce_fresh"] == "no"
+
+
+def test_a_chapter_recomputed_with_other_parameters_is_redesigned(tmp_path, monkeypatch):
+    """A chapter whose parameters changed since the reference (run controls apart) is "redesigned",
+    its changed parameters named; the same parameters (or a changed results folder only) keep the
+    ordinary status.  Negative control: a changed table with the same parameters still differs."""
+    import json
+
+    from specdec.io.results import write_table
+    from specdec.report.reproduction.status import REDESIGNED, changed_parameters, chapter_counts, chapter_rows, \
+        compare_all
+
+    old = {"SEED": 1, "NEW_TOKENS": 48, "DRAFTS": ["a", "b", "c"], "RECOMPUTE": False, "RESULTS_DIR": "x"}
+    for d, params, v in (("redesigned", {**old, "NEW_TOKENS": 32, "DRAFTS": ["a", "c"], "RECOMPUTE": True}, 0.7),
+                         ("same", {**old, "RECOMPUTE": True, "RESULTS_DIR": "y"}, 0.7)):
+        for root, p, val, wall in (("new", params, v, 9.0), ("ref", old, 0.5, 8.0)):
+            folder = tmp_path / root / d
+            write_table([{"k": 1, "v": val}], folder / "laws.csv", {}, kind="exact")
+            (folder / "chapter.json").write_text(json.dumps({"parameters": p}))
+            (folder / "run.json").write_text(json.dumps({"wall_s": wall}))
+    assert changed_parameters(tmp_path / "new" / "redesigned", tmp_path / "ref" / "redesigned") == ["DRAFTS", "NEW_TOKENS"]
+    assert changed_parameters(tmp_path / "new" / "same", tmp_path / "ref" / "same") == []
+    assert changed_parameters(tmp_path / "new" / "same", None) == []
+    import specdec.report.reproduction.status as st
+
+    monkeypatch.setattr(st, "extract_reference", lambda revision="HEAD", into=None: (tmp_path / "ref", "f" * 40))
+    _, summary = compare_all(tmp_path / "new", ["redesigned", "same"])
+    assert [(r["status"], r["changed"]) for r in summary] == [(REDESIGNED, "DRAFTS NEW_TOKENS"), ("differs", "")]
+    rows = chapter_rows(pd.DataFrame(summary))
+    assert rows["changed"].tolist() == ["DRAFTS NEW_TOKENS", ""]
+    assert chapter_counts(pd.DataFrame(summary))["n_redesigned"] == 1
