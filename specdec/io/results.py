@@ -237,9 +237,10 @@ def read_tables(folder, names) -> dict:
 def run_differences(ran: dict, ours: dict, shared: dict, checksum: str) -> dict:
     """Where a command's committed run (``ran``: its provenance's parameters) differs from the chapter
     that renders it: {its name: (its value, ours)} over ``shared`` ({its name: the chapter's
-    parameter name in ``ours``}), the prompts' ``checksum`` and a ``--smoke`` run.
+    parameter name in ``ours``; a name either lacks reads None), the prompts' ``checksum`` and a
+    ``--smoke`` run.
     Example: run_differences({"k": 4, "checksum": "ab"}, {"K": 2}, {"k": "K"}, "ab") -> {"k": (4, 2)}"""
-    differ = {k: (ran.get(k), ours[mine]) for k, mine in shared.items() if ran.get(k) != ours[mine]}
+    differ = {k: (ran.get(k), ours.get(mine)) for k, mine in shared.items() if ran.get(k) != ours.get(mine)}
     if ran.get("checksum") != checksum:
         differ["checksum"] = (ran.get("checksum"), checksum)
     if ran.get("smoke"):

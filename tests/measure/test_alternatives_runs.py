@@ -212,6 +212,15 @@ def test_make_alternatives_writes_what_chapter_08_reads(tmp_path):
         tables.alternatives_tables(tmp_path, other, p["checksum"])
     with pytest.raises(ValueError, match="checksum"):
         tables.alternatives_tables(tmp_path, _chapter_params(cli), "another prompt set")
+    # a run on other weights than the committed ones is refused, the file named
+    import json
+
+    sidecar = tmp_path / "runs.json"
+    meta = json.loads(sidecar.read_text())
+    meta["provenance"]["models_sha256"]["target/model.safetensors"] = "0" * 64
+    sidecar.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="target/model.safetensors"):
+        tables.alternatives_tables(tmp_path, _chapter_params(cli), p["checksum"])
 
 
 def test_the_committed_alternatives_run_is_chapter_08s():

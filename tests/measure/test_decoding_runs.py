@@ -470,7 +470,14 @@ def test_the_committed_bench_holds_chapter_06s_hf_comparison():
     from specdec.io.paths import RESULTS_DIR
     from specdec.io.results import read_tables
 
+    import json
+
+    from specdec.io.paths import ROOT
+
+    nb = json.loads((ROOT / "notebooks" / "06_measured_decoding.ipynb").read_text())
+    P: dict = {}
+    exec("".join(nb["cells"][1]["source"]), P)  # the parameters cell: assignments only
     runs = read_tables(RESULTS_DIR / "bench", ["bench_runs"])["bench_runs"]
     params = runs.attrs["meta"]["provenance"]["parameters"]
-    h = ds.hf_summary(baseline.hf_runs(runs, k=2))
+    h = ds.hf_summary(baseline.hf_runs(runs, k=P["K_REF"]))
     assert all(r["pairs"] == params["prompts"] * params["repeats"] for r in h)

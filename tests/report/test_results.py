@@ -92,6 +92,7 @@ def test_run_differences_names_each_mismatch():
     assert run_differences({"k": 4, "seed": 1, "checksum": "ab"}, {"K": 4, "SEED": 1}, shared, "ab") == {}
     assert run_differences({"k": 4, "seed": 1, "checksum": "ab"}, {"K": 2, "SEED": 1}, shared, "ab") == {"k": (4, 2)}
     assert run_differences({"k": 4, "checksum": "ab"}, {"K": 4, "SEED": 1}, shared, "ab") == {"seed": (None, 1)}
+    assert run_differences({"k": 4, "seed": 1, "checksum": "ab"}, {"K": 4}, shared, "ab") == {"seed": (1, None)}
     assert run_differences({"k": 4, "seed": 1, "checksum": "ab"}, {"K": 4, "SEED": 1}, shared, "cd") == \
         {"checksum": ("ab", "cd")}
     assert run_differences({"k": 4, "seed": 1, "checksum": "ab", "smoke": True}, {"K": 4, "SEED": 1}, shared,

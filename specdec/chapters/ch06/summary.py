@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from specdec.measure.protocol import LEVEL, comparison, paired_interval, paired_speedups, spec_bench, summarize
+from specdec.measure.replication import PAIR
 from specdec.io.results import records
 
 __all__ = ["CELL", "PAIR", "DYN_INTERVALS", "HF_PLAIN", "OURS_PLAIN", "REASONS", "SUMMARY_INTERVALS",
@@ -36,7 +37,6 @@ SUMMARY_INTERVALS = [["speedup", "speedup_lo", "speedup_hi"], ["speedup", "speed
                      ["steady_speedup", "steady_lo", "steady_hi"]]  # [estimate, low, high] of the summary table
 PREDICTION_INTERVALS = [["measured", "measured_lo", "measured_hi"], ["predicted", "predicted_lo", "predicted_hi"],
                         ["ratio", "ratio_lo", "ratio_hi"]]
-PAIR = CELL + ("group", "repeat")
 DYN_INTERVALS = [["dynamic_over_best", "lo", "hi"]]  # [estimate, low, high] of the dynamic_vs_fixed table
 HF_PLAIN = "HF generate"
 OURS_PLAIN = {"lean": "ours plain (lean)", "eager": "ours plain (eager)"}  # the HF runs' configurations of ours

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from specdec.family.manifest import read_sums
 from specdec.io.results import read_tables, run_differences
 from specdec.report.formatting import estimate_cell
 
@@ -207,19 +208,27 @@ def quality_calibration(quality) -> dict:
 
 
 # `make alternatives`' parameters (`specdec.cli.alternatives.PARAMS`) that must equal the chapter's own
-SHARED = {"prompts": "PROMPTS", "prompt_len": "PROMPT_LEN", "seed": "SEED", "k": "MEASURED_K",
+SHARED = {"draft": "DRAFT", "prompts": "PROMPTS", "prompt_len": "PROMPT_LEN", "seed": "SEED", "k": "MEASURED_K",
           "lambda": "MEASURED_LAMBDA", "top_k": "MEASURED_TOP_K", "dtype": "DTYPE"}
 
 
 def alternatives_tables(folder, params: dict, checksum: str, check: bool = True) -> dict:
     """{name: DataFrame} of `make alternatives`' committed run under ``folder`` (runs, speedup,
     acceptance, quality) and its parameters (``params``), after checking (``check``; a SMOKE run's
-    sizes are not the run's) that it ran the chapter's prompts and rules: not a ``--smoke`` run, every
-    `SHARED` parameter equal to ``params``' and the same prompts (``checksum``); else a ValueError
-    naming what differs."""
+    sizes are not the run's) that it ran the chapter's prompts and rules on the committed weights with
+    committed code: not a ``--smoke`` run, every `SHARED` parameter equal to ``params``', the same
+    prompts (``checksum``), every model file's sha256 that of ``data/models/SHA256SUMS``, a commit
+    without uncommitted changes; else a ValueError naming what differs."""
     t = read_tables(folder, ("runs", "speedup", "acceptance", "quality"))
-    ran = t["runs"].attrs["meta"]["provenance"]["parameters"]
-    differ = run_differences(ran, params, SHARED, checksum) if check else {}
+    prov = t["runs"].attrs["meta"]["provenance"]
+    ran, differ = prov["parameters"], {}
+    if check:
+        sums = read_sums()
+        differ = run_differences(ran, params, SHARED, checksum)
+        differ.update({f: (h[:12], sums.get(f, "absent")[:12]) for f, h in prov["models_sha256"].items()
+                       if sums.get(f) != h})
+        if str(prov["git_commit"]).endswith("+dirty"):
+            differ["git_commit"] = (prov["git_commit"], "a commit without uncommitted changes")
     if differ:
         raise ValueError(f"{folder} was run with other prompts or rules than the chapter's (its value, ours): "
                          f"{differ}; re-run it with `make alternatives`")

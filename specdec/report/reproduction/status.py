@@ -29,9 +29,9 @@ committed table was not recomputed ("missing"); otherwise "reproduced" when at l
 compared and all compared tables agree; else "timing" when it has timing tables (its interval and
 verdict counts say what they repeat), "not compared" when none of its tables could be compared, and
 "no reference" without committed results to compare with.  A chapter recomputed with other
-parameters than the reference's (its ``chapter.json``, run controls apart: `changed_parameters`) is
-"redesigned": its tables are compared and listed, but a difference is the new design's, not a failure
-to reproduce the old one, and the changed parameters are named.  A chapter whose run record (``run.json``)
+parameters than the reference's (its ``chapter.json``, run controls apart: `changed_parameters`)
+keeps that status, and the changed parameters are named beside it: a difference may be the new
+design's, and the reader sees which parameters to look at.  A chapter whose run record (``run.json``)
 is the committed one was not recomputed by the run (`was_recomputed`; chapter 10 under `make
 reproduce`): "not recomputed", and its tables, which then equal the committed ones trivially, are
 listed as such, neither compared nor counted.
@@ -56,7 +56,7 @@ from specdec.report.reproduction.timing import COUNTS, compare_timing
 from specdec.io.paths import BUILD_DIR, ROOT
 from specdec.io.results import read_table
 
-__all__ = ["REPRODUCED", "DIFFERS", "TIMING", "NOT_COMPARED", "NO_REFERENCE", "NOT_RECOMPUTED", "REDESIGNED",
+__all__ = ["REPRODUCED", "DIFFERS", "TIMING", "NOT_COMPARED", "NO_REFERENCE", "NOT_RECOMPUTED",
            "changed_parameters", "extract_reference", "compare_frames", "compare_chapter", "chapter_status", "was_recomputed",
            "chapter_names", "compare_all", "chapter_verdict", "chapter_rows", "differing", "chapter_counts",
            "table_counts"]
@@ -64,7 +64,6 @@ __all__ = ["REPRODUCED", "DIFFERS", "TIMING", "NOT_COMPARED", "NO_REFERENCE", "N
 RTOL, ATOL, Z, LEVEL = 1e-9, 1e-12, 4.0, 1e-3
 REPRODUCED, DIFFERS, TIMING = "reproduced", "differs", "timing"  # a chapter's status words
 NOT_COMPARED, NO_REFERENCE, NOT_RECOMPUTED = "not compared", "no reference", "not recomputed"
-REDESIGNED = "redesigned"  # recomputed with other parameters than the reference's
 RUN_CONTROLS = ("RECOMPUTE", "RESULTS_DIR")  # parameters that say how a chapter runs, not what it measures
 
 
@@ -267,7 +266,7 @@ def compare_all(results_root: Path, chapters: list[str], revision: str = "HEAD")
             run, chap = _record(d, "run.json"), _record(d, "chapter.json")
             hw = run.get("hardware", {})
             changed = changed_parameters(d, ref) if fresh else []
-            status = (REDESIGNED if changed else chapter_status(rows, ref_root is not None)) if fresh else NOT_RECOMPUTED
+            status = chapter_status(rows, ref_root is not None) if fresh else NOT_RECOMPUTED
             summary.append({"chapter": name, "status": status, "changed": " ".join(changed),
                             "reference": ref_commit, "wall_s": run.get("wall_s", float("nan")),
                             "cpu": hw.get("cpu", ""), "cores": hw.get("cpu_count", 0), "commit": run.get("commit", ""),
@@ -298,7 +297,8 @@ def _of(a: int, b: int) -> str:
 
 def chapter_rows(summary):
     """The page's table of `compare_all`'s per-chapter summary (a DataFrame): chapter, verdict
-    (`chapter_verdict`), the parameters a redesigned chapter changed, wall time, and for timing tables that compared an interval "a of b"
+    (`chapter_verdict`), the parameters the run changed (`changed_parameters`), wall time, and for
+    timing tables that compared an interval "a of b"
     intervals overlapping and verdicts agreeing (blank where none was compared).  A summary recorded
     without the count columns has blank counts."""
     s = summary.reindex(columns=["chapter", "status", "wall_s", *COUNTS[:4]], fill_value=0)
@@ -315,14 +315,15 @@ def differing(tables):
 
 
 def chapter_counts(summary) -> dict:
-    """Counts over the per-chapter summary: chapters (``n_chapters``), reproduced ones, redesigned ones, those
+    """Counts over the per-chapter summary: chapters (``n_chapters``), reproduced ones, those with changed
+    parameters (``n_changed``), those
     recomputed from a working tree with uncommitted changes (commit ending "+dirty"), the machines
     the recomputed ones ran on ("<cpu> (<cores> cores)", "; "-joined; a chapter not recomputed ran
     elsewhere, earlier) and the reference commit's first 12 digits."""
     machines = summary[summary["status"] != NOT_RECOMPUTED][["cpu", "cores"]].drop_duplicates()
     return {"n_chapters": int(len(summary)),
             "n_reproduced": int((summary["status"].map(chapter_verdict) == REPRODUCED).sum()),
-            "n_redesigned": int((summary["status"] == REDESIGNED).sum()),
+            "n_changed": int((summary["changed"].fillna("") != "").sum()) if "changed" in summary else 0,
             "n_dirty": int(summary["commit"].astype(str).str.endswith("+dirty").sum()),
             "machines": "; ".join(f"{c} ({n} cores)" for c, n in machines.itertuples(index=False)),
             "reference": (str(summary["reference"].iloc[0])[:12] if len(summary) else "") or "none"}
