@@ -1,4 +1,4 @@
-"""specdec.report.reproduction.status: each kind of table is compared as its sidecar says, and each
+"""specdec.report.reproduction.status and .page: each kind of table is compared as its sidecar says, and each
 comparison rejects a planted difference (negative controls)."""
 
 import pandas as pd
@@ -164,7 +164,7 @@ def test_the_page_shows_each_chapter_by_its_word_and_counts():
     """One row per chapter: its status word (an older recorded status read as the word it begins
     with), wall time, and "a of b" counts where intervals were compared; blank counts in a summary
     recorded without them."""
-    from specdec.report.reproduction.status import chapter_counts, chapter_rows, chapter_verdict
+    from specdec.report.reproduction.page import chapter_counts, chapter_rows, chapter_verdict
 
     summary = pd.DataFrame({"chapter": ["03_cost_model", "06_measured_decoding", "10_engines"],
                             "status": ["reproduced; timing: 1 of 2 intervals overlap", "timing", "differs: laws"],
@@ -188,7 +188,7 @@ def test_the_page_shows_each_chapter_by_its_word_and_counts():
 
 
 def test_table_counts_and_the_tables_that_differ():
-    from specdec.report.reproduction.status import differing, table_counts
+    from specdec.report.reproduction.page import differing, table_counts
 
     tables = pd.DataFrame({"chapter": ["a"] * 5, "table": list("vwxyz"),
                            "kind": ["exact", "exact", "sampled", "sampled", "timing"],
@@ -204,7 +204,8 @@ def test_a_chapter_whose_run_record_is_the_committed_one_was_not_recomputed(tmp_
     ones without having been recomputed, and the page must not call it reproduced."""
     import json
 
-    from specdec.report.reproduction.status import chapter_verdict, was_recomputed
+    from specdec.report.reproduction.page import chapter_verdict
+    from specdec.report.reproduction.status import was_recomputed
 
     rec = {"chapter": "10_engines", "wall_s": 1230.7, "date": "2026-12-06T18:24:26+00:00"}
     for d, r in (("new", rec), ("ref", rec), ("again", {**rec, "wall_s": 1190.2, "date": "2026-12-08"})):
@@ -220,7 +221,8 @@ def test_a_chapter_whose_run_record_is_the_committed_one_was_not_recomputed(tmp_
 def test_a_chapter_not_recomputed_lists_its_tables_uncompared_and_uncounted(tmp_path):
     """A fresh clone's page before any recompute: every chapter left alone still lists its tables (the
     page's table is never empty) and none enters the counts."""
-    from specdec.report.reproduction.status import compare_chapter, table_counts
+    from specdec.report.reproduction.page import table_counts
+    from specdec.report.reproduction.status import compare_chapter
     from specdec.io.results import write_table
 
     for d in ("new", "old"):
@@ -280,7 +282,8 @@ def test_a_chapter_recomputed_with_other_parameters_names_them_and_keeps_its_sta
 
     import specdec.report.reproduction.status as st
     from specdec.io.results import write_table
-    from specdec.report.reproduction.status import changed_parameters, chapter_counts, chapter_rows, compare_all
+    from specdec.report.reproduction.page import chapter_counts, chapter_rows
+    from specdec.report.reproduction.status import changed_parameters, compare_all
 
     old = {"SEED": 1, "NEW_TOKENS": 48, "DRAFTS": ["a", "b", "c"], "RECOMPUTE": False, "RESULTS_DIR": "x"}
     for d, params, v in (("redesigned", {**old, "NEW_TOKENS": 32, "DRAFTS": ["a", "c"], "RECOMPUTE": True}, 0.7),
