@@ -30,6 +30,12 @@ banning the end-of-text token (logit bias -inf on every end-of-generation token;
 id 0): the rules in force are the target's law without that token, a difference of the mass the
 target puts on it (chapter 10 computes it at its prompts).
 
+Slots.  ``parallel`` > 1 starts each server with that many slots and keeps as many of one prompt's
+requests in flight; the server decodes them as one batch, each with its own sampler and seed, so a
+sample's law is unchanged but its tokens may differ from a one-slot run's where a batched forward
+rounds differently (the law tests, not token equality, check it).  Timing uses one slot: the
+speed protocol times one request at a time.
+
 Tokens.  Each sample is one request for exactly ``max_new_tokens`` tokens; the first comes from
 prefill, and the server drafts min(k, n_predict - decoded - 1) tokens a step, so a step near the
 end drafts fewer (a caller that needs k drafts at token t asks for t + k tokens).  llama.cpp
@@ -50,6 +56,7 @@ Example: with LlamaEngine() as e: e.continue_prompts([[5, 6, 7]], n=4, max_new_t
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -173,6 +180,7 @@ class LlamaEngine:
     target: str = "target"
     startup_timeout_s: float = 120.0
     request_timeout_s: float = 120.0
+    parallel: int = 1  # requests in flight per prompt, each in a server slot of its own (module docstring)
     name: str = "llama.cpp"
     _servers: dict = field(default_factory=dict, repr=False)
     _limits: tuple | None = field(default=None, repr=False)
@@ -192,7 +200,7 @@ class LlamaEngine:
         key = None if spec is None or spec.method == "none" else (spec.method, spec.draft, spec.k, spec.options)
         if key not in self._servers:
             flags = [*EXACT_FLAGS, *server_flags(spec, self.threads)]  # a bad option raises before any file or process
-            server = LlamaServer(threads=self.threads, startup_timeout_s=self.startup_timeout_s,
+            server = LlamaServer(threads=self.threads, parallel=self.parallel, startup_timeout_s=self.startup_timeout_s,
                                  request_timeout_s=self.request_timeout_s)
             draft = gguf_file(spec.draft) if key is not None and spec.method == "draft_model" else None
             server.start(gguf_file(self.target), draft=draft, extra_args=flags)
@@ -210,25 +218,33 @@ class LlamaEngine:
         server = self.server(spec if method != "none" else None)
         tokens, steps = [], []
         counters = {"num_requests": 0, "num_drafted_requests": 0, "draft_n": 0, "draft_n_accepted": 0}
-        for i, prompt in enumerate(prompts):
-            rows, records = [], []
-            for j in range(n):
-                payload = request_payload(prompt, max_new_tokens, sampling, stream_seed(seed, i, j))
-                answer = server.post("/completion", payload)
-                got, why = answer_tokens(payload, answer, drafted=spec_type(spec if k else None))
-                if why:
-                    return Continuations([], counters, self._provenance(server, method, k, options, sampling, n, seed,
-                                                                        start), f"llama-server did not run as asked: {why}")
-                rows.append(got)
-                timing = answer.get("timings", {})
-                dn, da = int(timing.get("draft_n", 0)), int(timing.get("draft_n_accepted", 0))
-                counters["num_requests"] += 1
-                counters["num_drafted_requests"] += dn > 0
-                counters["draft_n"] += dn
-                counters["draft_n_accepted"] += da
-                records.append(step_records(method, prompt, got, dn, da, k, max_new_tokens) if k else [])
-            tokens.append(rows)
-            steps.append(records)
+
+        def ask(prompt: list[int], i: int, j: int) -> tuple[dict, dict]:
+            payload = request_payload(prompt, max_new_tokens, sampling, stream_seed(seed, i, j))
+            return payload, server.post("/completion", payload)
+
+        with ThreadPoolExecutor(max_workers=self.parallel) as pool:  # one prompt's samples in flight together
+            for i, prompt in enumerate(prompts):
+                rows, records = [], []
+                futures = [pool.submit(ask, prompt, i, j) for j in range(n)]
+                for payload, answer in (f.result() for f in futures):
+                    got, why = answer_tokens(payload, answer, drafted=spec_type(spec if k else None))
+                    if why:
+                        for f in futures:
+                            f.cancel()
+                        return Continuations([], counters, self._provenance(
+                            server, method, k, options, sampling, n, seed, start),
+                            f"llama-server did not run as asked: {why}")
+                    rows.append(got)
+                    timing = answer.get("timings", {})
+                    dn, da = int(timing.get("draft_n", 0)), int(timing.get("draft_n_accepted", 0))
+                    counters["num_requests"] += 1
+                    counters["num_drafted_requests"] += dn > 0
+                    counters["draft_n"] += dn
+                    counters["draft_n_accepted"] += da
+                    records.append(step_records(method, prompt, got, dn, da, k, max_new_tokens) if k else [])
+                tokens.append(rows)
+                steps.append(records)
         provenance = self._provenance(server, method, k, options, sampling, n, seed, start)
         provenance["what_ran"] = {"command": server.provenance.get("command", ""), "settings_checked": list(CHECKED),
                                   "requests_drafted": counters["num_drafted_requests"],
@@ -264,7 +280,7 @@ class LlamaEngine:
 
     def _provenance(self, server, method, k, options, sampling, n, seed, start) -> dict:
         return {"engine": self.name, "method": method, "k": k, "options": dict(options), "sampling": vars(sampling),
-                "n": n, "seed": seed, "threads": self.threads, "command": server.provenance.get("command", ""),
+                "n": n, "seed": seed, "threads": self.threads, "parallel": self.parallel, "command": server.provenance.get("command", ""),
                 "build": build_info(), "wall_s": time.perf_counter() - start}
 
     def close(self) -> None:

@@ -11,7 +11,8 @@ new connection per request pays TCP set-up and delayed acknowledgement, which ca
 request's own work).
 
 Flags always given: ``-m <model> --host 127.0.0.1 --port <free> -t <threads> -tb <threads>
--c <ctx> -np 1 --no-webui``, and ``-md <draft>`` when a draft is named; ``extra_args`` follow
+-c <ctx x parallel> -np <parallel> --no-webui`` (``parallel`` slots of ``ctx`` tokens each: the server
+decodes the requests in flight as one batch, each with its own sampler and seed), and ``-md <draft>`` when a draft is named; ``extra_args`` follow
 (sampling and speculation flags are the caller's).  `provenance` records the URL, the command line,
 the log path, the start-up seconds and the build record of ``.llama/build_info.json``.
 
@@ -57,7 +58,8 @@ class LlamaServer:
     """One llama-server process (module docstring)."""
     binary: Path = LLAMA_SERVER
     threads: int = 1          # one thread, as every engine in chapter 10's speed comparison
-    ctx: int = 512            # the embedded family's n_positions
+    ctx: int = 512            # per slot: the embedded family's n_positions
+    parallel: int = 1         # slots (requests decoded together)
     startup_timeout_s: float = 60.0
     request_timeout_s: float = 60.0
     stop_timeout_s: float = 10.0
@@ -71,8 +73,10 @@ class LlamaServer:
         return self.provenance["url"]
 
     def command(self, port: int, model: Path, draft: Path | None = None, extra_args: Sequence[str] = ()) -> list[str]:
-        cmd = [str(self.binary), "-m", str(model), "--host", LOOPBACK, "--port", str(port),
-               "-t", str(self.threads), "-tb", str(self.threads), "-c", str(self.ctx), "-np", "1", "--no-webui"]
+        if int(self.parallel) < 1:
+            raise ValueError(f"llama-server needs at least one slot; got parallel={self.parallel!r}")
+        cmd = [str(self.binary), "-m", str(model), "--host", LOOPBACK, "--port", str(port), "-t", str(self.threads),
+               "-tb", str(self.threads), "-c", str(self.ctx * self.parallel), "-np", str(self.parallel), "--no-webui"]
         if draft is not None:
             cmd += ["-md", str(draft)]
         return cmd + [str(a) for a in extra_args]

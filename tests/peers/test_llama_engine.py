@@ -2,7 +2,7 @@
 that `make llama-env` builds (skipped only when the binary is missing): requests pin every sampling
 rule and a server that ran other settings gives an error row, never tokens; the step records read
 from the server's draft totals are never wrong (checked against simulated requests); the same seed
-gives the same tokens; speculative greedy equals plain greedy; each drafting rule's first-step
+gives the same tokens, with requests in several server slots too; speculative greedy equals plain greedy; each drafting rule's first-step
 acceptance meets its own exact expectation and misses the other rule's (the check that the server
 ran the rule its flags name); bad requests are refused before a server starts; no server is left.
 
@@ -129,6 +129,28 @@ def test_one_seed_one_output_and_every_server_stopped(engine, gone):
         own.continue_prompts(PROMPTS[:1], 1, 2, Sampling(0.0), None, seed=0)
         pids = [s.pid for s in own._servers.values()]
     assert pids and all(gone(pid) for pid in pids)
+
+
+@llama_group
+def test_slots_decode_the_same_samples_as_one_slot_and_are_stopped(engine, gone):
+    """Four requests in flight in four slots (chapter 10's law stages): each request keeps its own
+    sampler and seed, so the samples equal one slot's under the same seeds except where a batched
+    forward rounds differently across a sampling boundary (at most 2 of 48 allowed; none is the
+    usual count), drafting included; and every slot server is stopped."""
+    spec = _spec("probabilistic")
+    one = [engine.continue_prompts(PROMPTS, 24, 4, Sampling(1.0), s, seed=11) for s in (None, spec)]
+    with LlamaEngine(parallel=4) as wide:
+        four = [wide.continue_prompts(PROMPTS, 24, 4, Sampling(1.0), s, seed=11) for s in (None, spec)]
+        assert all("-np 4" in r.provenance["command"] and r.provenance["parallel"] == 4 for r in four)
+        pids = [s.pid for s in wide._servers.values()]
+    for a, b in zip(one, four):
+        assert b.error is None and [len(p) for p in b.tokens] == [24, 24]
+        differ = sum(x != y for pa, pb in zip(a.tokens, b.tokens) for x, y in zip(pa, pb))
+        assert differ <= 2, differ
+    assert four[1].counters["num_drafted_requests"] == 48 and all(r is not None for r in four[1].steps[0])
+    assert len(pids) == 2 and all(gone(pid) for pid in pids)
+    with pytest.raises(ValueError, match="at least one slot"):
+        LlamaEngine(parallel=0).continue_prompts(PROMPTS, 1, 2, Sampling(1.0), None, seed=0)
 
 
 @llama_group

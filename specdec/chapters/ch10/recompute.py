@@ -35,8 +35,8 @@ def configs_of(P) -> list:
 
 def _sizes(P) -> dict:
     """Per-prompt sizes (`tables.size_of`): vLLM's speculative rows at the design's n; llama.cpp's rows,
-    its control too, at ``N_LLAMA`` (one request per sample); every other plain-decoding control,
-    vLLM's too, at ``N_OURS``."""
+    its control too (its sample-and-match rows repeat the control's samples under the same seeds), at
+    ``N_LLAMA``; every other plain-decoding control, vLLM's too, at ``N_OURS``."""
     return {e: {"n1": max(n // P.STAGE1, P.STAGE1_MIN), "n2": n, "n_long": nl}
             for e, n, nl in (("vllm", P.N_VLLM, P.N_LONG), ("vllm-control", P.N_OURS, P.N_LONG),
                              ("ours", P.N_OURS, P.N_LONG), ("hf", P.N_OURS, P.N_LONG),
@@ -72,7 +72,9 @@ def recompute(P) -> dict:
     exact = law.Exact({name: [enumerate_prompt(tgt, dft, p, cfg, mass_cut=P.MASS_CUT) for p in prompts]
                        for name, cfg in sampled.items()})
     session = VLLMSession(VLLMEngine(timeout_s=P.VLLM_TIMEOUT_S, threads=1)) if "vllm" in P.ENGINES else None
-    llama = LlamaEngine(threads=1) if "llama" in P.ENGINES else None  # its servers start on first use
+    # its servers start on first use; the law stages keep LLAMA_PARALLEL requests in flight, the timing one
+    llama = LlamaEngine(threads=1, parallel=P.LLAMA_PARALLEL) if "llama" in P.ENGINES else None
+    timed = LlamaEngine(threads=1) if llama is not None else None
     out, pool = {}, ThreadPoolExecutor(max_workers=1)  # the thread only waits on worker processes
     try:
         if llama is not None:
@@ -125,13 +127,16 @@ def recompute(P) -> dict:
         if repeat is not None:
             out["repeat"] = repeat.result()
             mark("repeatability (what was left of it)")
+        if llama is not None:
+            llama.close()
+            engines["llama"] = timed
         failed = {(r["engine"], r["configuration"]) for r in out["laws"] if r.get("status") == "reject"}
         pairs = speed_lib.speed_pairs([c for c in configs if not c.patched], (P.K,))
         out["speed"] = speed_lib.speed_rows(pairs, engines, speed_prompts, batches=tuple(P.SPEED_BATCHES),
                                             length=P.SPEED_LEN, rounds=P.SPEED_ROUNDS,
                                             settings=tuple(P.SPEED_SETTINGS), seed=P.SEED, failed=failed)
         plain = {"Hugging Face generate": engines.get("hf"), "ours, lean": ours,
-                 "ours, eager": OursEngine(mode="eager", _models=ours._models), "llama.cpp": llama}
+                 "ours, eager": OursEngine(mode="eager", _models=ours._models), "llama.cpp": timed}
         out["plain"] = versus.plain_rows(
             {e: plain[e] for e in P.PLAIN_ENGINES if plain.get(e) is not None}, P.PLAIN_ENGINES[0], speed_prompts,
             batches=tuple(P.SPEED_BATCHES), length=P.SPEED_LEN, rounds=P.SPEED_ROUNDS,
@@ -141,8 +146,9 @@ def recompute(P) -> dict:
         pool.shutdown(wait=True)
         if session is not None:
             session.close()
-        if llama is not None:
-            llama.close()
+        for engine in (llama, timed):
+            if engine is not None:
+                engine.close()
     out["phases"] = {**phases, **{f"lane: {k}": v for k, v in lanes.items()}}
     out["inputs"] = {"eos_mass": max(law.eos_mass(exact.target(name)[0], exact.contexts[name]) for name in sampled),
                      "prompts": prompts, "speed_prompts": speed_prompts, "chosen": chosen["chosen"],

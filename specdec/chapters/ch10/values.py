@@ -194,7 +194,8 @@ def prompt_values(inputs: dict) -> dict:
 
 def llama_values(laws: pd.DataFrame, acc: pd.DataFrame, pit: pd.DataFrame) -> dict:
     """llama.cpp's rows: law rows passed of those tested (speculative, and plain decoding), the
-    range of binned TV its speculative rows detect with power 0.8 (text), acceptance rows meeting
+    range of binned TV its speculative rows detect with power 0.8 (text), the smallest power of its
+    passing speculative rows at the design's TV (text, "-" where none passed), acceptance rows meeting
     their exact expectation, speculative every-position rows passed, and
     whether its sample-and-match rows' (greedy drafts, n-gram lookup) p-values equal its plain
     decoding's ("equal", "different", "untested")."""
@@ -210,6 +211,7 @@ def llama_values(laws: pd.DataFrame, acc: pd.DataFrame, pit: pd.DataFrame) -> di
     return {"llama_spec_pass": int((spec["status"] == "pass").sum()), "llama_spec_n": len(spec),
             "llama_control_pass": int(((lt["role"] == "control") & (lt["status"] == "pass")).sum()),
             "llama_control_n": int((lt["role"] == "control").sum()),
+            "llama_min_power": _num(spec.loc[spec["status"] == "pass", "power"].min(), ".2f"),
             "llama_mdtv": _num(lo, ".2f") if _num(lo, ".2f") == _num(hi, ".2f") else f"{_num(lo, '.2f')}-{_num(hi, '.2f')}",
             "llama_acc_meet": int((a["status"] == "meets").sum()) if len(a) else 0, "llama_acc_n": len(a),
             "llama_pit_pass": int((lp["status"] == "pass").sum()), "llama_pit_n": len(lp),
