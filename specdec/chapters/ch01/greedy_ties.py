@@ -1,26 +1,22 @@
 """Greedy verification in floating point: where the (k+1)-token forward and the one-token forward differ.
 
-Greedy speculative decoding accepts the draft x_i iff
+Greedy speculative decoding accepts the draft x_i iff x_i = argmax_x z_i^{(k+1)}(x), z_i^{(k+1)} being
+the target's logits at position i of the verification forward over k+1 tokens (the pending token and k
+drafts); plain greedy decoding emits argmax_x z_i^{(1)}(x) from a one-token forward with the KV cache.
+In exact arithmetic the two logits are equal, so the decodings emit the same tokens (Leviathan et al.
+2023).  In floating point the two forwards multiply matrices of different shapes, whose sums may be
+reduced in different orders, so d_i = max_x |z_i^{(k+1)}(x) - z_i^{(1)}(x)| is small but need not be 0;
+a position whose top-2 gap g_i = z_(1) - z_(2) (of the one-token logits) is below d_i is a near tie,
+and its argmax can flip.
 
-    x_i = argmax_x z_i^{(k+1)}(x),
-
-z_i^{(k+1)} being the target's logits at position i of the verification forward over k+1 tokens
-(the pending token and k drafts).  Plain greedy decoding emits argmax_x z_i^{(1)}(x) from a one-token
-forward with the KV cache.  In exact arithmetic z_i^{(k+1)} = z_i^{(1)}, so the two decodings emit
-the same tokens (Leviathan et al. 2023).  In floating point the two forwards multiply matrices of
-different shapes, whose sums may be reduced in different orders, so d_i = max_x |z_i^{(k+1)}(x) -
-z_i^{(1)}(x)| is small but need not be 0; a position whose top-2 gap g_i = z_(1) - z_(2) (of the
-one-token logits) is below d_i is a near tie, and its argmax can flip.
-
-Both paths call the model as the engine does (`specdec.engine.decode`): ``cache=DynamicCache``,
-an attention mask, explicit position ids, ``logits_to_keep``, the model's own dtype, under
-``torch.inference_mode``.  Each starts from the same prompt cache (the prompt but its last token,
-fed in one forward: same shapes, so bit for bit the same cache; the engine feeds the prompt with
-its first step instead, here it is fed apart so that both paths share it); the plain path then feeds one token
-per forward (`plain_greedy`), the verification path k+1 tokens per forward -- the pending token and
-the next k tokens of the plain greedy output, i.e. the drafts of a draft that agrees everywhere, so
-every window is accepted whole and the cache grows as in the engine (`verification_logits`).  The
-positions are teacher-forced on the plain output, so one flip does not change the later contexts.
+Both paths call the model as the engine does (`specdec.engine.decode`): ``cache=DynamicCache``, an
+attention mask, explicit position ids, ``logits_to_keep``, the model's own dtype, under
+``torch.inference_mode``.  Both start from one prompt cache (the prompt but its last token, fed apart
+in one forward, so that it is bit for bit the same for both); the plain path then feeds one token per
+forward (`plain_greedy`), the verification path k+1: the pending token and the next k tokens of the
+plain greedy output, drafts that agree everywhere, so every window is accepted whole and the cache
+grows as in the engine (`verification_logits`).  Teacher-forced on the plain output, one flip does
+not change the later contexts.
 
 Example (a model whose logits do not depend on the forward's shape):
     summary_rows(pandas.DataFrame(position_rows(model, prompts, 16, [1, 4])))
@@ -90,12 +86,6 @@ def verification_logits(model, prompt: torch.Tensor, tokens: torch.Tensor, k: in
     return torch.cat(out)
 
 
-def _top2_gap(z: torch.Tensor) -> torch.Tensor:
-    """z (n, V) -> (n,) largest minus second largest logit, in float64."""
-    top = z.double().topk(2, dim=-1).values
-    return top[:, 0] - top[:, 1]
-
-
 def _dtype_name(model) -> str:
     return str(next(model.parameters()).dtype).removeprefix("torch.")
 
@@ -107,12 +97,12 @@ def position_rows(model, prompts: torch.Tensor, n_new: int, ks) -> list[dict]:
     rows, dtype = [], _dtype_name(model)
     for b, prompt in enumerate(prompts):
         tokens, z1 = plain_greedy(model, prompt, n_new)  # (n,), (n, V)
-        gap = _top2_gap(z1).tolist()
+        top = z1.double().topk(2, dim=-1).values  # (n, 2)
+        gap = (top[:, 0] - top[:, 1]).tolist()
         for k in ks:
             zk = verification_logits(model, prompt, tokens, k)  # (n, V)
             diff = (zk.double() - z1.double()).abs().amax(-1).tolist()
-            verify_tok = zk.argmax(-1).tolist()
-            for i, (t, v) in enumerate(zip(tokens.tolist(), verify_tok)):
+            for i, (t, v) in enumerate(zip(tokens.tolist(), zk.argmax(-1).tolist())):
                 rows.append(dict(dtype=dtype, k=int(k), prompt=b, position=i, token=t, verify_token=v, flip=t != v,
                                  top2_gap=gap[i], max_abs_diff=diff[i]))
     return rows
@@ -182,10 +172,9 @@ def dtype_rows(summary, gaps, engine) -> list[dict]:
     """One row per dtype, from DataFrames of `summary_rows`, `gap_rows` and `engine_rows`.
 
     Over every k (``summary``): comparisons, flips and near_ties (sums), flip_rate_high (the largest
-    upper bound), max_abs_diff (the largest d) and min_top2_gap (the smallest gap).  Over each
-    position once (``gaps``): positions, near_tie_positions (a gap below the dtype's largest
-    difference) and flipped_positions (flipped at some k).  Over ``engine``: engine_runs and
-    engine_identical (runs equal to plain greedy `generate`).
+    upper bound), max_abs_diff (the largest d) and min_top2_gap (the smallest gap).  Over each position
+    once (``gaps``): positions, near_tie_positions (a gap below the dtype's largest difference) and
+    flipped_positions (flipped at some k).  Over ``engine``: engine_runs, engine_identical.
 
     Example: one float32 k with 0 flips in 16 positions and 2 identical engine runs of 3
         -> [{"dtype": "float32", "comparisons": 16, "flips": 0, ..., "engine_runs": 3, "engine_identical": 2}]
