@@ -10,10 +10,10 @@ equations (1)-(2) of `specdec.core.verify`):
   stop token in draft   the toy pair with a likely stop token: exact law, and the sampled one
                         (a frequency test), with the share of rows that stop inside the draft.
 
-Greedy criterion: at temperature 0, p is one-hot on the argmax, a(x) = 1[x = argmax] and the
-residual is the argmax, so greedy speculative decoding is token-identical to greedy target
-decoding whatever the draft does.  Under sampling only the law matches: a shared seed gives
-different strings, because the two procedures consume their uniforms differently.
+Greedy criterion: at temperature 0, p is one-hot on the argmax, a(x) = 1[x = argmax] and the residual
+is the argmax, so greedy speculative decoding is token-identical to greedy target decoding whatever the
+draft does.  Under sampling only the law matches: a shared seed gives different strings (the two
+procedures consume their uniforms differently).
 
 Example: greedy_identity(target, draft, 5, 3, 100, seed=9).rows[0]["identical_rows"] -> 100
 """

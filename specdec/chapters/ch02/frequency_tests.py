@@ -1,14 +1,13 @@
 """Chapter 02's frequency tests: the real sampled code path against the exact law, and the wrong
 variants as negative controls that must be caught.
 
-Design (`specdec.core.frequency.design`): the smallest N at which the test detects TV eps from the
-exact law with the given power at level alpha.  Every algorithm (token, block, then each variant of
+Design (`specdec.core.frequency.design`): the smallest N at which the test detects TV eps from the exact
+law with the given power at level alpha.  Every algorithm (token, block, then each variant of
 `specdec.core.rules.variants`) draws N generations from its own generator, seeded ``seed * 1000 + i``
-(i = its row), so the rows do not depend on each other.  A row "passes" when the p-value exceeds alpha, else it is "caught".
-
-Because cells of small expected count are pooled before the test, ``exact_tv_tested_cells`` is the
-algorithm's exact TV on the pooled cells (`specdec.core.frequency.pooled_tv`): what the power
-guarantee covers.  It must be >= eps for every wrong variant.
+(i = its row), so the rows are independent.  A row "passes" when the p-value exceeds alpha, else it is
+"caught".  Cells of small expected count are pooled before the test, so ``exact_tv_tested_cells``, the
+exact TV on the pooled cells (`specdec.core.frequency.pooled_tv`), is what the power guarantee covers:
+it must be >= eps for every wrong variant.
 
 Example: frequency_test_rows(target, draft, 3, 2, SamplingConfig(1.2, 3, 0.9), 0.05, 1e-3, 0.999, 7)
     -> 7 rows; token and block pass, the 5 variants are caught.

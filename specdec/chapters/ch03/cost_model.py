@@ -101,10 +101,10 @@ def corollary_check(alphas, cs, k_max: int, speed=toy_speedup) -> list[dict]:
     every k, while alpha > c gives S(1) = (1 + alpha) / (1 + c) > 1; the k = 1 break-even is alpha = c.
 
     Per c: ``n_alphas`` grid points; ``n_above_c`` with alpha > c; ``n_ties`` with |alpha - c| <= TIE,
-    where max_k S must equal 1 to TIE (S(1) = 1: no speedup); ``n_speedup`` (non-ties) where
-    max_k speed > 1; ``n_disagree`` the non-ties where (max_k speed > 1) != (alpha > c) plus the ties
-    where max_k speed is not 1 (must be 0); ``k1_break_even`` = break_even_alpha(1, c) and ``break_even_gap`` = k1_break_even - c (~0).
-    ``speed`` is replaceable so that a wrong model can be shown to fail (a negative control).
+    where max_k S must equal 1 to TIE (S(1) = 1: no speedup); ``n_speedup`` (non-ties) where max_k
+    speed > 1; ``n_disagree`` (must be 0) the non-ties where (max_k speed > 1) != (alpha > c) and the
+    ties where max_k speed is not 1; ``k1_break_even`` = break_even_alpha(1, c), ``break_even_gap`` =
+    k1_break_even - c (~0).  ``speed`` is replaceable so that a wrong model can be shown to fail.
 
     Example: corollary_check([0.05, 0.1, 0.3], [0.1], 8)[0] -> n_speedup 1, n_ties 1, n_disagree 0
     """

@@ -1,14 +1,12 @@
 """Chapter 04's computations: how good the embedded family is, and how closely each draft agrees
 with the target on held-out text, before any decoding is timed.
 
-Perplexity = exp(mean next-token cross-entropy over a whole held-out split), read from the model
-card (``data/models/card.json``, written by `specdec.family.card`); a perplexity at least a fraction
-m below every draft's is a loss at least -ln(1 - m) nats lower (m = 0.15 -> 0.1625 nats).  Agreement
-is the teacher-forced beta(c) = sum_x min(p(x|c), q(x|c)) = 1 - TV(p, q) (Leviathan et al. 2023,
-section 3.1; `specdec.measure.agreement`), averaged per held-out window, then over windows with its
-standard error (positions within a window are correlated: windows are the independent units).
-The sample continuations run through the engine's autoregressive loop, every model's generator
-seeded alike.
+Perplexity = exp(mean next-token cross-entropy over a whole held-out split), read from the model card
+(``data/models/card.json``, written by `specdec.family.card`); a perplexity at least a fraction m below
+every draft's is a loss at least -ln(1 - m) nats lower (m = 0.15 -> 0.1625 nats).  Agreement is the
+teacher-forced beta(c) = sum_x min(p(x|c), q(x|c)) = 1 - TV(p, q) (Leviathan et al. 2023, section 3.1;
+`specdec.measure.agreement`), averaged per held-out window, then over windows with its standard error
+(positions within a window are correlated: windows are the independent units).
 
 Example:
     card = {"models": {"target": {"arch": "GPT-2", "params": 10, "validation_loss": 3.0,
