@@ -1,21 +1,18 @@
 """Chapter 05's measurement: speculative decoding of held-out prompts with the acceptance recorder,
 over drafts x temperatures x verification methods (and one nucleus setting), one summary row each.
 
-For each configuration the target and the draft are wrapped in an
-`specdec.measure.recorder.AcceptanceRecorder`, the prompts are decoded by
-`specdec.engine.decode.generate` (k drafts per step, all randomness from a generator seeded
-``seed + i`` for the i-th configuration), and the recorded steps are reduced by
-`specdec.core.acceptance.summarize_steps`: the maximum-likelihood constant alpha of the
-truncated-geometric law P(N = n) = alpha^n (1 - alpha) (n < k), P(N = k) = alpha^k with a Wilson
-interval, the measured E[L] = E[N] + 1 and its two predictions from per-step beta_i and a_i, the
-G-test of the geometric law, and the mean beta per draft position.  Two more columns per row:
-the teacher-forced beta on the real continuation of the same prompts (acceptance on text, not on
-what the target generates; `specdec.measure.agreement`), and the share of distinct n-grams in the
+Per configuration the target and the draft are wrapped in an `specdec.measure.recorder.AcceptanceRecorder`,
+the prompts decoded by `specdec.engine.decode.generate` (k drafts per step, a generator seeded ``seed + i``
+for the i-th configuration), and the recorded steps reduced by `specdec.core.acceptance.summarize_steps`:
+the maximum-likelihood constant alpha of the truncated-geometric law P(N = n) = alpha^n (1 - alpha)
+(n < k), P(N = k) = alpha^k with a Wilson interval, the measured E[L] = E[N] + 1 and its two predictions
+from per-step beta_i and a_i, the G-test of the geometric law, and the mean beta per draft position.
+Two more columns: the teacher-forced beta on the prompts' real continuation (acceptance on text, not
+on what the target generates; `specdec.measure.agreement`), and the share of distinct n-grams in the
 generated text (1 = no repeated n-gram; near 0 = the output loops).
 
-The configurations (`configurations`): per draft, every temperature x method except block
-verification at temperature 0 (greedy: block and token verification coincide), then token
-verification with nucleus truncation (at temperature 1 unless told otherwise).
+The configurations (`configurations`): per draft, every temperature x method but block verification
+at temperature 0 (greedy: the two coincide), then token verification with nucleus truncation.
 
 Example:
     configurations(["ngram"], [0.0, 1.0], ["token", "block"], top_p=0.9) ->
@@ -24,6 +21,8 @@ Example:
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 import numpy as np
 import torch
@@ -52,11 +51,8 @@ def configurations(drafts, temperatures, methods, top_p: float, top_p_temperatur
         raise ValueError(f"top_p must lie in (0, 1) (1 would repeat the untruncated setting), got {top_p!r}")
     out = []
     for name in drafts:
-        for T in temperatures:
-            for m in methods:
-                if T == 0 and m == "block":
-                    continue  # greedy: block and token verification coincide
-                out.append(dict(draft=name, temperature=T, top_p=None, method=m))
+        out += [dict(draft=name, temperature=T, top_p=None, method=m) for T in temperatures for m in methods
+                if not (T == 0 and m == "block")]  # greedy: block and token verification coincide
         out.append(dict(draft=name, temperature=top_p_temperature, top_p=top_p, method="token"))
     return out
 
@@ -80,9 +76,7 @@ def summary_row(cfg: dict, summary: dict, k: int, prompts: int, beta_real_text: 
 def tokens_per_step_by_row(res) -> list[float]:
     """Per batch row (prompt) of a `generate` result: its tokens over the steps it took part in.
     The unit a paired comparison of two methods on the same prompts resamples."""
-    steps: dict = {}
-    for r in res.stats.accept_rows():
-        steps[r["row"]] = steps.get(r["row"], 0) + 1
+    steps = Counter(r["row"] for r in res.stats.accept_rows())
     return [len(t) / steps[r] for r, t in enumerate(res.tokens)]
 
 

@@ -1,12 +1,11 @@
 """Chapter 05's derived tables and findings, computed from its summary table alone.
 
 Every function takes the table of `specdec.chapters.ch05.runs.record_runs` (a DataFrame, as
-`specdec.io.results.read_table` returns it: one row per configuration, ``top_p`` 1.0 where no
-nucleus truncation was applied) and returns rows or values; nothing here decodes, so a chapter
-rendering from committed results and one recomputing them say the same.  The accepted fraction at
-draft position i is #(N >= i) / #(N >= i-1) (the cost model's alpha at position i); the law held
-against the accepted lengths is the truncated geometric P(N = n) = alpha^n (1 - alpha) (n < k),
-P(N = k) = alpha^k.  Values are numbers and one-word verdicts; the chapter's sentences are its own.
+`specdec.io.results.read_table` returns it: one row per configuration, ``top_p`` 1.0 where no nucleus
+truncation was applied) and returns rows or values; nothing here decodes, so a chapter rendering from
+committed results and one recomputing them say the same.  The accepted fraction at draft position i is
+#(N >= i) / #(N >= i-1) (the cost model's alpha at position i); the law held against the accepted
+lengths is the truncated geometric P(N = n) = alpha^n (1 - alpha) (n < k), P(N = k) = alpha^k.
 
 Example: for counts "2 1 1" (k = 2, 4 steps) position_rows gives position 1: reached 4, accepted 2;
 position 2: reached 2, accepted 1.
@@ -117,21 +116,16 @@ def predicted_rows(summary) -> list[dict]:
     return rows
 
 
-def _alpha_row(r, method: str, top_p: float) -> dict:
-    return dict(draft=r.draft, method=method, temperature=float(r.temperature), top_p=top_p, alpha_mle=float(r.alpha_mle),
-                lo=float(r.alpha_lo), hi=float(r.alpha_hi), steps=int(r.steps))
-
-
 def alpha_rows(summary, top_p: float) -> list[dict]:
     """Per draft (in the table's order): the fitted alpha with its interval against temperature for
     each method without truncation, then the token-verification row with nucleus ``top_p``."""
     rows = []
     for draft in summary["draft"].unique():
         d = summary[summary["draft"] == draft]
-        for m in ("token", "block"):
-            rows += [_alpha_row(r, m, 1.0) for r in d[(d["method"] == m) & (d["top_p"] == 1.0)].itertuples(index=False)]
-        rows += [_alpha_row(r, "token", float(top_p)) for r in
-                 d[(d["method"] == "token") & (d["top_p"] == top_p)].itertuples(index=False)]
+        for m, p in (("token", 1.0), ("block", 1.0), ("token", float(top_p))):
+            rows += [dict(draft=r.draft, method=m, temperature=float(r.temperature), top_p=p,
+                          alpha_mle=float(r.alpha_mle), lo=float(r.alpha_lo), hi=float(r.alpha_hi), steps=int(r.steps))
+                     for r in d[(d["method"] == m) & (d["top_p"] == p)].itertuples(index=False)]
     return rows
 
 
@@ -180,18 +174,14 @@ def greedy_values(summary, distinct_col: str = "distinct_4gram") -> dict:
     |alpha_mle - beta_mean| at the highest temperature.  NaN where a temperature was not measured;
     ``greedy_overlap`` is "overlap" or "disjoint" (only disjoint ranges show that the two differ).
     Example: alpha 0.30-0.43 and real text 0.30-0.45 -> greedy_ranges_overlap True, greedy_overlap "overlap" """
-    nan = float("nan")
-    g0 = token_rows(summary, 0.0)
-    t_high = float(summary["temperature"].max())
-    g1 = token_rows(summary, t_high)
-    a_lo, a_hi = (float(g0["alpha_mle"].min()), float(g0["alpha_mle"].max())) if len(g0) else (nan, nan)
-    r_lo, r_hi = (float(g0["beta_real_text"].min()), float(g0["beta_real_text"].max())) if len(g0) else (nan, nan)
+    g0, g1 = token_rows(summary, 0.0), token_rows(summary, float(summary["temperature"].max()))
+    a_lo, a_hi = float(g0["alpha_mle"].min()), float(g0["alpha_mle"].max())  # an empty selection gives NaN
+    r_lo, r_hi = float(g0["beta_real_text"].min()), float(g0["beta_real_text"].max())
     overlap = bool(max(a_lo, r_lo) <= min(a_hi, r_hi))
     return {"greedy_alpha_min": a_lo, "greedy_alpha_max": a_hi, "greedy_real_min": r_lo, "greedy_real_max": r_hi,
             "greedy_ranges_overlap": overlap, "greedy_overlap": "overlap" if overlap else "disjoint",
-            "greedy_distinct": float(g0[distinct_col].mean()) if len(g0) else nan,
-            "t_high_distinct": float(g1[distinct_col].mean()) if len(g1) else nan,
-            "t_high_gap": float(np.abs(g1["alpha_mle"] - g1["beta_mean"]).max()) if len(g1) else nan}
+            "greedy_distinct": float(g0[distinct_col].mean()), "t_high_distinct": float(g1[distinct_col].mean()),
+            "t_high_gap": float(np.abs(g1["alpha_mle"] - g1["beta_mean"]).max())}
 
 
 def prediction_check(summary) -> dict:
