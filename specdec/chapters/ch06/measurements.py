@@ -18,9 +18,7 @@ import torch
 from specdec.io.paths import CHAPTERS, RESULTS_DIR
 from specdec.io.results import read_table
 
-from specdec.chapters.ch06 import pilot as pilot_lib
-from specdec.chapters.ch06 import runs as runs_lib
-from specdec.chapters.ch06 import summary as summ_lib
+from specdec.chapters.ch06 import pilot as pilot_lib, runs as runs_lib, summary as summ_lib
 from specdec.chapters.ch06.page import curve_values
 from specdec.measure import curves, draft_choice, prediction
 

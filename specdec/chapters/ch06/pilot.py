@@ -1,20 +1,18 @@
 """The price of a drafter without a forward, measured the way the loop pays it, so the draft rule
 can weigh every drafter before any timed run.
 
-A model draft's cost is a point of the cost curve (T_d(1), T_d(2) of its forward).  A history
-drafter (n-gram table, prompt lookup) runs no forward of its own: what it costs is its propose call
-(which the engine books as its forward time, `forward_seconds`, so the engine's overhead excludes it
-for both kinds), and that depends on the batch and the context it searches.  The pilot measures it inside the decoding loop:
-at each batch size B, ``repeats`` runs of ``tokens`` new tokens at draft length k on B pilot prompts
-(held-out validation text, never the measured test prompts), and the drafter's price per drafted
-token is the run's propose time over the tokens it drafted (rows x k summed over steps).  Its
-acceptance on the same runs (the maximum-likelihood constant alpha) stands in for a teacher-forced
-beta where chapter 04 has none.
+A model draft's cost is a point of the cost curve (T_d(1), T_d(2) of its forward).  A history drafter
+(n-gram table, prompt lookup) has no forward: its cost is its propose call (booked by the engine as its
+forward time, `forward_seconds`, so the overhead excludes it for both kinds), which depends on the batch
+and the context searched.  The pilot measures it in the decoding loop: at each batch size B, ``repeats``
+runs of ``tokens`` new tokens at draft length k on B held-out validation prompts (never the measured
+ones); the price per drafted token is the run's propose time over the tokens drafted (rows x k summed
+over steps).  The runs' alpha (maximum likelihood) stands in for beta where chapter 04 has none.
 
 `curve_rows` writes the pilot as cost-curve rows (model = the drafter, n = 1 and 2 at the price per
-drafted token, at every batch and context of a curve; "target after <drafter>" = the target's own
-rows, since no other model's weights pass through the caches), so the rule, the dynamic-k rule and
-the cost model price a history drafter with the same code as a model draft.
+drafted token, at every batch and context of a curve; "target after <drafter>" = the target's own rows:
+no other model's weights pass through the caches), so the rule, the dynamic-k rule and the cost model
+price a history drafter with the same code as a model draft.
 
 Example:
     rows = pilot_runs(target, {"ngram": ngram}, {1: prompts[:1]}, k=2, tokens=32, repeats=2, seed=0)
@@ -26,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from specdec.chapters.ch06.summary import groups
 from specdec.engine.decode import generate
 from specdec.io.results import records
 
@@ -59,11 +58,9 @@ def pilot_runs(target, drafters: dict, prompts_by_batch: dict, *, k: int, tokens
 
 def pilot_prices(rows) -> dict:
     """{(drafter, batch): (median seconds per drafted token, median alpha)} of `pilot_runs` rows."""
-    by: dict = {}
-    for r in records(rows):
-        by.setdefault((r["drafter"], int(r["batch"])), []).append(r)
-    return {key: (float(np.median([r["s_per_drafted"] for r in g])), float(np.nanmedian([r["alpha_mle"] for r in g])))
-            for key, g in by.items()}
+    return {(d, int(b)): (float(np.median([r["s_per_drafted"] for r in g])),
+                          float(np.nanmedian([r["alpha_mle"] for r in g])))
+            for (d, b), g in groups(records(rows), ("drafter", "batch")).items()}
 
 
 def curve_rows(rows, curve) -> list[dict]:

@@ -43,14 +43,12 @@ def analysis(committed: Path, primary, *, reruns: Path = RERUNS_DIR / CHAPTERS["
 
 
 def runs_record(folders: dict, *, ref, primary) -> list[dict]:
-    """One row per pooled run ({name: its folder}) with what a replication must reproduce, each from
-    that run's own tables: its wall time; the reference setting ``ref`` (a PRIMARY-style row) with
-    its 95% interval; the within-run words of each primary comparison; how many configurations the
-    cost model predicts within its tolerance, how many are within it or come within it once their
-    verification forwards are re-priced at their in-loop time (-1: a table made before that column),
-    and the range of the in-loop over calibrated-curve verification time (the measured term of its
-    misses).  A run still being computed (its chapter writes ``run.json`` at the end) has no wall
-    time yet: NaN."""
+    """One row per pooled run ({name: its folder}) with what a replication must reproduce, from that
+    run's own tables: its wall time (NaN while it is computed: ``run.json`` is written at the end); the
+    reference setting ``ref`` (a PRIMARY-style row) with its 95% interval; the within-run words of each
+    primary comparison; the configurations the cost model predicts within its tolerance, and those
+    within once their verification forwards are re-priced in the loop (-1: a table without that
+    column); the range of the in-loop over calibrated-curve verification time (its misses' term)."""
     key, prim = setting(ref), [setting(p) for p in primary]
     out = []
     for name, d in folders.items():
@@ -86,14 +84,10 @@ def _closed(row: dict) -> str:
     return "n/a" if n < 0 else f"+{n - row['pred_within']}"
 
 
-def _count(n: int) -> str:
-    return "n/a" if n < 0 else str(n)
-
-
 def record_shown(record):
     """`runs_record` as the page shows it (`RECORD_COLUMNS`)."""
     t = pd.DataFrame(records(record))
-    return t.assign(wall_min=[_count(-1) if w != w else f"{w:.1f}" for w in t["wall_min"]],
+    return t.assign(wall_min=["n/a" if w != w else f"{w:.1f}" for w in t["wall_min"]],
                     reference=[estimate_cell(r["ref"], r["ref_lo"], r["ref_hi"], digits=3) for r in records(t)],
                     within=[f"{r['pred_within']} of {r['pred_n']} ({_closed(r)})" for r in records(t)],
                     forward=[f"{r['fwd_min']:.2f}-{r['fwd_max']:.2f}" for r in records(t)])[list(RECORD_COLUMNS)]

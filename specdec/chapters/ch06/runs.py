@@ -2,16 +2,16 @@
 fixed-k and dynamic-k decoding over temperatures x output lengths x batch sizes x prompt groups.
 
 Protocol (`specdec.measure.protocol`, through the one harness: `specdec.measure.harness.protocol_sweep`):
-  1. Cost curves: T(n) of the target and T_d(1), T_d(2) of each model draft, per batch size, at
-     every context a run's prediction needs (prompt + half the output), measured once before the
-     decoding runs and once after them (`specdec.measure.curves.cost_curves(..., when=...)`), so drift shows.
+  1. Cost curves: T(n) of the target and T_d(1), T_d(2) of each model draft, per batch size, at every
+     context a run's prediction needs (`mid_context`), measured before the decoding runs and after
+     them (`specdec.measure.curves.cost_curves(..., when=...)`), so drift shows.
   2. Cells: one per (temperature, output length L, batch B, prompt group g): the g-th block of B
      held-out prompts, L new tokens, no stop token.  Greedy runs only at the batch sizes asked.
-  3. Configurations, all run on every cell in every round, in an order shuffled per (round, cell)
-     with a seeded RNG: "baseline" (k = 0), "k=K" for each K, and "dynamic" (k = -1, the rule
+  3. Configurations, all run on every cell in every round, in an order shuffled per (round, cell) with
+     a seeded RNG: "baseline" (k = 0), "k=K" for each K, and "dynamic" (k = -1, the rule
      `specdec.engine.schedule.AdaptiveK` with that cell's T and c).
-  4. Every configuration of one (round, cell) shares its seed, so speedups are paired on common
-     random numbers; untimed warm-up rounds first run every configuration on a short cell.
+  4. The configurations of one (round, cell) share its seed: speedups are paired on common random
+     numbers.  Untimed warm-up rounds first run every configuration on a short cell.
   5. A run whose CPU share falls below ``min_share`` was contended: it is re-run (at most
      ``max_reruns`` times) and the count recorded with its load average.
 
@@ -19,8 +19,7 @@ Example:
     pair = EmbeddedPair(seed=0, prompt_len=64, n_prompts=8, allow_stand_in=True)
     curve = cost_curves(pair.target, {"draft-small": pair.drafts["draft-small"]}, [1], [1, 2], [64],
                         repeats=3, generator=torch.Generator().manual_seed(0))
-    cells = decoding_cells(pair.prompts, [1.0], [16], [1], [1], groups=2, prompt_len=64, curve=curve,
-                           draft="draft-small")
+    cells = decoding_cells(pair.prompts, [1.0], [16], [1], [1], prompt_len=64, curve=curve, draft="draft-small")
     rows = decoding_runs(pair.target, pair.drafts["draft-small"], cells, [2], warmup_steps=2, k_start=2,
                          repeats=2, warmup=1, seed=0)
 """
@@ -140,9 +139,8 @@ def decoding_cells(prompts, temperatures, output_lens, batches, greedy_batches, 
             for B in (batches if T > 0 else [b for b in batches if b in greedy_batches]):
                 if n % B:
                     raise ValueError(f"{n} prompts do not split into groups of batch {B}")
-                groups = n // B
                 t, c = curve_at(curve, B, mid_context(prompt_len, L), draft)
-                for g in range(groups):
+                for g in range(n // B):
                     cells.append(Cell({"temperature": float(T), "output_len": L, "batch": B, "group": g},
                                       dict(ids=prompts[g * B:(g + 1) * B], max_new_tokens=L, temperature=float(T),
                                            c=c, curve=t)))
@@ -175,13 +173,6 @@ def decoding_configs(target, draft, ks, *, warmup_steps: int, k_start: int, dyna
             + ([Config("dynamic", _run(target, draft, -1, **kw), k=-1)] if dynamic else []))
 
 
-def _prompt_cells(prompts, groups: int, output_len: int, t: float, **inputs) -> list[Cell]:
-    """Batch-1 cells labelled with temperature t, one per prompt g < groups: ids (1, T) and output_len
-    new tokens, plus ``inputs``."""
-    return [Cell({"temperature": float(t), "output_len": output_len, "batch": 1, "group": g},
-                 dict(ids=prompts[g:g + 1], max_new_tokens=output_len, **inputs)) for g in range(groups)]
-
-
 def _rows(rows, draft_of) -> list[dict]:
     return [{c: (draft_of(r) if c == "draft" else r.get(c, float("nan"))) for c in RUN_COLUMNS} for r in rows]
 
@@ -205,8 +196,9 @@ def draft_runs(target, drafts: dict, prompts, *, k: int, output_len: int, groups
                mode: str = "lean") -> list[dict]:
     """The draft comparison: at batch 1, per prompt (``groups`` of them) and repeat, the baseline and
     each draft at draft length k, interleaved and shuffled; rows as `decoding_runs` (config = draft)."""
-    cells = _prompt_cells(prompts, groups, output_len, temperature, temperature=float(temperature), c=0.0,
-                          curve={1: 1.0})
+    cells = [Cell({"temperature": float(temperature), "output_len": output_len, "batch": 1, "group": g},
+                  dict(ids=prompts[g:g + 1], max_new_tokens=output_len, temperature=float(temperature), c=0.0,
+                       curve={1: 1.0})) for g in range(groups)]  # one batch-1 cell per prompt
     kw = dict(k_max=k, warmup_steps=0, k_start=k, mode=mode)
     configs = [Config("baseline", _run(target, None, 0, **kw), k=0)] + [
         Config(name, _run(target, d, k, **kw), k=k) for name, d in drafts.items()]

@@ -4,16 +4,15 @@ model's prediction against every configuration (what the page shows of these tab
 `specdec.chapters.ch06.page`).
 
 Per (temperature, output length L, batch B, configuration), over prompt groups x repeats:
-    speedup_*       end-to-end: the baseline's wall time per token over the configuration's, paired
-                    on (group, repeat); median, 95% interval, half-width, verdict; and the
-                    simultaneous (Bonferroni) interval over every speculative configuration
+    speedup_*       end-to-end: the baseline's wall time per token over the configuration's, paired on
+                    (group, repeat); median, 95% interval, half-width, verdict; and the simultaneous
+                    (Bonferroni) interval over every speculative configuration
     steady_speedup  the same ratio after each run's first step (the prompt's forward): what the cost
                     model predicts (`specdec.measure.prediction`)
-    tokens_per_step mean tokens one row emits per verification step after the first (the batch's
-                    tokens over the steps, divided by B; at most k + 1; Spec-Bench's "mean accepted
-                    tokens", bonus included)
-    sb_mean, sb_sd  Spec-Bench's convention: per repeat the mean speedup over prompt groups, then
-                    the mean and standard deviation over repeats
+    tokens_per_step `per_row_tokens_per_step` (at most k + 1; Spec-Bench's "mean accepted tokens",
+                    bonus included)
+    sb_mean, sb_sd  Spec-Bench's convention: per repeat the mean speedup over prompt groups, then the
+                    mean and standard deviation over repeats
     alpha_mle, k_chosen, ttft_ms, latency percentiles, peak memory, the load record (lowest CPU
     share, mean load average, re-runs)
 
@@ -100,10 +99,9 @@ def summary_table(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
         steps = [per_row_tokens_per_step(r) for r in rr]
         s = stats[key]
         out.append({**dict(zip(CELL + ("config",), key)), "k": rr[0]["k"], "runs": len(rr),
-                    "speedup": s["speedup_median"], "speedup_lo": s["speedup_lo"], "speedup_hi": s["speedup_hi"],
-                    "half_width": s["half_width"], "verdict": s["verdict"], "speedup_lo_sim": s["speedup_lo_sim"],
-                    "speedup_hi_sim": s["speedup_hi_sim"], "verdict_sim": s["verdict_sim"], "level_sim": s["level_sim"],
-                    "pairs_sim": s["pairs_sim"],
+                    "speedup": s["speedup_median"], **{c: s[c] for c in ("speedup_lo", "speedup_hi", "half_width",
+                                                                         "verdict", "speedup_lo_sim", "speedup_hi_sim",
+                                                                         "verdict_sim", "level_sim", "pairs_sim")},
                     "steady_speedup": st[0], "steady_lo": st[1], "steady_hi": st[2],
                     "sb_mean": sb[key]["speedup_mean"], "sb_sd": sb[key]["speedup_sd"],
                     "tokens_per_s": med("tokens_per_s"), "tokens_per_step": float(np.mean(steps)),
@@ -118,17 +116,14 @@ def summary_table(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
 
 def prediction_summary(pred_rows, *, level: float = LEVEL, seed: int = 0, tolerance: float = 0.10) -> list[dict]:
     """Per (temperature, L, B, configuration) of `specdec.measure.prediction.paired_predictions`
-    rows: measured and predicted steady speedups (medians with intervals over the pairs), their
-    ratio's median and interval, whether it is within ``tolerance`` of 1, the ratio with the
-    isolated curve alone (uncalibrated) and the calibration, and for a miss its measured reason
-    (`REASONS`): its verification forwards inside the loop off the calibrated curve by more than half
-    the tolerance (``forward_vs_curve``; ``context_ratio`` beside it, since a ragged batch's cache
-    holds masked holes), else the pairs' spread (the ratio's interval reaches into the tolerance
-    band), else unexplained; "" for a configuration within.  ``ratio_inloop``: measured over
-    the reconstruction with the verification forwards at their in-loop time (NaN for rows made
-    before that column); ``explained``: within the tolerance, or a miss whose reason is the
-    verification forwards and which that reconstruction brings within it (the one measured term
-    the reason names)."""
+    rows: measured and predicted steady speedups (medians with intervals over the pairs), their ratio's
+    median and interval, whether it is within ``tolerance`` of 1, the ratio with the isolated curve
+    alone (uncalibrated), the calibration, and a miss's measured reason (`REASONS`; "" when within):
+    its in-loop verification forwards off the calibrated curve by more than half the tolerance
+    (``forward_vs_curve``; ``context_ratio`` beside it: a ragged batch's cache holds masked holes),
+    else the pairs' spread (the ratio's interval reaches the tolerance band), else unexplained.
+    ``ratio_inloop``: measured over the prediction with those forwards at their in-loop time (NaN for
+    rows without that column); ``explained``: within, or a forwards miss that it brings within."""
     out = []
     for key, rr in groups(records(pred_rows), CELL + ("config",)).items():
         meas, pred = [r["measured"] for r in rr], [r["predicted"] for r in rr]
