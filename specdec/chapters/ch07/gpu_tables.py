@@ -1,12 +1,10 @@
 """Chapter 07's view of the GPU run: read the tables `specdec.cli.gpu_bench` wrote, decide
 whether they are a GPU measurement, and reduce them to the chapter's small tables.
 
-A folder of GPU tables (``run_summary``, ``cost_curve``, ``controlled``, ``batch``, ``embedded``,
-``hub``: whichever exist) is a GPU measurement only when its provenance names a CUDA device and the
-run was not a smoke run; anything else (e.g. ``gpu_bench --device cpu --smoke``, which checks the
-code path on tiny configs) is `NOT_GPU`, and an empty or missing folder is `NONE`.  Nothing is
-estimated or simulated in place of a missing table.  The words are the page's status: one of
-`NONE`, `NOT_GPU`, `MEASURED`; the sentences around them are the chapter's own.
+A folder of GPU tables (`TABLES`, whichever exist) is a GPU measurement (`MEASURED`) only when its
+provenance names a CUDA device and the run was not a smoke run; anything else (e.g. ``gpu_bench
+--device cpu --smoke``, which checks the code path on tiny configs) is `NOT_GPU`, and an empty or
+missing folder is `NONE`.  Nothing is estimated or simulated in place of a missing table.
 
 Example:
     tables = read_gpu_tables("data/results/gpu")    # {} when there are none
@@ -144,12 +142,9 @@ def pair_speeds(tables: dict) -> list[dict]:
     """Trained pairs (embedded family, a named pair): median end-to-end tokens/s and median alpha per
     (pair, temperature, k)."""
     rows = []
-    for source in PAIR_SOURCES:
-        if source not in tables:
-            continue
+    for source in (s for s in PAIR_SOURCES if s in tables):
         for (pair, temp, k), g in tables[source].groupby(["pair", "temperature", "k"], sort=True):
-            a = g["alpha_mle"].dropna()
             rows.append(dict(source=source, pair=pair, temperature=float(temp), k=int(k),
                              tokens_per_s=float(np.median(g["tokens_per_s_total"])),
-                             alpha_mle=float(np.median(a)) if len(a) else float("nan"), runs=len(g)))
+                             alpha_mle=float(g["alpha_mle"].median()), runs=len(g)))  # NaN skipped; all NaN: NaN
     return rows
