@@ -19,10 +19,7 @@ import numpy as np
 import torch
 
 from specdec.core.acceptance import context_beta
-from specdec.core.rules import alternatives
-from specdec.core.rules import approximate
-from specdec.core.rules import multidraft
-from specdec.core.rules import precision
+from specdec.core.rules import alternatives, approximate, multidraft, precision
 from specdec.core.rules.positional import Rule, positional_law_rule
 from specdec.core.frequency import design, pooled_tv
 from specdec.core.exact import as_rule, expected_accepted, expected_accepted_rule, marginal, spec_law, target_law

@@ -1,15 +1,15 @@
 """Exact one-step laws on the real pair's logits: what each verification rule and each precision
 path does to the first emitted token at held-out contexts, computed, not sampled.
 
-At a context the target's and the draft's next-token laws p, q (V,) come from one float32 forward
-of each model over the prompts (`context_logits`).  Then, exactly: the law of the first token a step
-emits under a positional rule (`specdec.core.rules.positional.first_token_law`; greedy drafts draw
-the argmax of q), its total variation from p and the probability that the first draft is kept,
-sum_x q(x) a(x) (for n independent drafts, recursive rejection sampling's acceptance: its law is p
-exactly); the N a frequency test of that one next-token law needs to see the TV (cells = tokens
-with p > 0) puts the toy's distances on the real scale.  The law each precision path realizes
-(`specdec.core.rules.precision`) is computed the same way, and the real code path (`verify` on rows
-stored in the path's precision) sampled against it.  Medians and maxima are over contexts.
+At a context the target's and the draft's next-token laws p, q (V,) come from one float32 forward of
+each model over the prompts (`context_logits`).  Then, exactly: the law of the first token a step emits
+under a positional rule (`specdec.core.rules.positional.first_token_law`; greedy drafts draw the argmax
+of q), its total variation from p and the probability that the first draft is kept, sum_x q(x) a(x)
+(for n independent drafts, recursive rejection sampling's acceptance: its law is p exactly); the N a
+frequency test of that next-token law needs to see the TV (cells = tokens with p > 0) puts the toy's
+distances on the real scale.  Each precision path's law (`specdec.core.rules.precision`) is computed
+the same way, and the real code path (`verify` on rows stored in the path's precision) sampled
+against it.  Medians and maxima are over contexts.
 
 Example: rows = rule_real_rows(*context_logits(target, draft, prompts, 64),
 {"match": (MATCH.parts, "lossless", False)}, SamplingConfig(1.0), n_drafts=(2, 4), alpha=1e-3,
@@ -31,10 +31,9 @@ from specdec.core.verify import verify
 __all__ = ["LOGITS_TOLERANCE", "context_logits", "rule_real_rows", "precision_real_rows", "first_token_counts",
            "sampled_precision_rows"]
 
-# How far these exact tables may move on another CPU (the reproduction page's comparison): the float32
-# forwards' logits differ between CPUs at their rounding, and every row is computed from them.  Seen
-# between two 2-core machines: at most 4.3e-7 absolute on any TV or row total (rounding-level values
-# move by up to 100% relative) and 1.6e-5 relative on the sample counts derived from them.
+# How far these exact tables may move on another CPU (the reproduction page's comparison): every row
+# comes from float32 forwards whose logits differ between CPUs at their rounding (seen: 4.3e-7 absolute
+# on a TV or row total, whose rounding-level values move 100% relative; 1.6e-5 relative on sample counts).
 LOGITS_TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
 
 F64 = torch.float64
@@ -68,12 +67,9 @@ def rule_real_rows(lt: torch.Tensor, lq: torch.Tensor, rules: dict, cfg: Samplin
     cells = int(np.median((p > 0).sum(-1).numpy()))
     rows = []
     for name, (parts, family, greedy) in rules.items():
-        tvs, acc = [], []
-        for c in range(p.shape[0]):
-            draws = torch.nn.functional.one_hot(q[c].argmax(), p.shape[1]).to(F64) if greedy else q[c]
-            law, kept = first_token_law(parts, p[c], q[c], draws)
-            tvs.append(float(tv(law, p[c])))
-            acc.append(kept)
+        laws = [first_token_law(parts, p[c], q[c], torch.nn.functional.one_hot(q[c].argmax(), p.shape[1]).to(F64)
+                                if greedy else q[c]) for c in range(p.shape[0])]  # (law, P(first draft kept))
+        tvs, acc = [float(tv(law, p[c])) for c, (law, _) in enumerate(laws)], [kept for _, kept in laws]
         med = float(np.median(tvs))
         rows.append({"algorithm": name, "family": family, "contexts": p.shape[0], "cells": cells, "tv_median": med,
                      "tv_max": float(np.max(tvs)), "accept_first": float(np.mean(acc)),
@@ -109,7 +105,6 @@ def precision_real_rows(lt: torch.Tensor, lq: torch.Tensor, cfg: SamplingConfig 
                      "row_sum_dev_max": float((pt.sum(-1) - 1).abs().max()),
                      "q_row_sum_dev_max": float((qt.sum(-1) - 1).abs().max())})
     return rows
-
 
 
 def first_token_counts(p_row: torch.Tensor, q_row: torch.Tensor, samples: int, seed: int, chunk: int = 10_000):
