@@ -1,17 +1,16 @@
 """Chapter 09's checks of the serving loop on the real pair, item by item.
 
-`invariance_rows`: for each policy and temperature, the workload served batched and each request
-served alone (its own generator either way); per setting, how many requests' tokens are identical
-and, for any that are not, the first position where they differ.  Greedy tokens can differ only
-where batched and single-row forwards round differently across a near tie; sampled ones also
-where a uniform falls within that rounding of an acceptance threshold (`specdec.engine.continuous`).
+`invariance_rows`: per policy and temperature, the workload served batched and each request alone
+(its own generator either way): how many requests' tokens are identical and the first position where
+any differ.  Greedy tokens can differ only where batched and single-row forwards round differently
+across a near tie; sampled ones also where a uniform falls within that rounding of an acceptance
+threshold (`specdec.engine.continuous`).
 
-`cancellation_rows`: the workload served with its cancellations and without them (the same
-requests, ``cancel_after`` removed).  Per cancelled request: the tokens it streamed, whether they
-are a prefix of its uncancelled output, and the key/value bytes freed at the step it left, which
-must be at least the rows of every request that left in that step (each row of a batched cache has
-the same size; more is leading slots no remaining row needs); and whether every other request's
-tokens are unchanged.
+`cancellation_rows`: the workload served with and without its cancellations (``cancel_after``
+removed).  Per cancelled request: the tokens it streamed, whether they prefix its uncancelled output,
+and the key/value bytes freed at the step it left, at least the rows of every request leaving in that
+step (rows of a batched cache are equal; more is leading slots no remaining row needs); per other
+request, whether its tokens are unchanged.
 
 Example: invariance_rows(target, {"fixed k=4": (draft, 4)}, jobs, temperatures=[0.0, 1.0], max_batch=8)
 """
