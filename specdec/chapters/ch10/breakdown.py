@@ -71,10 +71,9 @@ def split_view(t: dict) -> pd.DataFrame:
 
 def at_least_as_fast(rows: pd.DataFrame) -> pd.Series:
     """Per head-to-head row: is ours at least as fast as the engine (ours over the engine, the inverse
-    of the row's relative speed: median >= 1 and interval's low end >= AT_LEAST)?  False where untimed.
-    Inverting the row's engine-over-ours median and percentile interval is exact for the interval's
-    ends and for an odd number of pairs; with an even number the median averages the two middle
-    ratios, so the inverted median can read below 1 where ours-over-engine's own median would not:
+    of the row's relative speed: median >= 1, interval's low end >= AT_LEAST)?  False where untimed.
+    The inversion is exact for the interval's ends; with an even number of pairs the median averages
+    the two middle ratios, so the inverted one can read below 1 where ours-over-engine's would not:
     the rule errs towards "no"."""
     return (rows["relative_speed"] <= 1.0) & (rows["relative_hi"] <= 1.0 / AT_LEAST)
 
@@ -104,10 +103,7 @@ def versus_view(t: dict) -> pd.DataFrame:
 
 
 def _row(df: pd.DataFrame, **where) -> pd.Series:
-    m = pd.Series(True, index=df.index)
-    for col, v in where.items():
-        m &= df[col] == v
-    got = df[m]
+    got = df[(df[list(where)] == pd.Series(where)).all(axis=1)]
     if len(got) != 1:
         raise KeyError(f"expected one row for {where}, found {len(got)}")
     return got.iloc[0]
