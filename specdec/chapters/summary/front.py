@@ -1,14 +1,12 @@
 """The front page's verdicts and its figure's data, read from the chapters' committed tables under
 ``root`` (nothing here measures, nothing here writes a sentence: numbers, verdict words and labels).
 
-The headline is chapter 06's reference setting, stated before the lean runs (k = K_REF, temperature
-1, batch 1, the longest output), rather than the best of many (the winner's curse), pooled over its
-runs in fresh processes (`specdec.measure.replication`): the run a reader sees first should not be
-whichever run came out best.  The figure prices each pair's costs where they were timed: the
-embedded pair's as the decoding loop runs its forwards (`specdec.measure.prediction.regime_inputs`:
-the target right after a draft forward, the draft's first forward after a verification), which is
-what the loop pays and differs from chapter 06's curve timed back to back before the runs; each
-real-size shape's from its own cost curve.
+The headline is chapter 06's reference setting, stated before the lean runs (k = K_REF, temperature 1,
+batch 1, the longest output), not the best of many (the winner's curse), pooled over its runs in fresh
+processes (`specdec.measure.replication`).  The figure prices each pair's costs where they were timed:
+the embedded pair's as the decoding loop runs its forwards (`specdec.measure.prediction.regime_inputs`:
+the target right after a draft forward, the draft's first forward after a verification: what the loop
+pays, unlike chapter 06's curve timed back to back), each real-size shape's from its own cost curve.
 
 Example: reference(root)["ref_speedup"] -> the median speedup of k=2, batch 1, 128 tokens, temperature 1.
 """
@@ -31,13 +29,11 @@ __all__ = ["engines_values", "reference", "primary_rows", "replicated", "rerun_r
 
 
 def engines_values(root: Path = RESULTS_DIR) -> dict:
-    """Chapter 10's law tests as counts (rows that tested what they name only: a configuration the
-    build ignored, or that did not run, is not counted): vLLM's shipped sampled speculative rows
-    rejected of tested, its patched rows passed of tested, ours and Hugging Face's speculative rows
-    passed, llama.cpp's speculative rows passed (and its package version),
-    the positive controls passed, the negative controls rejected, the configurations the build
-    ignored, vLLM's speculative greedy configurations equal to its plain greedy decoding, and vLLM's
-    version."""
+    """Chapter 10's law tests as counts (of the rows that tested what they name: one the build ignored,
+    or that did not run, is not counted): vLLM's shipped sampled speculative rows rejected, its patched
+    rows passed, ours and Hugging Face's speculative rows passed, llama.cpp's passed (and its package
+    version), the positive controls passed, the negative controls rejected, the configurations the
+    build ignored, vLLM's speculative greedy configurations equal to its plain greedy, vLLM's version."""
     path = Path(root) / CHAPTERS["eng"]
     rows = records(read_table(path / "laws.csv"))
     done = [r for r in rows if r["status"] in ("pass", "reject")]
