@@ -47,14 +47,12 @@ def shown_draft(drafts) -> str:
 
 
 def position_rows(summary, temperature: float, level: float = 0.95) -> list[dict]:
-    """Per draft and position i = 1..k (token verification, no nucleus, at ``temperature``):
-    reached = #(N >= i-1), accepted = #(N >= i), conditional_rate = accepted / reached (reached 0
-    is counted as 1) with its interval [lo, hi] at ``level`` ([0, 1] where fewer than two prompts
-    reached the position: one prompt's steps say nothing about another's), mean_beta = mean
-    recorded beta_i.
-    The interval resamples prompts (`specdec.core.stats.cluster_ratio_interval` on the rows'
-    ``counts_by_prompt``: one prompt's steps are not independent); a table without that column
-    gets Wilson's interval over steps.  ``interval_unit`` says which."""
+    """Per draft and position i = 1..k (token verification, no nucleus, at ``temperature``): reached =
+    #(N >= i-1), accepted = #(N >= i), conditional_rate = accepted / reached (reached 0 counted as 1)
+    with its interval [lo, hi] at ``level``, mean_beta = mean recorded beta_i.  The interval resamples
+    prompts (`specdec.core.stats.cluster_ratio_interval` on ``counts_by_prompt``: one prompt's steps
+    are not independent; [0, 1] where fewer than two prompts reached the position); a table without
+    that column gets Wilson's interval over steps.  ``interval_unit`` says which."""
     rows = []
     by_prompt = "counts_by_prompt" in summary.columns
     for r in token_rows(summary, temperature).itertuples(index=False):
@@ -197,10 +195,9 @@ def prediction_check(summary) -> dict:
 def block_vs_token_values(rows, level: float = 0.95) -> dict:
     """Counts over the block-vs-token comparisons (`block_vs_token` rows): settings ``bt_n``, with more
     and fewer tokens per step at each one's own ``level`` (``bt_more``, ``bt_fewer``; ``bt_short``: too
-    few prompts for that level) and with the
-    simultaneous intervals over all settings (``bt_more_sim``, ``bt_fewer_sim``; ``bt_short_sim``: the
-    settings whose prompts cannot reach the simultaneous level ``bt_level_sim``), and the range of the
-    median gains.  Example: verdicts more, undecided -> bt_n 2, bt_more 1, bt_fewer 0"""
+    few prompts for it) and by the simultaneous intervals (``bt_more_sim``, ``bt_fewer_sim``,
+    ``bt_short_sim``; level ``bt_level_sim``), and the range of the median gains.
+    Example: verdicts more, undecided -> bt_n 2, bt_more 1, bt_fewer 0"""
     rows = records(rows)
     g = [r["gain"] for r in rows]
     count = lambda col, word: sum(r[col] == word for r in rows)  # noqa: E731

@@ -201,13 +201,12 @@ def size_label(params: int) -> str:
 
 
 def surface_values(cost_curve, controlled, table, draft_params: int, n: int, tolerance: float = 0.10) -> dict:
-    """The surface's numbers for the last decoded target: T(n)/T(1) and c at batch 1; how many points
-    were faster / slower by their 95% interval; the best median with its interval and where
-    (alpha, k, batch); the median measured / predicted over the points with the count within
-    ``tolerance`` (``table``: `specdec.measure.surface.speedup_vs_alpha`), for the extended model
-    with E[L] (``real_ratio_*``), with the run's steps (``real_steps_*``), with the prediction fixed
-    before the runs (``real_pilot_*``) and for the idealized model (``real_toy_med``); the median
-    relative half-width; the sizes of that target and of the draft."""
+    """The surface's numbers for the last decoded target: T(n)/T(1) and c at batch 1; points faster /
+    slower by their 95% interval; the best median with its interval and where (alpha, k, batch); the
+    median measured / predicted over the points with the count within ``tolerance`` (``table``:
+    `specdec.measure.surface.speedup_vs_alpha`) for the extended model with E[L] (``real_ratio_*``),
+    with the run's steps (``real_steps_*``), fixed before the runs (``real_pilot_*``) and idealized
+    (``real_toy_med``); the median relative half-width; the sizes of that target and of the draft."""
     curve, ctrl = records(cost_curve), records(controlled)
     name = [r["target"] for r in ctrl][-1]
     last = [r for r in curve if r["target"] == name and r.get("batch", 1) == 1]

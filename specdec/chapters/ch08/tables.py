@@ -13,9 +13,8 @@ The verdicts follow fixed rules, stated here so that the page can state them onc
   precision  "kept" when speculative sampling in a precision path stays within ROUNDING_TV of plain
              decoding in the same precision (toy and real pair alike), else "changed".
 
-Example: law_table(main, freq, real) -> one row per algorithm of ``main`` with its law and test
-verdicts; on_page(table, {"token", "typical ..."}) keeps the lossless rows and one row per kind of
-approximate rule.
+Example: law_table(main, freq, real) -> one row per algorithm of ``main`` with its law and test verdicts;
+on_page(table, {"token", "typical ..."}) keeps the lossless rows and one per kind of approximate rule.
 """
 
 from __future__ import annotations
@@ -180,8 +179,8 @@ def measured_table(speed, quality):
 
 def speed_values(speed, temperature: float) -> dict:
     """At ``temperature``: token verification's speedup (median, interval, verdict and simultaneous
-    verdict), the fastest algorithm's with its name and family, how many comparisons are faster and slower by their interval, and
-    how many comparisons the simultaneous intervals cover (every temperature: n_family)."""
+    verdict), the fastest algorithm's with its name and family, the comparisons faster and slower by
+    their interval, and how many the simultaneous intervals cover (every temperature: n_family)."""
     at = speed[speed["temperature"] == temperature]
     best = at.loc[at["speedup_median"].idxmax()]
     tok = at.set_index("algorithm").loc["token"]

@@ -142,10 +142,10 @@ def break_even_table(be: pd.DataFrame, speed: pd.DataFrame) -> pd.DataFrame:
 
 def serving_values(speed: pd.DataFrame, lat: pd.DataFrame, baseline: str) -> dict:
     """Glue values of the speed comparison: counts by verdict, the interval half-width against the
-    protocol's aim, what a statement simultaneous over all comparisons would need, the idealized
-    prediction for the fixed policy at the lightest rate beside its measured median and verdict (and
-    "above" / "below" / "inside" its measured interval), time to first token at the lightest rate ("longer" when every speculative
-    policy's exceeds plain decoding's, else "mixed"), and the load-aware rule at the heaviest rate."""
+    protocol's aim, what a statement simultaneous over all comparisons would need, the fixed policy's
+    idealized prediction at the lightest rate beside its measured median and verdict ("above" /
+    "below" / "inside" its interval), time to first token at the lightest rate ("longer" when every
+    speculative policy's exceeds plain decoding's, else "mixed"), the load-aware rule at the heaviest."""
     lo_rate, hi_rate = speed["rate"].min(), speed["rate"].max()
     base = lat[lat["policy"] == baseline].set_index("rate")
     n, pairs = len(speed), int(speed["pairs"].min())
