@@ -31,10 +31,9 @@ id 0): the rules in force are the target's law without that token, a difference 
 target puts on it (chapter 10 computes it at its prompts).
 
 Slots.  ``parallel`` > 1 starts each server with that many slots and keeps as many of one prompt's
-requests in flight; the server decodes them as one batch, each with its own sampler and seed, so a
-sample's law is unchanged but its tokens may differ from a one-slot run's where a batched forward
-rounds differently (the law tests, not token equality, check it).  Timing uses one slot: the
-speed protocol times one request at a time.
+requests in flight; the server decodes them as one batch, each request with its own sampler, seed
+and draft counters, so a sample's law is unchanged (a batched forward may round differently: the
+law tests, not token equality, are the check).  Timing uses one slot, one request at a time.
 
 Tokens.  Each sample is one request for exactly ``max_new_tokens`` tokens; the first comes from
 prefill, and the server drafts min(k, n_predict - decoded - 1) tokens a step, so a step near the
@@ -64,7 +63,7 @@ from specdec.family.loader import embedded_dir
 from specdec.family.manifest import read_sums, sha256_file, verify_dir
 from specdec.io.paths import BUILD_DIR, MODELS_DIR
 from specdec.peers.contract import check_request, config_limits
-from specdec.peers.interface import Continuations, Sampling, Speculation, stream_seed
+from specdec.peers.interface import Continuations, Sampling, Speculation, as_int, stream_seed
 from specdec.peers.llama_server import LlamaServer, build_info
 from specdec.peers.llama_steps import step_records
 
@@ -185,6 +184,9 @@ class LlamaEngine:
     _servers: dict = field(default_factory=dict, repr=False)
     _limits: tuple | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        self.parallel = as_int("parallel (llama-server's slots)", self.parallel, low=1)
+
     def limits(self) -> tuple[int, int | None]:
         """(vocabulary size, context) of the target, from its config, read once
         (`specdec.peers.contract.config_limits`)."""
@@ -223,19 +225,23 @@ class LlamaEngine:
             payload = request_payload(prompt, max_new_tokens, sampling, stream_seed(seed, i, j))
             return payload, server.post("/completion", payload)
 
-        with ThreadPoolExecutor(max_workers=self.parallel) as pool:  # one prompt's samples in flight together
+        slots = set()  # the server slots that answered (the law stages' evidence that requests ran together)
+        pool = ThreadPoolExecutor(max_workers=self.parallel) if self.parallel > 1 else None
+        try:  # one prompt's samples in flight together; an error or a refusal cancels what was not yet sent
             for i, prompt in enumerate(prompts):
                 rows, records = [], []
-                futures = [pool.submit(ask, prompt, i, j) for j in range(n)]
-                for payload, answer in (f.result() for f in futures):
+                if pool is None:  # one slot: each request in turn, no thread hand-off inside a timed call
+                    answers = (ask(prompt, i, j) for j in range(n))
+                else:
+                    answers = (f.result() for f in [pool.submit(ask, prompt, i, j) for j in range(n)])
+                for payload, answer in answers:
                     got, why = answer_tokens(payload, answer, drafted=spec_type(spec if k else None))
                     if why:
-                        for f in futures:
-                            f.cancel()
                         return Continuations([], counters, self._provenance(
                             server, method, k, options, sampling, n, seed, start),
                             f"llama-server did not run as asked: {why}")
                     rows.append(got)
+                    slots.add(answer.get("id_slot"))
                     timing = answer.get("timings", {})
                     dn, da = int(timing.get("draft_n", 0)), int(timing.get("draft_n_accepted", 0))
                     counters["num_requests"] += 1
@@ -245,9 +251,12 @@ class LlamaEngine:
                     records.append(step_records(method, prompt, got, dn, da, k, max_new_tokens) if k else [])
                 tokens.append(rows)
                 steps.append(records)
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
         provenance = self._provenance(server, method, k, options, sampling, n, seed, start)
         provenance["what_ran"] = {"command": server.provenance.get("command", ""), "settings_checked": list(CHECKED),
-                                  "requests_drafted": counters["num_drafted_requests"],
+                                  "requests_drafted": counters["num_drafted_requests"], "slots_used": len(slots),
                                   "requests": counters["num_requests"]}
         return Continuations(tokens, counters, provenance, steps=steps if method != "none" else None)
 

@@ -33,6 +33,7 @@ from typing import Sequence
 import httpx
 
 from specdec.io.paths import BUILD_DIR, ROOT
+from specdec.peers.interface import as_int
 from specdec.peers.process import LOOPBACK, ServerFailed, free_port, launch, stop_group
 
 __all__ = ["LLAMA_DIR", "LLAMA_SERVER", "LOOPBACK", "LlamaServer", "LlamaUnavailable", "ServerFailed", "build_info"]
@@ -73,8 +74,7 @@ class LlamaServer:
         return self.provenance["url"]
 
     def command(self, port: int, model: Path, draft: Path | None = None, extra_args: Sequence[str] = ()) -> list[str]:
-        if int(self.parallel) < 1:
-            raise ValueError(f"llama-server needs at least one slot; got parallel={self.parallel!r}")
+        as_int("parallel (llama-server's slots)", self.parallel, low=1)
         cmd = [str(self.binary), "-m", str(model), "--host", LOOPBACK, "--port", str(port), "-t", str(self.threads),
                "-tb", str(self.threads), "-c", str(self.ctx * self.parallel), "-np", str(self.parallel), "--no-webui"]
         if draft is not None:

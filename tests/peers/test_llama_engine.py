@@ -133,24 +133,27 @@ def test_one_seed_one_output_and_every_server_stopped(engine, gone):
 
 @llama_group
 def test_slots_decode_the_same_samples_as_one_slot_and_are_stopped(engine, gone):
-    """Four requests in flight in four slots (chapter 10's law stages): each request keeps its own
-    sampler and seed, so the samples equal one slot's under the same seeds except where a batched
-    forward rounds differently across a sampling boundary (at most 2 of 48 allowed; none is the
-    usual count), drafting included; and every slot server is stopped."""
+    """Four requests in flight in four slots (chapter 10's law stages) answered by more than one slot:
+    each request keeps its own sampler and seed, so the samples equal one slot's under the same seeds,
+    drafting included.  A batched forward may round differently, but a sampled token moves only when
+    a uniform falls within that rounding (~1e-6) of a cumulative-probability boundary: among these
+    192 tokens, expected ~1e-3 times, so no difference is allowed.  Every slot server is stopped;
+    a count of slots that is no positive int is refused before anything starts."""
     spec = _spec("probabilistic")
     one = [engine.continue_prompts(PROMPTS, 24, 4, Sampling(1.0), s, seed=11) for s in (None, spec)]
     with LlamaEngine(parallel=4) as wide:
         four = [wide.continue_prompts(PROMPTS, 24, 4, Sampling(1.0), s, seed=11) for s in (None, spec)]
-        assert all("-np 4" in r.provenance["command"] and r.provenance["parallel"] == 4 for r in four)
         pids = [s.pid for s in wide._servers.values()]
     for a, b in zip(one, four):
-        assert b.error is None and [len(p) for p in b.tokens] == [24, 24]
-        differ = sum(x != y for pa, pb in zip(a.tokens, b.tokens) for x, y in zip(pa, pb))
-        assert differ <= 2, differ
-    assert four[1].counters["num_drafted_requests"] == 48 and all(r is not None for r in four[1].steps[0])
+        assert a.error is None and b.error is None and [len(p) for p in a.tokens] == [24, 24]
+        assert "-np 4" in b.provenance["command"] and b.provenance["what_ran"]["slots_used"] > 1
+        assert b.tokens == a.tokens
+    assert one[1].provenance["what_ran"]["slots_used"] == 1
+    assert four[1].counters["num_drafted_requests"] == 48 and four[1].steps == one[1].steps
     assert len(pids) == 2 and all(gone(pid) for pid in pids)
-    with pytest.raises(ValueError, match="at least one slot"):
-        LlamaEngine(parallel=0).continue_prompts(PROMPTS, 1, 2, Sampling(1.0), None, seed=0)
+    for bad in (0, 1.5, True):
+        with pytest.raises((TypeError, ValueError), match="parallel"):
+            LlamaEngine(parallel=bad)
 
 
 @llama_group
