@@ -21,7 +21,7 @@ from fractions import Fraction
 
 __all__ = ["estimate_cell", "p_value_text", "fraction_text", "with_p_values", "markdown_table", "config_text",
            "config_label", "temperature_text", "GLOSSARY", "MAX_COLUMNS", "MAX_ROWS", "header", "table_text", "show",
-           "counted", "interval_column", "detect_text", "FORMATS", "P_VALUES"]
+           "counted", "number_list", "interval_column", "detect_text", "FORMATS", "P_VALUES"]
 
 FLOOR = 1e-300  # below this a double p-value has lost all meaning (the smallest normal is 2.2e-308)
 
@@ -53,6 +53,12 @@ def counted(n, noun: str, plural: str | None = None) -> str:
     counted(0, "query", "queries") -> "0 queries" """
     n = int(n)
     return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def number_list(values) -> str:
+    """Numbers as a reader reads a list of them, comma-joined, integers without a decimal point.
+    Example: number_list([1.0, 4.0, 0.5]) -> "1, 4, 0.5" """
+    return ", ".join(f"{float(v):g}" for v in values)
 
 
 def detect_text(n) -> str:

@@ -47,10 +47,6 @@ def test_the_break_even_table_names_the_direction_and_reads_ends_outside_the_ran
     assert tables.break_even_values(be, "down")["be_fixed"] == "resolved"
 
 
-def test_rates_read_as_integers_where_they_are():
-    assert tables.rate_list([1.0, 4.0, 256.0]) == "1, 4, 256" and tables.rate_list([0.5]) == "0.5"
-
-
 def test_each_policy_is_one_row_with_a_cell_per_rate():
     t = tables.speed_table(SPEED)
     assert list(t.columns) == ["policy", "1/s", "256/s"] and list(t["policy"]) == ["fixed", "la", "down"]

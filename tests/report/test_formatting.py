@@ -108,6 +108,13 @@ def test_an_interval_reads_as_one_column():
     assert interval_column(df, "lo", "hi", digits=1) == ["[0.9, 1.1]", "[n/a, 2.0]", ""]
 
 
+def test_number_lists_read_integers_without_a_decimal_point():
+    from specdec.report.formatting import number_list
+
+    assert number_list([1.0, 4.0, 256.0]) == "1, 4, 256" and number_list([0.5]) == "0.5"
+    assert number_list([1, 2]) == "1, 2"
+
+
 def test_detecting_sample_sizes_read_as_words_and_powers():
     from specdec.report.formatting import detect_text
 

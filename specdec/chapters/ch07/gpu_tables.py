@@ -18,6 +18,7 @@ import numpy as np
 from specdec.io.paths import resolve
 from specdec.io.results import read_table
 from specdec.measure.gpu_sections import ALPHAS, BATCHES, COMPILED_K, K_GRID
+from specdec.report.formatting import number_list
 
 __all__ = ["TABLES", "NONE", "NOT_GPU", "MEASURED", "read_gpu_tables", "is_gpu_run", "status_row", "status_word",
            "found", "protocol_values", "provenance_rows", "sections", "cost_and_controlled", "batch_throughput",
@@ -86,11 +87,11 @@ def found(status) -> set[str]:
 
 
 def protocol_values() -> dict:
-    """The grids `specdec.measure.gpu_sections` sweeps, as the page quotes them (comma-joined): draft
+    """The grids `specdec.measure.gpu_sections` sweeps, as the page quotes them (`number_list`): draft
     lengths k, controlled acceptances alpha, batch sizes, and the compiled mode's k.
     Example: protocol_values()["k_grid"] -> "1, 2, 3, 4, 6, 8" """
-    text = lambda values: ", ".join(f"{v:g}" for v in values)  # noqa: E731
-    return {"k_grid": text(K_GRID), "alphas": text(ALPHAS), "batches": text(BATCHES), "compiled_k": text(COMPILED_K)}
+    return {"k_grid": number_list(K_GRID), "alphas": number_list(ALPHAS), "batches": number_list(BATCHES),
+            "compiled_k": number_list(COMPILED_K)}
 
 
 def provenance_rows(tables: dict) -> list[dict]:

@@ -35,10 +35,9 @@ def invariance_rows(target, pols: dict, jobs: list[Job], *, temperatures, max_ba
     for name, (drafter, k) in pols.items():
         for t in temperatures:
             res = serve(target, jobs, drafter=drafter, k=k, max_batch=max_batch, temperature=t)
-            batched = res.requests
             alone = [serve(target, [replace(j, arrival_s=0.0)], drafter=drafter, k=k, max_batch=1,
                            temperature=t).requests[0] for j in jobs]
-            diffs = [_first_difference(a["tokens"], b["tokens"]) for a, b in zip(alone, batched)]
+            diffs = [_first_difference(a["tokens"], b["tokens"]) for a, b in zip(alone, res.requests)]
             rows.append({"policy": name, "temperature": t, "requests": len(jobs),
                          "identical": sum(d is None for d in diffs),
                          "first_difference": min((d for d in diffs if d is not None), default=None),

@@ -17,11 +17,11 @@ import pandas as pd
 from specdec.audit.serving import LAWS, label_of, labelled_configs, law_of
 from specdec.io.results import read_tables, run_differences
 from specdec.measure.protocol import FASTER, HALF_WIDTH, LEVEL, SLOWER, bonferroni, max_level, pairs_for_level
-from specdec.report.formatting import estimate_cell
+from specdec.report.formatting import estimate_cell, number_list
 from specdec.report.robustness import NOT_EXACT
 
 __all__ = ["tidy_runs", "latency_table", "memory_table", "speed_table", "break_even_table", "break_even_state",
-           "break_even_values", "trend", "serving_values", "rate_list", "check_values", "memory_values", "vllm_tables",
+           "break_even_values", "trend", "serving_values", "check_values", "memory_values", "vllm_tables",
            "vllm_table", "vllm_values", "beside", "RESOLVED", "UNRESOLVED", "SHARED"]
 
 RESOLVED, UNRESOLVED = "resolved", "unresolved"  # whether a break-even's interval locates it in the tested range
@@ -34,14 +34,10 @@ _LAT = ["mean_running", "serve_tokens_per_s", "goodput_tokens_per_s", "e2e_mean_
 
 def tidy_runs(rows: list[dict]) -> list[dict]:
     """The runs as flat rows: acceptance per draft position as columns accept_pos_1.. (NaN beyond a run's k)."""
-    kmax = max((len(r.get("accept_by_position") or []) for r in rows), default=0)
-    out = []
-    for r in rows:
-        r = dict(r)
-        acc = list(r.pop("accept_by_position", None) or [])
-        r.update({f"accept_pos_{i + 1}": acc[i] if i < len(acc) else math.nan for i in range(kmax)})
-        out.append(r)
-    return out
+    acc = [list(r.get("accept_by_position") or []) for r in rows]
+    names = [f"accept_pos_{i + 1}" for i in range(max(map(len, acc), default=0))]
+    return [{**{c: v for c, v in r.items() if c != "accept_by_position"},
+             **dict(zip(names, a + [math.nan] * len(names)))} for r, a in zip(rows, acc)]
 
 
 def latency_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -62,27 +58,21 @@ def memory_table(runs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _cell(r, with_verdict: bool = True) -> str:
-    """"median [low, high] verdict" of one speedup row, the verdict left out where asked."""
-    text = estimate_cell(r["latency_speedup"], r["latency_lo"], r["latency_hi"])
-    return f"{text} {r['verdict']}" if with_verdict else text
-
-
 def _by_rate(speed: pd.DataFrame, first: dict) -> pd.DataFrame:
     """One row per policy (``first``: policy -> its leading columns), a column "<rate>/s" per rate
-    holding `_cell` (the verdict only where the row's verdict is a speed verdict)."""
+    holding "median [low, high] verdict" (the verdict only where the row's verdict is a speed verdict)."""
     rows = []
     for pol, g in speed.groupby("policy", sort=False):
         row = dict(first[pol])
         for r in g.sort_values("rate").to_dict("records"):
-            row[f"{r['rate']:g}/s"] = _cell(r, with_verdict=r["verdict"] != NOT_EXACT)
+            text = estimate_cell(r["latency_speedup"], r["latency_lo"], r["latency_hi"])
+            row[f"{r['rate']:g}/s"] = text if r["verdict"] == NOT_EXACT else f"{text} {r['verdict']}"
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def speed_table(speed: pd.DataFrame) -> pd.DataFrame:
-    """Our engine's policies: one row per policy, a column per arrival rate ("<rate>/s") holding the
-    median latency speedup, its interval and its verdict."""
+    """Our engine's policies, one row each (`_by_rate`)."""
     return _by_rate(speed, {p: {"policy": p} for p in speed["policy"].unique()})
 
 
@@ -93,12 +83,6 @@ def _rate(x: float, rates) -> str:
     if x == -math.inf:
         return f"< {min(rates):g}"
     return f"{x:.3g}"
-
-
-def rate_list(rates) -> str:
-    """Arrival rates as a reader reads them, integers without a decimal point.
-    Example: rate_list([1.0, 4.0, 0.5]) -> "1, 4, 0.5" """
-    return ", ".join(f"{float(r):g}" for r in rates)
 
 
 def break_even_state(lo: float, hi: float) -> str:
@@ -243,7 +227,8 @@ def vllm_values(vspeed: pd.DataFrame, vruns: pd.DataFrame, vlat: pd.DataFrame, o
     vbase = vlat[vlat["policy"] == baseline].set_index("rate")
     ours = ours_lat[ours_lat["policy"] == baseline].set_index("rate")
     return {"vllm_version": servers["version"].iloc[0], "vllm_kv_gib": int(servers["kv_cache_gib"].iloc[0]),
-            "vllm_part_s": float(servers["wall_s"].iloc[0]), "vllm_rates_shown": rate_list(sorted(vspeed["rate"].unique())),
+            "vllm_part_s": float(servers["wall_s"].iloc[0]),
+            "vllm_rates_shown": number_list(sorted(vspeed["rate"].unique())),
             "vllm_repeats": int(vruns["repeat"].nunique()),
             "vllm_n_configs": len(laws), "vllm_rejected": laws.count("rejected"),
             "vllm_passed": laws.count("passed"),
