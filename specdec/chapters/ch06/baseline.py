@@ -77,12 +77,10 @@ def modes_table(comp, bench_summary) -> pd.DataFrame:
         b, s = base[0], max(spec, key=lambda r: r["speedup_median"])
         out.append({"mode": mode, "plain over HF": b["median"], "lo": b["lo"], "hi": b["hi"], "verdict": _verdict(b),
                     "best speculative": s["speedup_median"], "s_lo": s["speedup_lo"], "s_hi": s["speedup_hi"],
-                    "s_verdict": _verdict(s, "speedup_lo", "speedup_hi")})
+                    "its verdict": _verdict(s, "speedup_lo", "speedup_hi")})
     t = pd.DataFrame(out)
-    return pd.DataFrame({"mode": t["mode"], "plain over HF": t["plain over HF"],
-                         "95% interval": interval_column(t, "lo", "hi"), "verdict": t["verdict"],
-                         "best speculative": t["best speculative"],
-                         "its interval": interval_column(t, "s_lo", "s_hi"), "its verdict": t["s_verdict"]})
+    t = t.assign(**{"95% interval": interval_column(t, "lo", "hi"), "its interval": interval_column(t, "s_lo", "s_hi")})
+    return t[["mode", "plain over HF", "95% interval", "verdict", "best speculative", "its interval", "its verdict"]]
 
 
 def long_drafts(bench_summary, k_from: int) -> dict:

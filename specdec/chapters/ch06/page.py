@@ -88,10 +88,9 @@ def pairs_needed(runs) -> dict:
     """The (group, round) pairs each speculative configuration would need for a 3% half-width
     (`protocol.repeats_for_half_width` on the relative standard deviation of its paired speedups):
     the median and the largest over configurations."""
-    need = []
-    for rr in groups([r for r in paired(runs) if r["config"] != "baseline"], CELL + ("config",)).values():
-        v = np.array([r["speedup"] for r in rr])
-        need.append(repeats_for_half_width(float(v.std(ddof=1) / np.median(v))) if v.size > 1 else 0)
+    speedups = [np.array([r["speedup"] for r in rr])
+                for rr in groups([r for r in paired(runs) if r["config"] != "baseline"], CELL + ("config",)).values()]
+    need = [repeats_for_half_width(float(v.std(ddof=1) / np.median(v))) if v.size > 1 else 0 for v in speedups]
     return {"pairs_needed_median": int(np.median(need)), "pairs_needed_max": int(max(need))}
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from specdec.report.formatting import config_text, estimate_cell, interval_column
@@ -103,8 +102,7 @@ def primary_values(table, left: list) -> dict:
     return {"pooled_runs": int(rows[0]["runs"]), "left_out_n": len(left), "n_primary": len(rows),
             "primary_level": float(rows[0]["level_sim"]), "pooled_free_level": free_level(int(rows[0]["runs"])),
             "primary_faster": said("faster"), "primary_slower": said("slower"), "primary_undecided": said("undecided"),
-            "between_sd_max": float(np.nanmax([r["between_sd_run"] for r in rows])
-                                    if any(r["between_sd_run"] == r["between_sd_run"] for r in rows) else np.nan),
+            "between_sd_max": float(pd.Series([r["between_sd_run"] for r in rows], dtype=float).max()),  # NaN skipped
             "explore_faster": sum(r["verdict"] == "faster" for r in table if r["role"] == "exploratory"),
             "explore_n": sum(r["role"] == "exploratory" for r in table)}
 

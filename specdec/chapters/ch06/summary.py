@@ -82,23 +82,21 @@ def paired(runs, keys: tuple = PAIR) -> list[dict]:
 
 def summary_table(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
     """One row per (temperature, L, B, configuration) (module docstring)."""
-    rows = paired(runs)
-    spec = [r for r in rows if r["config"] != "baseline"]
-    m = len(groups(spec, CELL + ("config",)))
-    stats = {tuple(s[k] for k in CELL + ("config",)): s for s in
-             summarize(rows, by=CELL + ("config",), level=level, seed=seed, family_size=max(m, 1))}
-    sb = {tuple(s[k] for k in CELL + ("config",)): s for s in
-          spec_bench([{**r, "run": r["repeat"]} for r in rows], by=CELL + ("config",), run="repeat")}
+    rows, by = paired(runs), CELL + ("config",)
+    m = len(groups([r for r in rows if r["config"] != "baseline"], by))
+    key_of = lambda s: tuple(s[k] for k in by)  # noqa: E731
+    stats = {key_of(s): s for s in summarize(rows, by=by, level=level, seed=seed, family_size=max(m, 1))}
+    sb = {key_of(s): s for s in spec_bench(rows, by=by, run="repeat")}  # the runs are the repeats
     out = []
     cell_index = {c: i for i, c in enumerate(groups(rows, CELL))}  # cells in the order they ran
     order = lambda kv: (cell_index[kv[0][:3]], _config_order(kv[0][3]))  # noqa: E731
-    for key, rr in sorted(groups(rows, CELL + ("config",)).items(), key=order):
+    for key, rr in sorted(groups(rows, by).items(), key=order):
         med = lambda col: float(np.nanmedian([float(r[col]) for r in rr]))  # noqa: E731
         st = paired_interval([r["steady_speedup"] / r["tokens_per_s"] for r in rr], [1 / r["tokens_per_s"] for r in rr],
                              level=level, seed=seed)
         steps = [per_row_tokens_per_step(r) for r in rr]
         s = stats[key]
-        out.append({**dict(zip(CELL + ("config",), key)), "k": rr[0]["k"], "runs": len(rr),
+        out.append({**dict(zip(by, key)), "k": rr[0]["k"], "runs": len(rr),
                     "speedup": s["speedup_median"], **{c: s[c] for c in ("speedup_lo", "speedup_hi", "half_width",
                                                                          "verdict", "speedup_lo_sim", "speedup_hi_sim",
                                                                          "verdict_sim", "level_sim", "pairs_sim")},
@@ -169,12 +167,11 @@ def draft_summary(draft_rows, rule_rows, *, level: float = LEVEL, seed: int = 0)
     for (name,), rr in by_draft.items():
         c = comparison([r["base_s_per_token"] for r in rr], [r["wall_s"] / r["tokens"] for r in rr], level=level,
                        family_size=len(by_draft), seed=seed)
-        steps = [per_row_tokens_per_step(r) for r in rr]
         ru = rule.get(name, {})
         out.append({"draft": name, "k": rr[0]["k"], "runs": len(rr), "speedup": c["median"], "speedup_lo": c["lo"],
                     "speedup_hi": c["hi"], "verdict": c["verdict"], "speedup_lo_sim": c["lo_sim"],
                     "speedup_hi_sim": c["hi_sim"], "verdict_sim": c["verdict_sim"],
-                    "tokens_per_step": float(np.mean(steps)),
+                    "tokens_per_step": float(np.mean([per_row_tokens_per_step(r) for r in rr])),
                     "alpha_mle": float(np.nanmedian([r["alpha_mle"] for r in rr])),
                     "beta": ru.get("beta", float("nan")), "c": ru.get("c", float("nan")),
                     "rule_predicted": ru.get("predicted", float("nan")), "chosen": bool(ru.get("chosen", False))})
@@ -186,9 +183,8 @@ def dynamic_vs_fixed(runs, *, level: float = LEVEL, seed: int = 0) -> list[dict]
     speedup), paired on (group, repeat): the fixed run's time per token over the dynamic run's, with
     its interval and words, and the simultaneous interval over the cells compared
     (`specdec.measure.protocol.comparison`)."""
-    rows = records(runs)
     out = []
-    compared = {cell: rr for cell, rr in groups(paired(rows), CELL).items()  # cells with the rule and a fixed k
+    compared = {cell: rr for cell, rr in groups(paired(runs), CELL).items()  # cells with the rule and a fixed k
                 if any(r["config"] == "dynamic" for r in rr) and any(r["config"].startswith("k=") for r in rr)}
     for cell, rr in compared.items():
         fixed = {name: float(np.median([r["speedup"] for r in g]))
@@ -233,13 +229,8 @@ def hf_summary(hf_rows, *, level: float = LEVEL, seed: int = 0) -> list[dict]:
 
 def time_breakdown(runs, temperature: float, output_len: int, batch: int) -> list[dict]:
     """Median share of each run's wall time per part, for each configuration at one cell."""
-    out = []
-    rr = [r for r in records(runs) if (r["temperature"], r["output_len"], r["batch"]) == (temperature, output_len,
-                                                                                           batch)]
-    for (name,), sel in groups(rr, ("config",)).items():
-        for key, label in BREAKDOWN_PARTS:
-            v = [((r["t_draft"] - r["t_draft_forward"]) if key == "t_draft_other" else r[key]) / r["wall_s"]
-                 for r in sel]
-            out.append(dict(temperature=temperature, output_len=output_len, batch=batch, config=name, part=label,
-                            share_of_total=float(np.median(v))))
-    return out
+    rr = [r for r in records(runs) if tuple(r[c] for c in CELL) == (temperature, output_len, batch)]
+    part = lambda r, key: r["t_draft"] - r["t_draft_forward"] if key == "t_draft_other" else r[key]  # noqa: E731
+    return [dict(temperature=temperature, output_len=output_len, batch=batch, config=name, part=label,
+                 share_of_total=float(np.median([part(r, key) / r["wall_s"] for r in sel])))
+            for (name,), sel in groups(rr, ("config",)).items() for key, label in BREAKDOWN_PARTS]
