@@ -44,10 +44,8 @@ def example_pair(V: int, temperature: float, top_k: int, generator: torch.Genera
 def per_token_rows(p: torch.Tensor, q: torch.Tensor) -> list[dict]:
     """One row per token x: p, q, a = min{1, p/q}, the accepted mass q a = min{p, q}, the missing
     mass [p - q]_+, r(x), the rejection branch's mass (1 - beta) r(x), pi(x) and pi(x) - p(x)."""
-    a = accept_prob(p, q)
+    a, r, pi = accept_prob(p, q), residual(p, q), one_step_law(p, q)
     beta = context_beta(p, q).item()
-    r = residual(p, q)
-    pi = one_step_law(p, q)
     return [dict(token=x, p=p[x].item(), q=q[x].item(), a=a[x].item(), accepted_qa=(q[x] * a[x]).item(),
                  missing=max(p[x].item() - q[x].item(), 0.0), r=r[x].item(),
                  rejected_mass_r=((1 - beta) * r[x]).item(), pi=pi[x].item(), pi_minus_p=(pi[x] - p[x]).item())

@@ -64,12 +64,8 @@ def law_scatter_rows(target: TableModel, draft: TableModel, n: int, k: int, cfg:
     series = [("token", spec_law(target, draft, n, k, "token", cfg)),
               ("block", spec_law(target, draft, n, k, "block", cfg))]
     series += [(f"{w} (wrong)", variant_law(w, target, draft, n, k, cfg)) for w in wrong]
-    rows = []
-    for name, law in series:
-        law = law.reshape(-1)
-        rows += [dict(algorithm=name, sequence=i, target_law=float(ref[i]), algorithm_law=float(law[i]))
-                 for i in range(len(law))]
-    return rows
+    return [dict(algorithm=name, sequence=i, target_law=float(ref[i]), algorithm_law=float(v))
+            for name, law in series for i, v in enumerate(law.reshape(-1))]
 
 
 def largest_deviation(scatter) -> dict:

@@ -69,22 +69,14 @@ def worked_example(alpha: float, alpha_low: float, k: int, c: float, k_max: int)
 
 def speed_ratio_grid(alphas, ks, c: float) -> list[dict]:
     """E[L] and S_toy for every (k, alpha): the seed's figure."""
-    rows = []
-    for k in ks:
-        s = toy_speedup(alphas, k, c)
-        rows += [dict(alpha=float(a), k=k, c=c, expected_tokens=float(expected_tokens(a, k)), speed_ratio=float(v))
-                 for a, v in zip(alphas, s)]
-    return rows
+    return [dict(alpha=float(a), k=k, c=c, expected_tokens=float(expected_tokens(a, k)), speed_ratio=float(v))
+            for k in ks for a, v in zip(alphas, toy_speedup(alphas, k, c))]
 
 
 def optimal_k_grid(alphas, cs, k_max: int) -> list[dict]:
     """The best draft length (0 = do not speculate) and its ratio for every (c, alpha)."""
-    rows = []
-    for c in cs:
-        kopt = optimal_k(alphas, c, k_max=k_max)
-        rows += [dict(alpha=float(a), c=c, optimal_k=int(kk), speed_ratio=float(toy_speedup(a, kk, c)))
-                 for a, kk in zip(alphas, kopt)]
-    return rows
+    return [dict(alpha=float(a), c=c, optimal_k=int(kk), speed_ratio=float(toy_speedup(a, kk, c)))
+            for c in cs for a, kk in zip(alphas, optimal_k(alphas, c, k_max=k_max))]
 
 
 def break_even_grid(k_max: int, cs) -> list[dict]:

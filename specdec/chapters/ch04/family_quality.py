@@ -162,6 +162,5 @@ def agreement_summary(beta, small: str = "draft-small", distilled: str = "draft-
     gain = float(hi[distilled] - hi[small]) if {small, distilled} <= set(hi.index) else float("nan")
     return {"t_high": t_high, "best_draft": str(hi.idxmax()), "best_beta": float(hi.max()),
             "worst_draft": str(hi.idxmin()), "worst_beta": float(hi.min()),
-            "agree_min": float(greedy.min()) if len(greedy) else float("nan"),
-            "agree_max": float(greedy.max()) if len(greedy) else float("nan"),
+            "agree_min": float(greedy.min()), "agree_max": float(greedy.max()),  # NaN when not measured
             "distilled_gain": gain, "n_contexts": int(beta["contexts"].iloc[0])}

@@ -89,10 +89,8 @@ def position_constancy(pos) -> dict:
 def geometric_rows(summary, draft: str) -> list[dict]:
     """Per temperature (token verification, no nucleus) of ``draft`` and n = 0..k: steps with N = n,
     their share, and the truncated-geometric probability at the row's alpha_mle."""
-    rows = []
-    for r in token_rows(summary).itertuples(index=False):
-        if r.draft != draft:
-            continue
+    rows, tok = [], token_rows(summary)
+    for r in tok[tok["draft"] == draft].itertuples(index=False):
         counts = parse_counts(r.counts)
         freq = counts / counts.sum()
         law = truncated_geometric_pmf(r.alpha_mle, len(counts) - 1)
@@ -105,13 +103,10 @@ def geometric_rows(summary, draft: str) -> list[dict]:
 def predicted_rows(summary) -> list[dict]:
     """Two rows per configuration: predictor conditional (L_cond) and independent (L_ind), each
     with the measured E[L], its interval [lo, hi] and the number of steps."""
-    rows = []
-    for r in summary.itertuples(index=False):
-        for kind in ("conditional", "independent"):
-            rows.append(dict(draft=r.draft, temperature=float(r.temperature), top_p=float(r.top_p), method=r.method,
-                             predictor=kind, predicted=float(getattr(r, f"el_pred_{kind}")),
-                             measured=float(r.el_measured), lo=float(r.el_lo), hi=float(r.el_hi), steps=int(r.steps)))
-    return rows
+    return [dict(draft=r.draft, temperature=float(r.temperature), top_p=float(r.top_p), method=r.method,
+                 predictor=kind, predicted=float(getattr(r, f"el_pred_{kind}")), measured=float(r.el_measured),
+                 lo=float(r.el_lo), hi=float(r.el_hi), steps=int(r.steps))
+            for r in summary.itertuples(index=False) for kind in ("conditional", "independent")]
 
 
 def alpha_rows(summary, top_p: float) -> list[dict]:
@@ -237,16 +232,12 @@ def figure_values(pos, alpha, k: int) -> dict:
 
     Example: positions 1 at 0.5 and 0.6, k at 0.4 and 0.7 -> pos1_min 0.5, pos1_max 0.6, posk_min 0.4, posk_max 0.7
     """
-    def span(values) -> tuple[float, float]:
-        values = np.asarray(values, float)
-        return (float(values.min()), float(values.max())) if values.size else (float("nan"), float("nan"))
-
     plain = alpha[(alpha["method"] == "token") & (alpha["top_p"] == 1.0)]
     t_lo, t_hi = plain["temperature"].min(), plain["temperature"].max()
-    pos1_min, pos1_max = span(pos.loc[pos["position"] == 1, "conditional_rate"])
-    posk_min, posk_max = span(pos.loc[pos["position"] == k, "conditional_rate"])
-    a_lo_min, a_lo_max = span(plain.loc[plain["temperature"] == t_lo, "alpha_mle"])
-    a_hi_min, a_hi_max = span(plain.loc[plain["temperature"] == t_hi, "alpha_mle"])
-    return {"pos1_min": pos1_min, "pos1_max": pos1_max, "posk_min": posk_min, "posk_max": posk_max,
-            "alpha_t_lo_min": a_lo_min, "alpha_t_lo_max": a_lo_max, "alpha_t_hi_min": a_hi_min,
-            "alpha_t_hi_max": a_hi_max, "alpha_t_lo": float(t_lo), "alpha_t_hi": float(t_hi)}
+    spans = {"pos1": pos.loc[pos["position"] == 1, "conditional_rate"],
+             "posk": pos.loc[pos["position"] == k, "conditional_rate"],
+             "alpha_t_lo": plain.loc[plain["temperature"] == t_lo, "alpha_mle"],
+             "alpha_t_hi": plain.loc[plain["temperature"] == t_hi, "alpha_mle"]}
+    return {**{f"{name}_{end}": float(getattr(s, end)(skipna=False))  # NaN where empty or holding a NaN
+               for name, s in spans.items() for end in ("min", "max")},
+            "alpha_t_lo": float(t_lo), "alpha_t_hi": float(t_hi)}
