@@ -87,11 +87,7 @@ def per_setting(rows_of, configs) -> list[dict]:
     """The rows ``rows_of(cfg)`` returns for each sampling setting of ``configs`` ([temperature,
     top_k, top_p] lists), each led by the setting's label (column "config", `config_label`).
     Example: per_setting(lambda c: [{"x": 1}], [[1.0, None, None]]) -> [{"config": "τ=1", "x": 1}]"""
-    out = []
-    for c in configs:
-        cfg = SamplingConfig(*c)
-        out += [{"config": config_label(cfg), **r} for r in rows_of(cfg)]
-    return out
+    return [{"config": config_label(cfg), **r} for cfg in (SamplingConfig(*c) for c in configs) for r in rows_of(cfg)]
 
 
 def _law(target, draft, e: Entry, n: int, k: int, cfg: SamplingConfig) -> torch.Tensor:
@@ -231,9 +227,5 @@ def positional_specs(algs: list[Entry]) -> dict:
     """{name: (positional parts, family, greedy drafts)} of the single-draft algorithms whose rule is
     positional (token verification and the greedy-draft shortcut as `precision.token_parts` in
     float64); block and multi-draft verification are not positional and are left out."""
-    out = {}
-    for e in algs:
-        if e.drafts == 1 and e.method != "block":
-            parts = e.sampler.parts if isinstance(e.sampler, Rule) else precision.token_parts(F64)
-            out[e.name] = (parts, e.family, e.greedy_drafts)
-    return out
+    return {e.name: (e.sampler.parts if isinstance(e.sampler, Rule) else precision.token_parts(F64), e.family,
+                     e.greedy_drafts) for e in algs if e.drafts == 1 and e.method != "block"}

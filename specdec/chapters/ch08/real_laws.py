@@ -138,9 +138,7 @@ def sampled_precision_rows(lt: torch.Tensor, lq: torch.Tensor, paths: list, cfg:
         pt, qt, same = raw(lt), raw(lq), norm(lt)
         law = one_step_law(pt, qt)
         c = int(tv(law, same).argmax())
-        store = DTYPES[path.probs]
-        p_row, q_row = pt[c].to(store), qt[c].to(store)
-        counts = first_token_counts(p_row, q_row, samples, seed, chunk)
+        counts = first_token_counts(pt[c].to(DTYPES[path.probs]), qt[c].to(DTYPES[path.probs]), samples, seed, chunk)
         own, tgt = law[c].numpy(), same[c].numpy()
         tv_same = float(tv(law[c], same[c]))
         cells = int((tgt > 0).sum())
