@@ -27,15 +27,12 @@ def audit_view(t: pd.DataFrame) -> pd.DataFrame:
     counters), tokens left out at the nucleus boundary, verdict, and the verdict predicted before
     the run."""
     control, spec = _split(t)
-    rows = []
-    for pair, g in spec.groupby("pair", sort=False):
-        c = control[control["pair"] == pair]
-        rows.append({"server": pair, "control": _pair(c["verdict"], _verdict), "p": _pair(g["p_value"], _p),
-                     "acceptance": _pair(g["acceptance"], lambda v: _num(v, ".2f")),
-                     "boundary": _pair(g["boundary"], lambda v: _num(v, ".0f")),
-                     "verdict": _pair(g["verdict"], _verdict), "predicted": _pair(g["predicted"], lambda v: v
-                                                                                  if isinstance(v, str) else MISSING)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"server": pair, "control": _pair(control.loc[control["pair"] == pair, "verdict"], _verdict),
+                          "p": _pair(g["p_value"], _p), "acceptance": _pair(g["acceptance"], lambda v: _num(v, ".2f")),
+                          "boundary": _pair(g["boundary"], lambda v: _num(v, ".0f")),
+                          "verdict": _pair(g["verdict"], _verdict),
+                          "predicted": _pair(g["predicted"], lambda v: v if isinstance(v, str) else MISSING)}
+                         for pair, g in spec.groupby("pair", sort=False)])
 
 
 def audit_values(t: pd.DataFrame) -> dict:

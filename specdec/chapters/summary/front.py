@@ -38,27 +38,23 @@ def engines_values(root: Path = RESULTS_DIR) -> dict:
     rows = records(read_table(path / "laws.csv"))
     done = [r for r in rows if r["status"] in ("pass", "reject")]
 
-    def count(keep, status):
+    def count(name: str, status: str, keep) -> dict:
+        """engines_<name>_pass (or _rejected) and engines_<name>_n: of the rows ``keep`` selects."""
         sel = [r for r in done if keep(r)]
-        return sum(r["status"] == status for r in sel), len(sel)
+        word = "rejected" if status == "reject" else status
+        return {f"engines_{name}_{word}": sum(r["status"] == status for r in sel), f"engines_{name}_n": len(sel)}
 
     vllm_spec = lambda r: r["engine"] == "vllm" and r["role"] == "speculative"  # noqa: E731
-    shipped = count(lambda r: vllm_spec(r) and not r["patched"], "reject")
-    patched = count(lambda r: vllm_spec(r) and r["patched"], "pass")
-    others = count(lambda r: r["engine"] in ("ours", "hf") and r["role"] == "speculative", "pass")
-    llama = count(lambda r: r["engine"] == "llama" and r["role"] == "speculative", "pass")
-    controls = count(lambda r: r["role"] == "control", "pass")
-    negatives = count(lambda r: r["role"] == "negative control", "reject")
     greedy = [r for r in records(read_table(path / "greedy.csv"))
               if r["engine"] == "vllm" and r.get("samples") == r.get("samples")]
     versions = json.loads((path / "values.json").read_text())["values"]["versions"]
-    return {"engines_shipped_rejected": shipped[0], "engines_shipped_n": shipped[1],
-            "engines_patched_pass": patched[0], "engines_patched_n": patched[1],
-            "engines_others_pass": others[0], "engines_others_n": others[1],
-            "engines_llama_pass": llama[0], "engines_llama_n": llama[1],
+    return {**count("shipped", "reject", lambda r: vllm_spec(r) and not r["patched"]),
+            **count("patched", "pass", lambda r: vllm_spec(r) and r["patched"]),
+            **count("others", "pass", lambda r: r["engine"] in ("ours", "hf") and r["role"] == "speculative"),
+            **count("llama", "pass", lambda r: r["engine"] == "llama" and r["role"] == "speculative"),
             "engines_llama": versions.get("llama_package_version", "not run"),
-            "engines_controls_pass": controls[0], "engines_controls_n": controls[1],
-            "engines_negatives_rejected": negatives[0], "engines_negatives_n": negatives[1],
+            **count("controls", "pass", lambda r: r["role"] == "control"),
+            **count("negatives", "reject", lambda r: r["role"] == "negative control"),
             "engines_ignored": len({r["configuration"] for r in rows if r["status"] == "ignored by this build"}),
             "engines_vllm": versions["vllm"], "engines_vllm_greedy_n": len(greedy),
             "engines_vllm_greedy_same": sum(r["identical"] == r["samples"] for r in greedy)}
@@ -83,7 +79,7 @@ def reference(root: Path = RESULTS_DIR, primary=None) -> dict:
     if primary is None:
         return out
     label = config_text({"config": f"k={k}", "batch": 1, "output_len": L, "temperature": 1.0})
-    pooled = [p for p in (records(primary) if hasattr(primary, "columns") else primary) if p["setting"] == label]
+    pooled = [p for p in records(primary) if p["setting"] == label]
     if len(pooled) != 1:
         raise ValueError(f"the primary comparisons hold {len(pooled)} rows for the reference setting {label!r} (one expected)")
     p = pooled[0]
@@ -107,7 +103,7 @@ def replicated(primary) -> dict:
     """From `primary_rows` (a DataFrame or rows): how many runs were pooled (R), how many primary
     comparisons, how many faster / slower at the nominal simultaneous level, that level, and the
     level R runs carry without assumptions about how runs vary (`free_level`)."""
-    rows = records(primary) if hasattr(primary, "columns") else list(primary)
+    rows = records(primary)
     if not rows:
         raise ValueError("no primary comparison to summarize")
     runs = int(rows[0]["runs"])
