@@ -102,10 +102,17 @@ class LlamaServer:
         return url
 
     def post(self, path: str, payload: dict) -> dict:
-        """POST `payload` as JSON to `path`; the decoded answer (an HTTP error raises)."""
+        """POST `payload` as JSON to `path`; the decoded answer (an HTTP error raises; a connection the
+        server dropped before answering is retried once)."""
         if self._proc is None:
             raise RuntimeError("the server is not running: call start first")
-        response = self._client.post(self.url + path, json=payload)
+        try:
+            response = self._client.post(self.url + path, json=payload)
+        except httpx.RemoteProtocolError:
+            # the server closed a kept-alive connection as the request went out (cpp-httplib closes one
+            # idle for 5 s): sent once more on a fresh connection.  The transport, never a sample's value,
+            # triggers the retry, so it cannot bias what a law test counts; a second failure raises.
+            response = self._client.post(self.url + path, json=payload)
         response.raise_for_status()
         return response.json()
 

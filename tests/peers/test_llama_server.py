@@ -1,10 +1,13 @@
 """`LlamaServer`'s lifecycle on stand-in processes (no llama.cpp needed): a missing binary is named
 with the command that builds it; a process that exits before it is healthy, or one never healthy
 within the timeout, raises `ServerFailed` with its log and leaves no process behind; `stop` is
-idempotent."""
+idempotent; a request whose kept-alive connection the server dropped is sent once more, a second drop
+raises."""
 
 import stat
+import subprocess
 
+import httpx
 import pytest
 
 from specdec.peers.llama_server import LlamaServer, LlamaUnavailable, ServerFailed
@@ -53,3 +56,27 @@ def test_the_lock_pins_one_checksummed_source_and_the_build_matches_it(tmp_path)
     if info:   # a build exists: it is of the locked source
         assert (info["package"], info["package_version"], info["sdist_sha256"]) == (name, version, sha)
         assert info["llama_cpp_build"] == "b" + version.split(".")[0]
+
+
+@pytest.mark.parametrize("drops, ok", [(1, True), (2, False)])
+def test_a_dropped_connection_is_retried_once(drops, ok):
+    sent = []
+
+    def answer(request):
+        sent.append(request.content)
+        if len(sent) <= drops:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        return httpx.Response(200, json={"content": "x"})
+
+    proc = subprocess.Popen(["sleep", "30"])
+    server = LlamaServer(provenance={"url": "http://127.0.0.1:1"}, _proc=proc,
+                         _client=httpx.Client(transport=httpx.MockTransport(answer)))
+    try:
+        if ok:
+            assert server.post("/completion", {"seed": 3}) == {"content": "x"} and len(set(sent)) == 1
+        else:
+            with pytest.raises(httpx.RemoteProtocolError):
+                server.post("/completion", {"seed": 3})
+        assert len(sent) == 2
+    finally:
+        server.stop()
