@@ -111,7 +111,7 @@ notebooks: $(ENV_STAMP) ## recompute the chapters only (papermill, re-runs what 
 # than make reproduce's whole budget, so they have this target of their own (chapter 10 is in
 # specdec.io.paths.OWN_TARGETS); chapter 10 runs first: the serving run names vLLM's configurations by
 # its law verdicts; make reproduce and make book render the committed tables
-engines: $(ENV_STAMP) $(VLLM_STAMP) $(LLAMA_STAMP) ## the other engines: chapter 09's workload on vLLM's server (~5 min) and chapter 10's campaign (~21 min; resuming), then make book
+engines: $(ENV_STAMP) $(VLLM_STAMP) $(LLAMA_STAMP) ## the other engines: chapter 09's workload on vLLM's server (~5 min) and chapter 10's campaign (~34 min on 2 cores; resuming), then make book
 	$(PY) notebooks/run.py --out $(BUILD)/notebooks --only 10 RECOMPUTE=True $(NB_PARAMS)
 	$(PY) -m specdec.cli.serving_vllm --out data/results/serving_vllm
 	$(MAKE) --no-print-directory readme book
