@@ -232,12 +232,13 @@ def figure_values(pos, alpha, k: int) -> dict:
 
     Example: positions 1 at 0.5 and 0.6, k at 0.4 and 0.7 -> pos1_min 0.5, pos1_max 0.6, posk_min 0.4, posk_max 0.7
     """
+    def ends(s) -> tuple[float, float]:  # a Series' min and max; NaN where empty or holding a NaN
+        return float(s.min(skipna=False)), float(s.max(skipna=False))
+
     plain = alpha[(alpha["method"] == "token") & (alpha["top_p"] == 1.0)]
     t_lo, t_hi = plain["temperature"].min(), plain["temperature"].max()
-    spans = {"pos1": pos.loc[pos["position"] == 1, "conditional_rate"],
-             "posk": pos.loc[pos["position"] == k, "conditional_rate"],
-             "alpha_t_lo": plain.loc[plain["temperature"] == t_lo, "alpha_mle"],
-             "alpha_t_hi": plain.loc[plain["temperature"] == t_hi, "alpha_mle"]}
-    return {**{f"{name}_{end}": float(getattr(s, end)(skipna=False))  # NaN where empty or holding a NaN
-               for name, s in spans.items() for end in ("min", "max")},
+    (p1a, p1b), (pka, pkb) = (ends(pos.loc[pos["position"] == n, "conditional_rate"]) for n in (1, k))
+    (loa, lob), (hia, hib) = (ends(plain.loc[plain["temperature"] == t, "alpha_mle"]) for t in (t_lo, t_hi))
+    return {"pos1_min": p1a, "pos1_max": p1b, "posk_min": pka, "posk_max": pkb, "alpha_t_lo_min": loa,
+            "alpha_t_lo_max": lob, "alpha_t_hi_min": hia, "alpha_t_hi_max": hib,
             "alpha_t_lo": float(t_lo), "alpha_t_hi": float(t_hi)}

@@ -38,23 +38,26 @@ def engines_values(root: Path = RESULTS_DIR) -> dict:
     rows = records(read_table(path / "laws.csv"))
     done = [r for r in rows if r["status"] in ("pass", "reject")]
 
-    def count(name: str, status: str, keep) -> dict:
-        """engines_<name>_pass (or _rejected) and engines_<name>_n: of the rows ``keep`` selects."""
+    def count(passed: str, n: str, status: str, keep) -> dict:
+        """{passed: the rows ``keep`` selects with ``status``, n: the rows it selects} (literal glue names)."""
         sel = [r for r in done if keep(r)]
-        word = "rejected" if status == "reject" else status
-        return {f"engines_{name}_{word}": sum(r["status"] == status for r in sel), f"engines_{name}_n": len(sel)}
+        return {passed: sum(r["status"] == status for r in sel), n: len(sel)}
 
     vllm_spec = lambda r: r["engine"] == "vllm" and r["role"] == "speculative"  # noqa: E731
     greedy = [r for r in records(read_table(path / "greedy.csv"))
               if r["engine"] == "vllm" and r.get("samples") == r.get("samples")]
     versions = json.loads((path / "values.json").read_text())["values"]["versions"]
-    return {**count("shipped", "reject", lambda r: vllm_spec(r) and not r["patched"]),
-            **count("patched", "pass", lambda r: vllm_spec(r) and r["patched"]),
-            **count("others", "pass", lambda r: r["engine"] in ("ours", "hf") and r["role"] == "speculative"),
-            **count("llama", "pass", lambda r: r["engine"] == "llama" and r["role"] == "speculative"),
+    return {**count("engines_shipped_rejected", "engines_shipped_n", "reject",
+                    lambda r: vllm_spec(r) and not r["patched"]),
+            **count("engines_patched_pass", "engines_patched_n", "pass", lambda r: vllm_spec(r) and r["patched"]),
+            **count("engines_others_pass", "engines_others_n", "pass",
+                    lambda r: r["engine"] in ("ours", "hf") and r["role"] == "speculative"),
+            **count("engines_llama_pass", "engines_llama_n", "pass",
+                    lambda r: r["engine"] == "llama" and r["role"] == "speculative"),
             "engines_llama": versions.get("llama_package_version", "not run"),
-            **count("controls", "pass", lambda r: r["role"] == "control"),
-            **count("negatives", "reject", lambda r: r["role"] == "negative control"),
+            **count("engines_controls_pass", "engines_controls_n", "pass", lambda r: r["role"] == "control"),
+            **count("engines_negatives_rejected", "engines_negatives_n", "reject",
+                    lambda r: r["role"] == "negative control"),
             "engines_ignored": len({r["configuration"] for r in rows if r["status"] == "ignored by this build"}),
             "engines_vllm": versions["vllm"], "engines_vllm_greedy_n": len(greedy),
             "engines_vllm_greedy_same": sum(r["identical"] == r["samples"] for r in greedy)}
