@@ -17,8 +17,8 @@ greedy, ``prompts`` the chapter's speed prompts, ``length`` tokens per call):
      step cost a loop with no work besides its forwards would pay, (T(k + 1) + k T_d(1)) / T(1);
   4. the plain step split, ours (`specdec.measure.step_split.step_split`) and vLLM's (`vllm_split`: a
      call profiled in its worker), grouped alike, in rounds of alternating order (`split_rows`); ours
-     alone: the batch-1 limit of this core's bandwidth (`limit`) and the in-place cache's gain
-     (`cache_gain`);
+     alone: the batch-1 limit of this core's bandwidth (`limit`) and what each of our forward's means
+     of speed gains (`forward_gain`: the in-place cache, the kernel, the packed weights);
   5. head to head (`head_to_head`, timed by `specdec.audit.versus.versus_rows` against ours, after
      1-4 of the same run): at greedy, each engine's draft model at its best k (the k of (2) with the
      largest median speedup over its own plain decoding at that batch) and each engine's best exact decoding (its best-k draft
@@ -40,7 +40,7 @@ from specdec.audit import speed
 from specdec.audit.design import PATCHED, Config
 from specdec.audit.versus import Matchup, plain_configs, plain_rows, versus_rows
 from specdec.measure.cost_curve import cost_curve, one_token_forward
-from specdec.measure.step_split import cache_gain, limit, step_split, vllm_split
+from specdec.measure.step_split import CHANGES, forward_gain, limit, step_split, vllm_split
 from specdec.peers.interface import Speculation
 
 __all__ = ["NS", "configs", "forward_rows", "predicted_cost", "split_rows", "run_all", "best_k", "head_to_head"]
@@ -206,7 +206,8 @@ def run_all(engines: dict, prompts: list, *, target, draft_model, draft: str, ks
     out["split"] = split_rows(target, prompts, batches=batches, length=length, seed=seed, session=session,
                               rounds=split_rounds)
     out["limit"] = limit(target)
-    out["cache"] = [cache_gain(target, prompts, batch=b, length=length, rounds=rounds, seed=seed) for b in batches]
+    out["cache"] = [forward_gain(target, prompts, change=c, batch=b, length=length, rounds=rounds, seed=seed)
+                    for c in CHANGES for b in batches]
     names = ("ours", *(("llama.cpp",) if "llama" in engines else ()), *(("vllm",) if session is not None else ()))
     out["versus"] = versus_rows(inproc, "ours", prompts, head_to_head(out["speculative"], names, batches, draft),
                                 length=length, rounds=rounds, seed=seed, vllm=session)

@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 import torch
 
+from specdec.family.arena import pack_weights
 from specdec.family.manifest import ModelUnavailableError, sha256_file, verify_dir, verify_file
 from specdec.io.paths import MODELS_DIR
 
@@ -204,6 +205,8 @@ def _load_model(name: str, *, dtype, device: str, checked: bool, root: Path | No
     if digests is None:
         digests = _weights_sha256(Path(name)) if Path(name).is_dir() else _hub_weights_sha256(name)
     model = model.to(device).eval()
+    if torch.device(device).type == "cpu":
+        pack_weights(model)  # end to end, huge-page-advised: what a batch-1 step streams (`specdec.family.arena`)
     model.weights_sha256 = digests
     return model
 

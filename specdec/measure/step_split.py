@@ -19,31 +19,40 @@ other engines'):
     bytes is the batch-1 rate of a forward that did nothing but stream its fp32 weights at that
     rate: a reference, not a proof of a ceiling (a kernel with more reads in flight may stream faster,
     and a fraction above 1 says so).
-  * `cache_gain`: the lean forward on its `specdec.engine.modes.grow.GrowCache` against the same
-    forward on a DynamicCache (the cache it used before), paired in ABBA blocks per prompt
-    (`specdec.measure.protocol.paired_interval`); the two give the same tokens (checked here too).
+  * `forward_gain`: what each of the lean forward's means of speed gains, the forward with it against
+    the same forward without it, paired in ABBA blocks per prompt
+    (`specdec.measure.protocol.paired_interval`): its `specdec.engine.modes.grow.GrowCache` against a
+    DynamicCache, its C kernel against torch's products, and weights packed end to end against
+    weights as torch allocates them; both sides give the same tokens (checked here too).
 
 Example: limit(model)["tokens_per_s"] is the batch-1 ceiling of the machine it ran on.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 
 import numpy as np
 import torch
 
 from specdec.engine.decode import generate
+from specdec.engine.modes import kernel
 from specdec.engine.modes.lean import lean
+from specdec.family.arena import pack_weights
 from specdec.measure.protocol import level_verdict, paired_interval
 
-__all__ = ["GROUPS", "step_split", "operator_split", "vllm_split", "limit", "cache_gain", "weight_bytes"]
+__all__ = ["CHANGES", "GROUPS", "step_split", "operator_split", "vllm_split", "limit", "forward_gain", "weight_bytes"]
 
-GROUPS = {"matrix products": ("aten::addmm", "aten::mm", "aten::bmm", "_C::onednn_mm"),
+CHANGES = ("in-place cache", "kernel", "packed weights")  # the lean forward's means of speed, each timed by `forward_gain`
+
+GROUPS = {"matrix products": ("aten::addmm", "aten::mm", "aten::bmm", "_C::onednn_mm", "specdec::affine",
+                              "specdec::affine_t"),
           "attention": ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math",
-                        "_C::cpu_attention_with_kv_cache", "vllm::unified_attention_with_output"),
+                        "_C::cpu_attention_with_kv_cache", "vllm::unified_attention_with_output", "specdec::attend1"),
           "copies": ("aten::copy_", "aten::cat", "_C::cpu_attn_reshape_and_cache", "vllm::unified_kv_cache_update")}
-# ours (the lean forward) and vLLM's CPU build (0.32: oneDNN matrix products, its own attention and
+# ours (the lean forward: torch's operators, or its kernel's calls as `specdec.engine.modes.kernel.named`
+# records them, the layer norms before products inside them) and vLLM's CPU build (0.32: oneDNN matrix products, its own attention and
 # cache-append kernels, each under a vllm:: custom op whose own self time counts in its group)
 
 
@@ -68,7 +77,7 @@ def step_split(model, prompts, *, batch: int, length: int) -> dict:
         walls.append(time.perf_counter() - start)
         fwd.append(np.median([s["t_target"] for s in steps]))
         out.append(np.median([s["t_step"] - s["t_target"] for s in steps]))
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with profile(activities=[ProfilerActivity.CPU]) as prof, kernel.named():
         start = time.perf_counter()
         generate(lm, ids[0], max_new_tokens=length, temperature=0)
         wall = time.perf_counter() - start
@@ -148,31 +157,42 @@ def limit(model, *, size_mb: int = 512, repeats: int = 5) -> dict:
             "threads": torch.get_num_threads()}
 
 
-def cache_gain(model, prompts, *, batch: int, length: int, rounds: int, seed: int) -> dict:
-    """DynamicCache time / GrowCache time of the lean forward's plain greedy decoding, paired ABBA per
-    prompt (``rounds`` even: rounds / 2 calls a block), with its interval and verdict; refuses to
-    time runs whose tokens differ."""
+def forward_gain(model, prompts, *, change: str, batch: int, length: int, rounds: int, seed: int) -> dict:
+    """Time without ``change`` / time with it, for the lean forward's plain greedy decoding of
+    ``model``, paired ABBA per prompt (``rounds`` even: rounds / 2 calls a block), with its interval
+    and verdict (module docstring); refuses to time runs whose tokens differ.  ``change`` is one of
+    CHANGES: "in-place cache" (a DynamicCache without it), "kernel" (torch's products without it,
+    `specdec.engine.modes.kernel`), "packed weights" (copies of the weights as torch allocates them
+    without it, `specdec.family.arena`; both sides are copies of ``model``)."""
     if rounds < 2 or rounds % 2:
         raise ValueError(f"rounds must be even and >= 2, got {rounds}")
-    grow, dynamic = lean(model), lean(model)
-    dynamic.new_cache = lambda slots: None  # the engine then decodes on a DynamicCache
+    if change not in CHANGES:
+        raise ValueError(f"change must be one of {CHANGES}, got {change!r}")
+    if change == "packed weights":
+        without, with_ = lean(copy.deepcopy(model)), lean(pack_weights(copy.deepcopy(model)))
+    else:
+        without, with_ = lean(model), lean(model)
+        if change == "in-place cache":
+            without.new_cache = lambda slots: None  # the engine then decodes on a DynamicCache
+        else:
+            without.products = None  # the lean forward then runs torch's products
     inputs, d, g = _prompts(prompts, batch), [], []
-    for m in (dynamic, grow):  # untimed: the first call of each pays one-off costs
+    for m in (without, with_):  # untimed: the first call of each pays one-off costs
         generate(m, inputs[0], max_new_tokens=length, temperature=0)
     for x in inputs:
         blocks, first = [], {}
-        for m in (dynamic, grow, grow, dynamic):
+        for m in (without, with_, with_, without):
             block = []
             for _ in range(rounds // 2):
                 start = time.perf_counter()
                 res = generate(m, x, max_new_tokens=length, temperature=0)
                 block.append(time.perf_counter() - start)
-                first.setdefault(m is grow, [t.tolist() for t in res.tokens])
+                first.setdefault(m is with_, [t.tolist() for t in res.tokens])
             blocks.append(block)
         if first[True] != first[False]:
-            raise RuntimeError("the GrowCache and the DynamicCache gave different tokens: not the same forward")
-        d += blocks[0] + blocks[3]  # ABBA: dynamic's first block pairs with grow's second, and the reverse
+            raise RuntimeError(f"with and without the {change} the lean forward gave different tokens: not the same forward")
+        d += blocks[0] + blocks[3]  # ABBA: the first block without pairs with the second with, and the reverse
         g += blocks[2] + blocks[1]
     med, lo, hi = paired_interval(np.array(d), np.array(g), seed=seed)
-    return {"batch": batch, "length": length, "pairs": len(g), "gain": med, "gain_lo": lo, "gain_hi": hi,
-            "verdict": level_verdict(lo, hi, len(g))}
+    return {"change": change, "batch": batch, "length": length, "pairs": len(g), "gain": med, "gain_lo": lo,
+            "gain_hi": hi, "verdict": level_verdict(lo, hi, len(g))}

@@ -5,8 +5,10 @@ which refuses to time two caches that decode differently (a planted fault must b
 import math
 
 import pytest
+import torch
 
 from specdec.audit import breakdown
+from specdec.engine.modes import kernel
 from specdec.engine.modes.grow import _Buffer
 from specdec.measure import step_split
 
@@ -117,16 +119,25 @@ def test_limit_divides_the_streaming_rate_by_the_weights_a_step_reads(tiny_pair)
         step_split.limit(model, size_mb=8)
 
 
-def test_cache_gain_is_paired_and_refuses_caches_that_decode_differently(tiny_pair, monkeypatch):
-    got = step_split.cache_gain(tiny_pair[0], PROMPTS, batch=2, length=40, rounds=2, seed=0)
-    assert got["pairs"] == 4 and got["gain_lo"] <= got["gain"] <= got["gain_hi"] and math.isfinite(got["gain"])
+@pytest.mark.parametrize("change", step_split.CHANGES)
+def test_forward_gain_is_paired_and_refuses_forwards_that_decode_differently(tiny_pair, monkeypatch, change):
+    got = step_split.forward_gain(tiny_pair[0], PROMPTS, change=change, batch=2, length=40, rounds=2, seed=0)
+    assert got["change"] == change and got["pairs"] == 4
+    assert got["gain_lo"] <= got["gain"] <= got["gain_hi"] and math.isfinite(got["gain"])
     with pytest.raises(ValueError, match="rounds must be even"):
-        step_split.cache_gain(tiny_pair[0], PROMPTS, batch=1, length=4, rounds=3, seed=0)
+        step_split.forward_gain(tiny_pair[0], PROMPTS, change=change, batch=1, length=4, rounds=3, seed=0)
 
     def corrupt(self, x, capacity):  # a cache that stores what it is given, scaled: a wrong write
         return original(self, 3 * x, capacity)
 
     original = _Buffer.append
-    monkeypatch.setattr(_Buffer, "append", corrupt)
+    if change == "in-place cache":  # the DynamicCache side never appends through _Buffer: the GrowCache side is wrong
+        monkeypatch.setattr(_Buffer, "append", corrupt)
+    elif change == "kernel":  # the kernel's products wrong: the torch side is right
+        monkeypatch.setattr(kernel.Affine, "__call__", lambda self, x, residual=None: x.new_ones(x.shape[0], self.N))
+    else:  # packing that scrambles the copied weights
+        monkeypatch.setattr(step_split, "pack_weights", lambda m: [p.data.mul_(-1) for p in m.parameters()] and m)
     with pytest.raises(RuntimeError, match="different tokens"):
-        step_split.cache_gain(tiny_pair[0], PROMPTS, batch=2, length=40, rounds=2, seed=0)
+        step_split.forward_gain(tiny_pair[0], PROMPTS, change=change, batch=2, length=40, rounds=2, seed=0)
+    with pytest.raises(ValueError, match="change must be one of"):
+        step_split.forward_gain(tiny_pair[0], PROMPTS, change="magic", batch=2, length=4, rounds=2, seed=0)

@@ -2,7 +2,7 @@
 
 Why.  A DynamicCache appends a step's keys and values with ``torch.cat``, which copies every cached
 slot of every layer on every forward: O(context) bytes per step and row.  What appending in place
-saves is measured, paired, by chapter 10's time breakdown (`specdec.measure.step_split.cache_gain`).  `GrowCache` keeps each layer's keys and values in a buffer with
+saves is measured, paired, by chapter 10's time breakdown (`specdec.measure.step_split.forward_gain`).  `GrowCache` keeps each layer's keys and values in a buffer with
 room to spare, writes a step's slots after the filled ones and hands the forward views of the filled
 part: the same numbers in the same order as the concatenation, so attention computes the same
 result (tested equal to the DynamicCache path, token for token and logit for logit).

@@ -6,7 +6,11 @@ construction), the more so the smaller the model.  `LeanGPT2` runs the same oper
 (embeddings, pre-norm blocks with scaled dot-product attention and the tanh-approximated GELU, the
 final norm, the tied head) as a flat sequence of tensor calls on the model's parameters -- no
 copies, no module dispatch, no output bookkeeping.  What that gains in decoding is `make bench`'s
-``lean_gain`` (paired, with intervals; the book shows the committed numbers).  It
+``lean_gain`` (paired, with intervals; the book shows the committed numbers).  At up to
+`kernel.MAX_ROWS` rows on one CPU thread its matrix products (each with the layer norm before it)
+and a single fed token's attention run on the project's C kernel (`specdec.engine.modes.kernel`),
+which streams the weights faster than torch's BLAS does at so few rows; elsewhere (another device or
+dtype, more rows or threads, autograd, no C compiler) on torch's operators.  It
 is an implementation of the model, not a different model: its logits equal Hugging Face's up to
 fp32 rounding (a fused GELU and another attention kernel; tested to 1e-4 on every position a caller
 reads on tiny models, ragged and left-padded batches included, and to 1e-3 on the trained embedded
@@ -47,6 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from specdec.engine.kv import KVCompat
+from specdec.engine.modes import kernel
 from specdec.engine.modes.grow import GrowCache
 
 __all__ = ["LeanGPT2", "lean", "refusal"]
@@ -101,6 +106,14 @@ class LeanGPT2(KVCompat):
         self.blocks = [(b.ln_1.weight, b.ln_1.bias, b.attn.c_attn.weight, b.attn.c_attn.bias, b.attn.c_proj.weight,
                         b.attn.c_proj.bias, b.ln_2.weight, b.ln_2.bias, b.mlp.c_fc.weight, b.mlp.c_fc.bias,
                         b.mlp.c_proj.weight, b.mlp.c_proj.bias) for b in t.h]
+        eps, ln_f, head = self.eps, (t.ln_f.weight, t.ln_f.bias), (model.lm_head.weight, getattr(model.lm_head, "bias", None))
+        try:  # each weight's product on the kernel, checked once (`specdec.engine.modes.kernel`); else torch's
+            self.products = [(kernel.Affine(wa, ba, (w1, b1, eps)), kernel.Affine(wp, bp),
+                              kernel.Affine(wf, bf, (w2, b2, eps)), kernel.Affine(wq, bq))
+                             for w1, b1, wa, ba, wp, bp, w2, b2, wf, bf, wq, bq in self.blocks]
+            self.head = kernel.Affine(head[0], head[1], (*ln_f, eps), transposed=True)
+        except ValueError:  # another dtype or device, or a weight laid out otherwise
+            self.products, self.head = None, None
 
     def new_cache(self, slots: int) -> GrowCache:
         """The cache the engine decodes on (`specdec.engine.kv.new_cache`): a `GrowCache` of ``slots``
@@ -141,19 +154,38 @@ class LeanGPT2(KVCompat):
         m, (E, H, D) = self.inner, (self.E, self.H, self.D)
         mask = self._mask(kw.get("attention_mask"), B, s, past, ids.device)
         h = F.embedding(ids, m.transformer.wte.weight) + F.embedding(pos, m.transformer.wpe.weight)
+        fast = self.products is not None and B * s <= kernel.MAX_ROWS and kernel.uses_kernel()
+        am = kw.get("attention_mask")
+        slots = am.to(torch.uint8).contiguous() if fast and s == 1 and am is not None else None  # (B, L) kept slots
         for i, (w1, b1, wa, ba, wp, bp, w2, b2, wf, bf, wq, bq) in enumerate(self.blocks):
-            a = F.layer_norm(h, (E,), w1, b1, self.eps)
-            q, k, v = torch.addmm(ba, a.view(-1, E), wa).view(B, s, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
+            pa, pp, pf, pq = self.products[i] if fast else (None,) * 4
+            qkv = _affine(pa, h.view(-1, E), wa, ba, norm=(w1, b1, self.eps))
+            q, k, v = qkv.view(B, s, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
             if cache is not None:
                 k, v = cache.update(k, v, i)
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
-            h = h + torch.addmm(bp, o.transpose(1, 2).reshape(-1, E), wp).view(B, s, E)
-            a = F.layer_norm(h, (E,), w2, b2, self.eps)
-            f = F.gelu(torch.addmm(bf, a.view(-1, E), wf), approximate=self.approx)
-            h = h + torch.addmm(bq, f, wq).view(B, s, E)
+            o = kernel.attend1(q, k, v, slots, self.scale) if fast and s == 1 else None
+            if o is None:
+                o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale).transpose(1, 2).reshape(-1, E)
+            h = _affine(pp, o, wp, bp, h.view(-1, E))
+            f = F.gelu(_affine(pf, h, wf, bf, norm=(w2, b2, self.eps)), approximate=self.approx)
+            h = _affine(pq, f, wq, bq, h).view(B, s, E)
         h = h if keep <= 0 or keep >= s else h[:, -keep:]
-        h = F.layer_norm(h, (E,), m.transformer.ln_f.weight, m.transformer.ln_f.bias, self.eps)
-        return _Output(F.linear(h, m.lm_head.weight, getattr(m.lm_head, "bias", None)))
+        if fast:
+            return _Output(self.head(h.reshape(-1, E)).view(B, h.shape[1], -1))
+        t = m.transformer
+        return _Output(F.linear(F.layer_norm(h, (E,), t.ln_f.weight, t.ln_f.bias, self.eps), m.lm_head.weight,
+                                getattr(m.lm_head, "bias", None)))
+
+
+def _affine(product, x, w, b, residual=None, norm=None):
+    """b + n(x) @ w (+ residual), n the layer norm ``norm`` = (weight, bias, eps) or none: the kernel's
+    ``product`` of that weight when given (`specdec.engine.modes.kernel.Affine`), else torch's."""
+    if product is not None:
+        return product(x, residual)
+    if norm is not None:
+        x = F.layer_norm(x, (x.shape[-1],), *norm)
+    y = torch.addmm(b, x, w)
+    return y if residual is None else y.add_(residual)
 
 
 def lean(model) -> LeanGPT2:

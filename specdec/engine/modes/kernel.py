@@ -1,0 +1,237 @@
+"""The lean forward's matrix products at a few rows on a CPU: a C kernel the project compiles itself.
+
+Why.  A decoding step at batch 1 multiplies one row by every weight matrix: each weight is read once
+for two flops, so the step's speed is how fast the weights stream from memory.  PyTorch's CPU build
+hands such products to its BLAS, whose one-row path streams them well below what this CPU's memory
+delivers; `affine.c` walks each matrix as one contiguous stretch, prefetching the next block, and reads
+every weight once for up to MAX_ROWS rows (a verification step of a few drafts, or a small batch,
+costs little more than one row), and a decoding step's single-query attention runs there too.  What
+it gains is measured, paired, by chapter 10's time breakdown (`specdec.measure.step_split.forward_gain`).  It computes the same sums in another order: results equal
+torch's to float32 rounding (tested, with the lean forward's logits and tokens).
+
+Built on first use with the machine's C compiler (``$CC``, else ``cc``) for this CPU
+(``-march=native``) into a cache folder (``$SPECDEC_KERNEL_DIR``, else ``~/.cache/specdec``) under a
+name hashing the source, the flags, the compiler and the CPU's flags, so a machine never loads
+another's build; written to a temporary file and renamed, so concurrent first uses are safe.  The
+compile has a timeout.  Where it cannot be built (no compiler, an error) `available()` is False and
+`why()` says why: the lean forward then uses torch's products (`uses_kernel`), the same law.
+
+The kernel is single-threaded, so it is used only when torch runs one thread (`uses_kernel`):
+with more, torch's BLAS divides a product between threads.  The reassociation flags let the compiler
+vectorise the head's dot products (another summation order; no NaN or infinity is assumed away).
+
+Example: affine(x, w, b) equals torch.addmm(b, x, w) to float32 rounding for x (M, K) with M <= MAX_ROWS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import os
+import platform
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+
+__all__ = ["MAX_ROWS", "Affine", "affine", "affine_t", "attend1", "available", "named", "uses_kernel", "why"]
+
+MAX_ROWS = 48  # past a few dozen rows a product is arithmetic-bound, where the BLAS's blocking wins
+SOURCE = Path(__file__).with_name("affine.c")
+FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-fassociative-math",
+         "-fno-signed-zeros", "-fno-trapping-math", "-shared", "-fPIC")
+COMPILE_TIMEOUT_S = 120
+_LOCK = threading.Lock()
+_STATE: dict = {}  # "lib": the loaded library, or "why": the reason there is none
+_NAMED = [False]  # whether kernel calls are recorded as profiler operators (`named`)
+
+
+def _cpu_flags() -> str:
+    try:
+        return next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), "")
+    except OSError:
+        return platform.processor()
+
+
+def _build() -> ctypes.CDLL:
+    cc = os.environ.get("CC", "cc")
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RuntimeError(f"no C compiler ({cc}): {exc}") from exc
+    key = hashlib.sha256("\0".join([SOURCE.read_text(), *FLAGS, cc, version, platform.machine(), _cpu_flags()])
+                         .encode()).hexdigest()[:16]
+    folder = Path(os.environ.get("SPECDEC_KERNEL_DIR") or Path.home() / ".cache" / "specdec")
+    lib = folder / f"affine-{key}.so"
+    if not lib.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
+        os.close(fd)
+        try:
+            done = subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True,
+                                  timeout=COMPILE_TIMEOUT_S)
+            if done.returncode:
+                raise RuntimeError(f"{cc} failed to compile {SOURCE.name}: {done.stderr.strip()[-500:]}")
+            os.replace(tmp, lib)
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeError(f"{cc} took over {COMPILE_TIMEOUT_S} s to compile {SOURCE.name}") from exc
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    dll = ctypes.CDLL(str(lib))
+    p, n = ctypes.c_void_p, ctypes.c_long
+    f = ctypes.c_float
+    dll.affine.argtypes, dll.affine.restype = [p, p, p, p, p, n, n, n, p, p, f], ctypes.c_int
+    dll.affine_t.argtypes, dll.affine_t.restype = [p, p, p, p, n, n, n, p, p, f], ctypes.c_int
+    dll.attend1.argtypes, dll.attend1.restype = [p, p, p, p, p, p, n, n, n, n, n, n, n, ctypes.c_float], None
+    return dll
+
+
+def _lib():
+    if not _STATE:
+        with _LOCK:
+            if not _STATE:
+                try:
+                    _STATE["lib"] = _build()
+                except (RuntimeError, OSError) as exc:
+                    _STATE["why"] = str(exc)
+    return _STATE.get("lib")
+
+
+def available() -> bool:
+    """Whether the kernel is built and loaded (building it on first call)."""
+    return _lib() is not None
+
+
+def why() -> str | None:
+    """Why the kernel is unavailable, or None when it is available."""
+    return None if available() else _STATE["why"]
+
+
+@contextlib.contextmanager
+def named():
+    """Within it, every kernel call is recorded by `torch.profiler` as an operator of its own:
+    "specdec::affine" (a product), "specdec::affine_t" (the head), "specdec::attend1" (attention).
+    A profiler sees only torch's operators, so this is how a profiled step sees the kernel's time;
+    outside it a call pays one flag test."""
+    before, _NAMED[0] = _NAMED[0], True
+    try:
+        yield
+    finally:
+        _NAMED[0] = before
+
+
+def _recorded(name: str, fn, *args):
+    if not _NAMED[0]:
+        return fn(*args)
+    with torch.profiler.record_function(name):
+        return fn(*args)
+
+
+def uses_kernel(*weights: torch.Tensor) -> bool:
+    """Whether products on ``weights`` run on the kernel now: it is available, torch runs one thread,
+    no gradient is being recorded, and every weight is a contiguous float32 CPU tensor."""
+    return (torch.get_num_threads() == 1 and not torch.is_grad_enabled() and available()
+            and all(w.device.type == "cpu" and w.dtype == torch.float32 and w.is_contiguous() for w in weights))
+
+
+def _rows(x: torch.Tensor, k: int) -> torch.Tensor:
+    if x.dim() != 2 or x.shape[1] != k or x.dtype != torch.float32 or x.device.type != "cpu":
+        raise ValueError(f"the kernel multiplies float32 CPU rows of width {k}, got {x.dtype} {tuple(x.shape)} "
+                         f"on {x.device}")
+    if x.shape[0] > MAX_ROWS:
+        raise ValueError(f"the kernel takes at most {MAX_ROWS} rows, got {x.shape[0]}")
+    return x.contiguous()
+
+
+class Affine:
+    """One weight's product on the kernel, checked once: ``Affine(w, b, norm)(x, residual)`` is
+    b + n(x) @ w (+ residual) for w (K, N) (a Conv1D weight); with ``transposed`` it is n(x) @ w.T (+ b)
+    for w (N, K) (a tied head's embedding), without a residual.  n is the identity, or with ``norm`` =
+    (gamma (K,), beta (K,), eps) torch's layer_norm of each row.  x (M, K) with M <= MAX_ROWS; a new
+    (M, N) tensor.  Every tensor must be a contiguous float32 CPU tensor of the right shape (else a
+    ValueError here); they are held, so the memory the kernel reads stays valid even if a model's
+    parameters are later replaced (the product then keeps the values it was built on)."""
+
+    __slots__ = ("K", "N", "transposed", "_held", "_args")
+
+    def __init__(self, w: torch.Tensor, b: torch.Tensor | None = None, norm: tuple | None = None, *,
+                 transposed: bool = False):
+        if w.dim() != 2:
+            raise ValueError(f"a weight is a matrix, got shape {tuple(w.shape)}")
+        (self.N, self.K), self.transposed = (w.shape if transposed else w.shape[::-1]), transposed
+        g, beta, eps = norm if norm is not None else (None, None, 0.0)
+        parts = {"weight": (w, tuple(w.shape)), "bias": (b, (self.N,)), "norm weight": (g, (self.K,)),
+                 "norm bias": (beta, (self.K,))}
+        if b is None and not transposed:
+            raise ValueError("a Conv1D product needs its bias")
+        for name, (t, shape) in parts.items():
+            if t is not None and (tuple(t.shape) != shape or t.dtype != torch.float32 or t.device.type != "cpu"
+                                  or not t.is_contiguous()):
+                raise ValueError(f"the kernel's {name} must be a contiguous float32 CPU tensor of shape {shape}, "
+                                 f"got {t.dtype} {tuple(t.shape)} on {t.device}")
+        self._held = tuple(None if t is None else t.detach() for t, _ in parts.values())
+        self._args = tuple(None if t is None else t.data_ptr() for t in self._held) + (float(eps),)
+
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        return _recorded("specdec::affine_t" if self.transposed else "specdec::affine", self._run, x, residual)
+
+    def _run(self, x: torch.Tensor, residual: torch.Tensor | None) -> torch.Tensor:
+        x = _rows(x, self.K)
+        M = x.shape[0]
+        y = torch.empty(M, self.N)
+        w, b, g, beta, eps = self._args
+        if self.transposed:
+            if residual is not None:
+                raise ValueError("the head's product takes no residual")
+            code = _lib().affine_t(x.data_ptr(), w, b, y.data_ptr(), M, self.K, self.N, g, beta, eps)
+        else:
+            if residual is not None and (residual.shape != (M, self.N) or residual.dtype != torch.float32
+                                         or residual.device.type != "cpu"):
+                raise ValueError(f"the residual must be float32 ({M}, {self.N}) on the CPU, got {residual.dtype} "
+                                 f"{tuple(residual.shape)} on {residual.device}")
+            r = None if residual is None else residual.contiguous()
+            code = _lib().affine(x.data_ptr(), w, b, None if r is None else r.data_ptr(), y.data_ptr(), M, self.K,
+                                 self.N, g, beta, eps)
+        if code:
+            raise MemoryError("the kernel could not allocate its layer-normed rows")
+        return y
+
+
+def affine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, residual: torch.Tensor | None = None,
+           norm: tuple | None = None) -> torch.Tensor:
+    """b + n(x) @ w (+ residual) once: `Affine` (w, b, norm)(x, residual)."""
+    return Affine(w, b, norm)(x, residual)
+
+
+def affine_t(x: torch.Tensor, wt: torch.Tensor, b: torch.Tensor | None = None, norm: tuple | None = None) -> torch.Tensor:
+    """n(x) @ wt.T (+ b) once: `Affine` (wt, b, norm, transposed=True)(x)."""
+    return Affine(wt, b, norm, transposed=True)(x)
+
+
+def attend1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, scale: float):
+    """`_attend1` (below), recorded as "specdec::attend1" within `named`."""
+    return _recorded("specdec::attend1", _attend1, q, k, v, keep, scale)
+
+
+def _attend1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, scale: float):
+    """Scaled dot-product attention of one query per row and head over every cached slot ``keep``
+    marks (None: all): q (B, H, 1, D), k and v (B, H, n, D) float32 CPU with rows of D contiguous
+    (a `GrowCache` view or a contiguous tensor), keep (B, n) uint8; a new (B, H * D) tensor, the heads
+    side by side as the output projection reads them.  A row with no kept slot is NaN.  None when the
+    tensors' layout does not fit the kernel (the caller then runs torch's attention)."""
+    B, H, s, D = q.shape
+    n = k.shape[2]
+    if (s != 1 or q.stride(3) != 1 or q.stride(1) != D or k.shape != (B, H, n, D) or v.shape != k.shape
+            or k.stride() != v.stride() or k.stride(3) != 1 or k.stride(2) != D
+            or any(t.dtype != torch.float32 or t.device.type != "cpu" for t in (q, k, v))):
+        return None
+    if keep is not None and (keep.shape != (B, n) or keep.dtype != torch.uint8 or not keep.is_contiguous()):
+        raise ValueError(f"keep must be a contiguous uint8 ({B}, {n}) mask, got {keep.dtype} {tuple(keep.shape)}")
+    out, scores = torch.empty(B, H * D), torch.empty(n)
+    _lib().attend1(q.data_ptr(), k.data_ptr(), v.data_ptr(), None if keep is None else keep.data_ptr(),
+                   out.data_ptr(), scores.data_ptr(), B, H, n, D, q.stride(0), k.stride(0), k.stride(1), scale)
+    return out

@@ -1,0 +1,185 @@
+"""specdec.engine.modes.kernel: the lean forward's C products and single-query attention equal torch's to
+float32 rounding, on the shapes and layouts the engine hands them (tails of a block, strided cache
+views, holes), refuse what they cannot take, and when the kernel cannot be built the lean forward
+runs torch's products and decodes the same tokens."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from specdec.engine.decode import generate
+from specdec.engine.modes import kernel
+from specdec.engine.modes.grow import GrowCache
+from specdec.engine.modes.lean import lean
+
+TOL = dict(rtol=1e-5, atol=1e-4)  # sums of hundreds of products of ~1: float32 rounding reaches ~4e-5
+
+
+@pytest.fixture(autouse=True)
+def _one_thread_no_grad():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with torch.inference_mode():
+        yield
+    torch.set_num_threads(threads)
+
+
+def _g(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.mark.parametrize("M,K,N", [(1, 384, 1152), (3, 37, 21), (kernel.MAX_ROWS, 48, 64), (2, 16, 5)])
+def test_affine_equals_addmm_with_and_without_the_residual(M, K, N):
+    """K = 37 leaves a tail after the 16-row blocks; N = 5 and 21 are not a vector's width."""
+    assert kernel.available(), kernel.why()
+    g = _g()
+    x, w, b, r = (torch.randn(M, K, generator=g), torch.randn(K, N, generator=g), torch.randn(N, generator=g),
+                  torch.randn(M, N, generator=g))
+    assert torch.allclose(kernel.affine(x, w, b), torch.addmm(b, x, w), **TOL)
+    assert torch.allclose(kernel.affine(x, w, b, r), torch.addmm(b, x, w) + r, **TOL)
+    assert not torch.allclose(kernel.affine(x, w, b + 1e-3), torch.addmm(b, x, w), **TOL), "the tolerance must see a bias off by 1e-3"
+    norm = (torch.randn(K, generator=g), torch.randn(K, generator=g), 1e-5)
+    want = torch.addmm(b, F.layer_norm(x, (K,), *norm), w) + r
+    assert torch.allclose(kernel.affine(x, w, b, r, norm=norm), want, **TOL)
+    assert not torch.allclose(kernel.affine(x, w, b, r, norm=(norm[0], norm[1], 1e-1)), want, **TOL), "eps is read"
+
+
+@pytest.mark.parametrize("M,K,N", [(1, 384, 2048), (5, 33, 17)])
+def test_affine_t_equals_the_tied_heads_linear(M, K, N):
+    g = _g(1)
+    x, wt, b = torch.randn(M, K, generator=g), torch.randn(N, K, generator=g), torch.randn(N, generator=g)
+    assert torch.allclose(kernel.affine_t(x, wt), F.linear(x, wt), **TOL)
+    assert torch.allclose(kernel.affine_t(x, wt, b), F.linear(x, wt, b), **TOL)
+    norm = (torch.randn(K, generator=g), torch.randn(K, generator=g), 1e-5)
+    assert torch.allclose(kernel.affine_t(x, wt, b, norm=norm), F.linear(F.layer_norm(x, (K,), *norm), wt, b), **TOL)
+
+
+def test_single_query_attention_equals_sdpa_on_cache_views_with_holes():
+    """Keys and values as a GrowCache hands them (a view of a larger buffer); row 0 keeps every slot,
+    row 1 has holes; a row with no kept slot is NaN, never a silent number."""
+    g = _g(2)
+    B, H, n, D, cap = 2, 3, 7, 5, 12
+    kb, vb = torch.randn(B, H, cap, D, generator=g), torch.randn(B, H, cap, D, generator=g)
+    k, v = kb[:, :, :n], vb[:, :, :n]
+    q = torch.randn(B, 1, 3, H, D, generator=g).permute(2, 0, 3, 1, 4).unbind(0)[0]  # (B, H, 1, D), strided like the forward's
+    keep = torch.tensor([[1] * n, [1, 0, 1, 1, 0, 0, 1]], dtype=torch.uint8)
+    scale = 1 / math.sqrt(D)
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=keep.bool()[:, None, None, :], scale=scale)
+    got = kernel.attend1(q, k, v, keep, scale)
+    assert got.shape == (B, H * D)
+    assert torch.allclose(got, want.transpose(1, 2).reshape(B, H * D), **TOL)
+    assert torch.allclose(kernel.attend1(q, k, v, None, scale)[0], got[0], **TOL)
+    assert not torch.allclose(kernel.attend1(q, k, v, None, scale)[1], got[1], **TOL), "the holes must change row 1"
+    none = kernel.attend1(q, k, v, torch.zeros(B, n, dtype=torch.uint8), scale)
+    assert torch.isnan(none).all()
+
+
+def test_what_the_kernel_cannot_take_is_refused_or_left_to_torch():
+    g = _g(3)
+    w, b = torch.randn(8, 4, generator=g), torch.randn(4, generator=g)
+    with pytest.raises(ValueError, match="at most"):
+        kernel.affine(torch.randn(kernel.MAX_ROWS + 1, 8), w, b)
+    with pytest.raises(ValueError, match="float32 CPU rows of width 8"):
+        kernel.affine(torch.randn(1, 8, dtype=torch.float64), w, b)
+    with pytest.raises(ValueError, match="width 8"):
+        kernel.affine(torch.randn(1, 7), w, b)
+    with pytest.raises(ValueError, match="residual"):
+        kernel.affine(torch.randn(2, 8), w, b, torch.randn(1, 4))
+    with pytest.raises(ValueError, match=r"norm weight must be .* shape \(8,\), got torch.float32 \(7,\)"):
+        kernel.affine(torch.randn(2, 8), w, b, norm=(torch.ones(7), torch.zeros(8), 1e-5))
+    with pytest.raises(ValueError, match="weight must be a contiguous"):
+        kernel.Affine(w.t().contiguous().t(), b)
+    with pytest.raises(ValueError, match="bias must be"):
+        kernel.Affine(w, b[:3])
+    with pytest.raises(ValueError, match="no residual"):
+        kernel.Affine(w.t().contiguous(), transposed=True)(torch.randn(1, 8), torch.randn(1, 4))
+    q, kv = torch.randn(1, 2, 2, 4), torch.randn(1, 2, 5, 4)
+    assert kernel.attend1(q, kv, kv, None, 0.5) is None  # two queries: torch's attention
+    with pytest.raises(ValueError, match="uint8"):
+        kernel.attend1(torch.randn(1, 2, 1, 4), kv, kv, torch.ones(1, 5, dtype=torch.bool), 0.5)
+    assert kernel.uses_kernel(w, b) and not kernel.uses_kernel(w.double())
+    assert not kernel.uses_kernel(w.t())  # not contiguous
+    p = kernel.Affine(w, b)
+    w.add_(1.0)  # in place: the product reads the tensor it holds
+    assert torch.allclose(p(torch.ones(1, 8)), torch.addmm(b, torch.ones(1, 8), w), **TOL)
+    torch.set_num_threads(2)
+    assert not kernel.uses_kernel(w), "a single-threaded kernel never replaces torch's threads"
+    torch.set_num_threads(1)
+    with torch.inference_mode(False), torch.enable_grad():
+        assert not kernel.uses_kernel(w), "no kernel while autograd records"
+
+
+def _decode(model, draft, ids, *, rows_cap=None):
+    keep = kernel.MAX_ROWS
+    if rows_cap is not None:
+        kernel.MAX_ROWS = rows_cap
+    try:
+        return [generate(lean(model), ids, drafter=None if draft is None else lean(draft), k=3, max_new_tokens=24,
+                         temperature=0).tokens[i].tolist() for i in range(ids.shape[0])]
+    finally:
+        kernel.MAX_ROWS = keep
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_lean_decodes_the_same_tokens_on_the_kernel_as_on_torchs_products(tiny_pair, rows):
+    """Greedy, plain and speculative (k = 3), one row and a batch: kernel (default) against torch's
+    products (no row fits a cap of 0), and the forward's logits to float32 rounding."""
+    target, draft = tiny_pair
+    ids = torch.randint(0, 64, (rows, 6), generator=_g(4))
+    for d in (None, draft):
+        assert _decode(target, d, ids) == _decode(target, d, ids, rows_cap=0)
+    c1, c2 = GrowCache(16), GrowCache(16)
+    on = lean(target)(input_ids=ids, cache=c1).logits
+    keep = kernel.MAX_ROWS
+    kernel.MAX_ROWS = 0
+    try:
+        off = lean(target)(input_ids=ids, cache=c2).logits
+        nxt_off = lean(target)(input_ids=ids[:, :1], cache=c2, attention_mask=torch.ones(rows, 7)).logits
+    finally:
+        kernel.MAX_ROWS = keep
+    nxt_on = lean(target)(input_ids=ids[:, :1], cache=c1, attention_mask=torch.ones(rows, 7)).logits
+    assert torch.allclose(on, off, atol=1e-4, rtol=1e-4) and torch.allclose(nxt_on, nxt_off, atol=1e-4, rtol=1e-4)
+
+
+def test_without_a_compiler_the_kernel_says_why_and_lean_runs_torchs_products(tiny_pair, monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setenv("SPECDEC_KERNEL_DIR", str(tmp_path))
+    monkeypatch.setattr(kernel, "_STATE", {})
+    assert not kernel.available() and "no C compiler" in kernel.why()
+    assert not kernel.uses_kernel()
+    ids = torch.randint(0, 64, (1, 6), generator=_g(5))
+    got = _decode(tiny_pair[0], tiny_pair[1], ids)
+    monkeypatch.setattr(kernel, "_STATE", {})
+    monkeypatch.delenv("CC")
+    assert kernel.available(), kernel.why()
+    assert got == _decode(tiny_pair[0], tiny_pair[1], ids)
+
+
+def test_a_compile_error_is_reported_not_loaded(monkeypatch, tmp_path):
+    bad = tmp_path / "affine.c"
+    bad.write_text("this is not C\n")
+    monkeypatch.setattr(kernel, "SOURCE", bad)
+    monkeypatch.setattr(kernel, "_STATE", {})
+    monkeypatch.setenv("SPECDEC_KERNEL_DIR", str(tmp_path))
+    assert not kernel.available() and "failed to compile" in kernel.why()
+    assert not list(tmp_path.glob("*.so")), "no half-written library is left"
+
+
+def test_within_named_a_profile_sees_the_kernels_calls_and_outside_it_none(tiny_pair):
+    from torch.profiler import ProfilerActivity, profile
+
+    ids = torch.randint(0, 64, (1, 6), generator=_g(6))
+
+    def names(inside: bool) -> set:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            if inside:
+                with kernel.named():
+                    _decode(tiny_pair[0], None, ids)
+            else:
+                _decode(tiny_pair[0], None, ids)
+        return {e.key for e in prof.key_averages() if e.key.startswith("specdec::")}
+
+    assert names(True) == {"specdec::affine", "specdec::affine_t", "specdec::attend1"}
+    assert names(False) == set()
