@@ -42,6 +42,7 @@ from specdec.core.cost import draft_cost, speedup
 from specdec.engine.decode import generate
 from specdec.engine.modes import forward_for
 from specdec.family.architectures import build_model, param_count, real_size_config
+from specdec.family.arena import pack_weights
 from specdec.measure.controlled import ControlledAcceptance, controlled_steps
 from specdec.measure.cost_curve import cost_curve
 from specdec.measure.harness import Cell, Config, sweep
@@ -78,10 +79,11 @@ def controlled_runs(targets, draft: str, alphas, ks, *, new_tokens: int, context
     measured (batch 1) but which are not decoded.  target_sizes / draft_sizes override the
     configs' shapes (tiny models for SMOKE runs and tests).  ``mode``: the forward of every curve
     and run (`specdec.engine.modes.forward_for`)."""
-    rdraft = forward_for(build_model(real_size_config(draft, **(draft_sizes or {})), generator=generator), mode)
+    made = lambda shape, sizes: pack_weights(build_model(real_size_config(shape, **(sizes or {})), generator=generator))  # noqa: E731
+    rdraft = forward_for(made(draft, draft_sizes), mode)  # packed as `load_model` packs the family (`specdec.family.arena`)
     curve_rows, controlled = [], []
     for name in list(targets) + [t for t in curve_only if t not in targets]:
-        target = forward_for(build_model(real_size_config(name, **(target_sizes or {})), generator=generator), mode)
+        target = forward_for(made(name, target_sizes), mode)
         params = param_count(target)
         curves = {}
         for B in (batches if name in targets else [1]):
