@@ -43,8 +43,9 @@ def _tables():
                           for e, x in (("ours", 0.0), ("vllm", 1.0)) for b in (1, 8)])
     limit = pd.DataFrame([{"bandwidth_bytes_per_s": 12e9, "weight_bytes": 60_000_000, "tokens_per_s": 200.0,
                            "threads": 1}])
-    cache = pd.DataFrame([{"batch": b, "length": 128, "pairs": 12, "gain": g, "gain_lo": g - 0.05,
-                           "gain_hi": g + 0.05, "verdict": v} for b, g, v in ((1, 1.0, "undecided"), (8, 1.2, "faster"))])
+    cache = pd.DataFrame([{"change": c, "batch": b, "length": 128, "pairs": 12, "gain": g + d, "gain_lo": g + d - 0.05,
+                           "gain_hi": g + d + 0.05, "verdict": v} for b, g, v in ((1, 1.0, "undecided"), (8, 1.2, "faster"))
+                          for c, d in (("in-place cache", 0.0), ("kernel", 0.4), ("packed weights", 0.1))])
     versus = pd.DataFrame([
         {"comparison": c, "setting": "greedy", "batch": b, "engine": e, "configuration": cfg,
          "reference_configuration": "plain decoding", "prompts": 3, "pairs": 12, "relative_speed": r,
@@ -98,10 +99,11 @@ def test_values_read_the_rows_they_name():
     assert (got["vs_pairs"], got["vs_prompts"]) == (12, 3)
     assert got["ours_over_llama_b1"] == "0.83" and got["ours_over_llama_b1_iv"] == "[0.77, 0.91]"
     assert (got["vs_llama_exact_b1"], got["vs_llama_k_b1"]) == ("faster", "not timed: gone")
-    assert got["grow_b8"] == "1.20" and got["grow_b1_iv"] == "[0.95, 1.05]"
+    assert got["grow_b8"] == "1.20" and got["grow_b1_iv"] == "[0.95, 1.05]" and got["grow_b8_verdict"] == "faster"
+    assert (got["kernel_b1"], got["kernel_b8_iv"], got["packed_b8"], got["packed_b1_verdict"]) == \
+        ("1.40", "[1.55, 1.65]", "1.30", "undecided")
     assert (got["ours_mm_b8"], got["vllm_mm_b8"], got["ours_outside_b1"], got["vllm_outside_b1"]) == \
         ("32.00", "33.00", "1.00", "4.00") and got["split_rounds"] == 2
-    assert (got["ours_profiler_b1"], got["vllm_profiler_b1"]) == ("-2.00", "0.00")  # profiled minus unprofiled step
     assert got["ref_tps"] == "200" and got["ref_gbs"] == "12.0" and got["weights_mb"] == "60.0"
     with pytest.raises(KeyError, match="expected one row"):
         breakdown._row(_tables()["plain"], engine="hf")

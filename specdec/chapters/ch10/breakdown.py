@@ -6,6 +6,8 @@ Example: t = read_tables(resolve("data/results/breakdown"), NAMES); economics_vi
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 
 from specdec.chapters.ch10.values import MISSING, _num as _text
@@ -14,13 +16,14 @@ from specdec.report.formatting import estimate_cell
 __all__ = ["NAMES", "economics_view", "plain_view", "split_view", "versus_view", "at_least_as_fast", "values"]
 
 NAMES = ("plain", "speculative", "forwards", "split", "limit", "cache", "versus")  # its tables, for `read_tables`
+GAINS = (("in-place cache", 1, "grow_b1", "grow_b1_iv", "grow_b1_verdict"), ("kernel", 1, "kernel_b1", "kernel_b1_iv",
+         "kernel_b1_verdict"), ("packed weights", 1, "packed_b1", "packed_b1_iv", "packed_b1_verdict"),
+         ("in-place cache", 8, "grow_b8", "grow_b8_iv", "grow_b8_verdict"), ("kernel", 8, "kernel_b8", "kernel_b8_iv",
+         "kernel_b8_verdict"), ("packed weights", 8, "packed_b8", "packed_b8_iv", "packed_b8_verdict"))  # cache.csv rows glued
 AT_LEAST = 0.97  # ours "at least as fast" as an engine: ours / engine's interval starts at 0.97 or above, median >= 1
 
 
-def _num(v, fmt: str = ".2f") -> str:
-    return _text(v, fmt)
-
-
+_num = partial(_text, fmt=".2f")
 def _iv(lo, hi) -> str:
     return MISSING if pd.isna(lo) else f"[{_num(lo)}, {_num(hi)}]"
 
@@ -48,7 +51,7 @@ def plain_view(t: dict) -> pd.DataFrame:
                          "verdict": "reference"})
     rows = pd.concat([ours, p[list(ours.columns)]], ignore_index=True).sort_values(["batch", "engine"], kind="stable")
     return pd.DataFrame({
-        "engine": rows["engine"], "batch": rows["batch"], "tokens/s": [_num(v, ".0f") for v in rows["tokens_per_s"]],
+        "engine": rows["engine"], "batch": rows["batch"], "tokens/s": [_text(v, ".0f") for v in rows["tokens_per_s"]],
         "speed / ours": [_num(v) for v in rows["relative_speed"]],
         "95% interval": [_iv(lo, hi) for lo, hi in zip(rows["relative_lo"], rows["relative_hi"])],
         "verdict": rows["verdict"],
@@ -112,22 +115,18 @@ def _row(df: pd.DataFrame, **where) -> pd.Series:
 def values(t: dict) -> dict:
     """The numbers the section's sentences glue."""
     p, split, lim, cache, vs = (t[n] for n in ("plain", "split", "limit", "cache", "versus"))
-    grow1, grow8 = _row(cache, batch=1), _row(cache, batch=8)
     ms = {(e, b): _row(split, engine=e, batch=b) for e in ("ours", "vllm") for b in (1, 8)}
     llama1 = _row(p, engine="llama.cpp", batch=1)
     return dict(
-        bd_length=int(split["length"].iloc[0]), weights_mb=_num(lim["weight_bytes"].iloc[0] / 1e6, ".1f"),
-        ref_tps=_num(lim["tokens_per_s"].iloc[0], ".0f"), ref_gbs=_num(lim["bandwidth_bytes_per_s"].iloc[0] / 1e9, ".1f"),
+        bd_length=int(split["length"].iloc[0]), weights_mb=_text(lim["weight_bytes"].iloc[0] / 1e6, ".1f"),
+        ref_tps=_text(lim["tokens_per_s"].iloc[0], ".0f"), ref_gbs=_text(lim["bandwidth_bytes_per_s"].iloc[0] / 1e9, ".1f"),
         split_rounds=int(split["rounds"].min()),
         ours_mm_b1=_num(ms["ours", 1]["ms matrix products"]), vllm_mm_b1=_num(ms["vllm", 1]["ms matrix products"]),
         ours_mm_b8=_num(ms["ours", 8]["ms matrix products"]), vllm_mm_b8=_num(ms["vllm", 8]["ms matrix products"]),
         ours_outside_b1=_num(ms["ours", 1]["ms outside operators"]),
         vllm_outside_b1=_num(ms["vllm", 1]["ms outside operators"]),
-        ours_profiler_b1=_num(ms["ours", 1]["ms profiled step"] - ms["ours", 1]["ms unprofiled step"]),
-        vllm_profiler_b1=_num(ms["vllm", 1]["ms profiled step"] - ms["vllm", 1]["ms unprofiled step"]),
-        grow_b1=_num(grow1["gain"]), grow_b1_iv=_iv(grow1["gain_lo"], grow1["gain_hi"]),
-        grow_b8=_num(grow8["gain"]), grow_b8_iv=_iv(grow8["gain_lo"], grow8["gain_hi"]),
-        grow_b1_verdict=grow1["verdict"], grow_b8_verdict=grow8["verdict"],
+        **{n: v for c, b, *names in GAINS for r in [_row(cache, change=c, batch=b)]
+           for n, v in zip(names, (_num(r["gain"]), _iv(r["gain_lo"], r["gain_hi"]), r["verdict"]))},
         vs_n=len(vs), vs_ours_ge=int(at_least_as_fast(vs).sum()),
         vs_faster=int((vs["verdict"] == "faster").sum()), vs_slower=int((vs["verdict"] == "slower").sum()),
         vs_pairs=int(vs["pairs"].min()), vs_prompts=int(vs["prompts"].min()),
