@@ -149,6 +149,8 @@ def test_without_a_compiler_the_kernel_says_why_and_lean_runs_torchs_products(ti
     monkeypatch.setattr(kernel, "_STATE", {})
     assert not kernel.available() and "no C compiler" in kernel.why()
     assert not kernel.uses_kernel()
+    with pytest.raises(RuntimeError, match="kernel is unavailable: no C compiler"):
+        kernel.affine(torch.ones(1, 4), torch.ones(4, 2), torch.zeros(2))
     ids = torch.randint(0, 64, (1, 6), generator=_g(5))
     got = _decode(tiny_pair[0], tiny_pair[1], ids)
     monkeypatch.setattr(kernel, "_STATE", {})

@@ -101,6 +101,13 @@ def _lib():
     return _STATE.get("lib")
 
 
+def _dll() -> ctypes.CDLL:
+    """The loaded kernel, or a RuntimeError saying why there is none."""
+    if (lib := _lib()) is None:
+        raise RuntimeError(f"the C kernel is unavailable: {_STATE['why']}")
+    return lib
+
+
 def available() -> bool:
     """Whether the kernel is built and loaded (building it on first call)."""
     return _lib() is not None
@@ -187,14 +194,14 @@ class Affine:
         if self.transposed:
             if residual is not None:
                 raise ValueError("the head's product takes no residual")
-            code = _lib().affine_t(x.data_ptr(), w, b, y.data_ptr(), M, self.K, self.N, g, beta, eps)
+            code = _dll().affine_t(x.data_ptr(), w, b, y.data_ptr(), M, self.K, self.N, g, beta, eps)
         else:
             if residual is not None and (residual.shape != (M, self.N) or residual.dtype != torch.float32
                                          or residual.device.type != "cpu"):
                 raise ValueError(f"the residual must be float32 ({M}, {self.N}) on the CPU, got {residual.dtype} "
                                  f"{tuple(residual.shape)} on {residual.device}")
             r = None if residual is None else residual.contiguous()
-            code = _lib().affine(x.data_ptr(), w, b, None if r is None else r.data_ptr(), y.data_ptr(), M, self.K,
+            code = _dll().affine(x.data_ptr(), w, b, None if r is None else r.data_ptr(), y.data_ptr(), M, self.K,
                                  self.N, g, beta, eps)
         if code:
             raise MemoryError("the kernel could not allocate its layer-normed rows")
@@ -232,6 +239,6 @@ def _attend1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tens
     if keep is not None and (keep.shape != (B, n) or keep.dtype != torch.uint8 or not keep.is_contiguous()):
         raise ValueError(f"keep must be a contiguous uint8 ({B}, {n}) mask, got {keep.dtype} {tuple(keep.shape)}")
     out, scores = torch.empty(B, H * D), torch.empty(n)
-    _lib().attend1(q.data_ptr(), k.data_ptr(), v.data_ptr(), None if keep is None else keep.data_ptr(),
+    _dll().attend1(q.data_ptr(), k.data_ptr(), v.data_ptr(), None if keep is None else keep.data_ptr(),
                    out.data_ptr(), scores.data_ptr(), B, H, n, D, q.stride(0), k.stride(0), k.stride(1), scale)
     return out
