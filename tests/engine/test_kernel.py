@@ -30,9 +30,10 @@ def _g(seed=0):
     return torch.Generator().manual_seed(seed)
 
 
-@pytest.mark.parametrize("M,K,N", [(1, 384, 1152), (3, 37, 21), (kernel.MAX_ROWS, 48, 64), (2, 16, 5)])
+@pytest.mark.parametrize("M,K,N", [(1, 384, 1152), (3, 37, 21), (kernel.MAX_ROWS, 48, 64), (2, 16, 5), (13, 37, 130)])
 def test_affine_equals_addmm_with_and_without_the_residual(M, K, N):
-    """K = 37 leaves a tail after the 16-row blocks; N = 5 and 21 are not a vector's width."""
+    """N = 5, 21 and 130 end in a partial panel and a partial vector; M = 13 and MAX_ROWS cross the
+    six-row tiles."""
     assert kernel.available(), kernel.why()
     g = _g()
     x, w, b, r = (torch.randn(M, K, generator=g), torch.randn(K, N, generator=g), torch.randn(N, generator=g),
@@ -102,8 +103,10 @@ def test_what_the_kernel_cannot_take_is_refused_or_left_to_torch():
     assert kernel.uses_kernel(w, b) and not kernel.uses_kernel(w.double())
     assert not kernel.uses_kernel(w.t())  # not contiguous
     p = kernel.Affine(w, b)
-    w.add_(1.0)  # in place: the product reads the tensor it holds
+    w.add_(1.0)  # in place, on an inference tensor (no version counter): packed again at every call
     assert torch.allclose(p(torch.ones(1, 8)), torch.addmm(b, torch.ones(1, 8), w), **TOL)
+    with pytest.raises(ValueError, match="panels must be .* at least 512 values"):  # K = 8 rows of one 64-wide panel
+        kernel.Affine(w, b, panels=torch.empty(63))
     torch.set_num_threads(2)
     assert not kernel.uses_kernel(w), "a single-threaded kernel never replaces torch's threads"
     torch.set_num_threads(1)
@@ -185,3 +188,53 @@ def test_within_named_a_profile_sees_the_kernels_calls_and_outside_it_none(tiny_
 
     assert names(True) == {"specdec::affine", "specdec::affine_t", "specdec::attend1"}
     assert names(False) == set()
+
+
+def test_a_weight_changed_in_place_is_packed_again_and_one_never_changed_is_not():
+    with torch.inference_mode(False):
+        w, b = torch.randn(8, 70, generator=_g(7)), torch.randn(70, generator=_g(8))
+    p, x = kernel.Affine(w, b), torch.randn(2, 8, generator=_g(9))
+    before = p._version
+    assert torch.allclose(p(x), torch.addmm(b, x, w), **TOL) and p._version == before
+    with torch.no_grad():
+        w[3, 65] += 2.0  # the last panel's tail: a stale pack would miss it
+    assert torch.allclose(p(x), torch.addmm(b, x, w), **TOL) and p._version != before
+
+
+def test_packed_keeps_one_pack_per_model_until_a_tensor_is_replaced():
+    with torch.inference_mode(False):
+        model = torch.nn.Linear(8, 20)
+    w, b = model.weight, model.bias  # (20, 8): a head's layout
+    specs = [(w, b, None, True), (w.t().contiguous(), b, (torch.ones(8), torch.zeros(8), 1e-5), False)]
+    first = kernel.packed(model, specs)
+    assert kernel.packed(model, specs) is first, "the same tensors: nothing packed again"
+    x = torch.randn(3, 8, generator=_g(10))
+    assert torch.allclose(first[0](x), F.linear(x, w, b), **TOL)
+    assert first[0]._panels.data_ptr() + 4 * first[0]._panels.numel() <= first[1]._panels.data_ptr() + 1, "side by side"
+    with torch.inference_mode(False):
+        model.weight = torch.nn.Parameter(torch.randn(20, 8, generator=_g(11)))
+    again = kernel.packed(model, [(model.weight, b, None, True)])
+    assert again is not first and torch.allclose(again[0](x), F.linear(x, model.weight, b), **TOL)
+
+
+def test_the_plain_c_tiles_equal_the_avx512_ones(tmp_path):
+    """The kernel built without AVX-512 (the plain-C tiles another CPU gets) gives addmm's values."""
+    import ctypes
+    import subprocess
+
+    lib = tmp_path / "plain.so"
+    flags = [f for f in kernel.FLAGS if not f.startswith(("-march", "-mprefer"))]
+    done = subprocess.run(["cc", *flags, "-mno-avx512f", "-o", str(lib), str(kernel.SOURCE)], capture_output=True,
+                          text=True, timeout=kernel.COMPILE_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    dll = ctypes.CDLL(str(lib))
+    v, n = ctypes.c_void_p, ctypes.c_long
+    dll.pack.argtypes, dll.affine.argtypes = [v, n, n, v, ctypes.c_int], [v, v, v, v, v, n, n, n, v, v, ctypes.c_float]
+    M, K, N = 9, 37, 130
+    g = _g(12)
+    x, w, b, r = torch.randn(M, K, generator=g), torch.randn(K, N, generator=g), torch.randn(N, generator=g), torch.randn(M, N, generator=g)
+    panels, y = torch.empty(kernel._panel_floats(K, N)), torch.empty(M, N)
+    dll.pack(w.data_ptr(), K, N, panels.data_ptr(), 0)
+    assert dll.affine(x.data_ptr(), panels.data_ptr(), b.data_ptr(), r.data_ptr(), y.data_ptr(), M, K, N, None, None, 0.0) == 0
+    assert torch.allclose(y, torch.addmm(b, x, w) + r, **TOL)
+    assert torch.allclose(y, kernel.affine(x, w, b, r), **TOL)

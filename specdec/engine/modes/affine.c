@@ -1,21 +1,39 @@
 /* The lean forward's matrix products on a CPU, few rows at a time (`specdec.engine.modes.kernel`).
  *
- * affine:   y[m, :] = b + n(x[m, :]) @ W (+ r[m, :])   W (K, N) row-major: a GPT-2 Conv1D weight
- * affine_t: y[m, :] = n(x[m, :]) @ Wt^T (+ b)          Wt (N, K) row-major: the tied head, wte
+ * pack:   P <- W in panels.  W is (K, N) row-major (a GPT-2 Conv1D weight), or with `transposed` (N, K)
+ *         row-major (the tied head, wte).  Panel s holds columns 64s .. 64s + 63 of the (K, N) product
+ *         matrix, k by k: P[s K 64 + k 64 + c] = W[k, 64 s + c], zero past column N.
+ * affine: y[m, :] = b + n(x[m, :]) @ W (+ r[m, :]) read from the panels; b may be NULL (no bias).
  * n is the identity, or with g given the layer norm (x - mean) / sqrt(var + eps) * g + beta of the row
  * (biased variance, as torch's layer_norm) that precedes every GPT-2 product but the projections.
  *
- * Why: at one to a few rows a product reads every weight once for little arithmetic, so its speed is
- * how fast the weights stream from memory.  `affine` walks W in blocks of ROWS consecutive rows (one
- * contiguous stretch of memory), keeps each output row's running sums in L1 and asks for the next block
- * while it reads this one; every weight is read once whatever M is.  Sums are taken in another order
- * than a BLAS takes them: the same products to float32 rounding.  Single-threaded; the caller checks
- * shapes, dtypes and contiguity (x (M, K), y (M, N), b (N), r (M, N) or NULL, b NULL only in affine_t,
- * g and beta (K) or NULL).
+ * Why: at one to a few dozen rows a product reads every weight once for little arithmetic.  A panel
+ * is one contiguous stretch the hardware prefetchers stream from memory; its 64 columns times up to
+ * MR rows of sums stay in vector registers for the whole of K, so each weight loaded feeds MR
+ * multiply-adds, and the next MR rows re-read the panel from the L2 cache, not from memory.  Sums are
+ * taken in another order than a BLAS takes them: the same products to float32 rounding.
+ * Single-threaded; the caller checks shapes, dtypes and contiguity (x (M, K), y (M, N), b (N) or NULL,
+ * r (M, N) or NULL, g and beta (K) or NULL, P of panels(N) K 64 floats).  With AVX-512 the tiles are
+ * written with its intrinsics; elsewhere in plain C, the same sums.
  */
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
+#define WIDTH 64 /* a panel's columns: four 16-float vectors */
+#define MR 6     /* rows of sums held at once: 6 x 4 vectors of the 32 registers */
+
+void pack(const float *restrict W, long K, long N, float *restrict P, int transposed) {
+    for (long s = 0; s < (N + WIDTH - 1) / WIDTH; s++)
+        for (long k = 0; k < K; k++)
+            for (long c = 0; c < WIDTH; c++) {
+                const long n = WIDTH * s + c;
+                P[(s * K + k) * WIDTH + c] = n >= N ? 0.0f : transposed ? W[n * K + k] : W[k * N + n];
+            }
+}
 
 /* The rows of x layer-normed into a new buffer (the caller frees it), or x itself when g is NULL. */
 static const float *normed(const float *x, long M, long K, const float *g, const float *beta, float eps) {
@@ -39,68 +57,77 @@ static const float *normed(const float *x, long M, long K, const float *g, const
     return xn;
 }
 
-#define ROWS 16
+#ifdef __AVX512F__
+/* y[r, 0 .. 16 nv) += sum_k x[r, k] panel[k, 0 .. 16 nv) for r < mr (rows of y N apart); the last
+ * vector's columns masked by tail.  mr and nv are constants where it is inlined, so the sums c<r><v>
+ * a row or vector past them never uses are dropped by the compiler and the rest live in registers. */
+#define EACH(S) S(0, 0) S(0, 1) S(0, 2) S(0, 3) S(1, 0) S(1, 1) S(1, 2) S(1, 3) S(2, 0) S(2, 1) S(2, 2) S(2, 3) \
+                S(3, 0) S(3, 1) S(3, 2) S(3, 3) S(4, 0) S(4, 1) S(4, 2) S(4, 3) S(5, 0) S(5, 1) S(5, 2) S(5, 3)
+#define USED(r, v) ((r) < mr && (v) < nv)
+#define MASK(v) ((v) == nv - 1 ? tail : (__mmask16)0xFFFF)
+#define LOAD(r, v) __m512 c##r##v = USED(r, v) ? _mm512_maskz_loadu_ps(MASK(v), y + (r) * N + 16 * (v)) : _mm512_setzero_ps();
+#define FMA(r, v) if (USED(r, v)) c##r##v = _mm512_fmadd_ps(a##r, w##v, c##r##v);
+#define STORE(r, v) if (USED(r, v)) _mm512_mask_storeu_ps(y + (r) * N + 16 * (v), MASK(v), c##r##v);
+#define WEIGHT(v) const __m512 w##v = (v) < nv ? _mm512_loadu_ps(p + 16 * (v)) : _mm512_setzero_ps();
+#define ROW(r) const __m512 a##r = (r) < mr ? _mm512_set1_ps(x[(r) * K + k]) : _mm512_setzero_ps();
 
-int affine(const float *restrict x0, const float *restrict W, const float *restrict b, const float *restrict r,
+static inline __attribute__((always_inline)) void tile(const float *restrict x, long K, const float *restrict panel,
+                                                       float *restrict y, long N, const int mr, const int nv,
+                                                       __mmask16 tail) {
+    EACH(LOAD)
+    for (long k = 0; k < K; k++) {
+        const float *p = panel + k * WIDTH;
+        WEIGHT(0) WEIGHT(1) WEIGHT(2) WEIGHT(3)
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+        EACH(FMA)
+    }
+    EACH(STORE)
+}
+
+#define CASE(mr, nv) case (mr) * 8 + (nv): tile(x, K, panel, y, N, mr, nv, tail); break;
+static void tiles(const float *x, long K, const float *panel, float *y, long N, int mr, long width) {
+    const int nv = (int)((width + 15) / 16);
+    const __mmask16 tail = width % 16 ? (__mmask16)((1u << (width % 16)) - 1) : (__mmask16)0xFFFF;
+    switch (mr * 8 + nv) {
+        CASE(1, 1) CASE(1, 2) CASE(1, 3) CASE(1, 4) CASE(2, 1) CASE(2, 2) CASE(2, 3) CASE(2, 4)
+        CASE(3, 1) CASE(3, 2) CASE(3, 3) CASE(3, 4) CASE(4, 1) CASE(4, 2) CASE(4, 3) CASE(4, 4)
+        CASE(5, 1) CASE(5, 2) CASE(5, 3) CASE(5, 4) CASE(6, 1) CASE(6, 2) CASE(6, 3) CASE(6, 4)
+    }
+}
+#else
+static void tiles(const float *x, long K, const float *panel, float *y, long N, int mr, long width) {
+    for (int r = 0; r < mr; r++) {
+        float acc[WIDTH];
+        for (long c = 0; c < WIDTH; c++)
+            acc[c] = c < width ? y[r * N + c] : 0.0f;
+        for (long k = 0; k < K; k++) {
+            const float a = x[r * K + k], *p = panel + k * WIDTH;
+            for (long c = 0; c < WIDTH; c++)
+                acc[c] += a * p[c];
+        }
+        for (long c = 0; c < width; c++)
+            y[r * N + c] = acc[c];
+    }
+}
+#endif
+
+int affine(const float *restrict x0, const float *restrict P, const float *restrict b, const float *restrict r,
            float *restrict y, long M, long K, long N, const float *g, const float *beta, float eps) {
     const float *restrict x = normed(x0, M, K, g, beta, eps);
     if (!x)
         return 1;
     for (long m = 0; m < M; m++)
         for (long j = 0; j < N; j++)
-            y[m * N + j] = b[j] + (r ? r[m * N + j] : 0.0f);
-    long k = 0;
-    for (; k + ROWS <= K; k += ROWS) {
-        const float *w = W + k * N;
-        for (long p = 0; p < ROWS * N; p += 16)
-            __builtin_prefetch(w + ROWS * N + p, 0, 0);  /* the next block; past the end is harmless */
-        for (long m = 0; m < M; m++) {
-            float a[ROWS];
-            for (int i = 0; i < ROWS; i++)
-                a[i] = x[m * K + k + i];
-            float *restrict ym = y + m * N;
-            for (long j = 0; j < N; j++) {
-                float s = ym[j];
-                for (int i = 0; i < ROWS; i++)
-                    s += a[i] * w[i * N + j];
-                ym[j] = s;
-            }
-        }
-    }
-    for (; k < K; k++) {
-        const float *w = W + k * N;
-        for (long m = 0; m < M; m++) {
-            const float a = x[m * K + k];
-            float *restrict ym = y + m * N;
-            for (long j = 0; j < N; j++)
-                ym[j] += a * w[j];
-        }
+            y[m * N + j] = (b ? b[j] : 0.0f) + (r ? r[m * N + j] : 0.0f);
+    for (long j = 0; j < N; j += WIDTH) {
+        const float *panel = P + (j / WIDTH) * K * WIDTH;
+        for (long m = 0; m < M; m += MR)
+            tiles(x + m * K, K, panel, y + m * N + j, N, (int)(M - m < MR ? M - m : MR), N - j < WIDTH ? N - j : WIDTH);
     }
     if (x != x0)
         free((void *)x);
     return 0;
 }
-
-int affine_t(const float *restrict x0, const float *restrict Wt, const float *restrict b, float *restrict y,
-             long M, long K, long N, const float *g, const float *beta, float eps) {
-    const float *restrict x = normed(x0, M, K, g, beta, eps);
-    if (!x)
-        return 1;
-    for (long n = 0; n < N; n++) {
-        const float *w = Wt + n * K;
-        for (long m = 0; m < M; m++) {
-            const float *xm = x + m * K;
-            float s = 0.0f;
-            for (long k = 0; k < K; k++)
-                s += xm[k] * w[k];
-            y[m * N + n] = s + (b ? b[n] : 0.0f);
-        }
-    }
-    if (x != x0)
-        free((void *)x);
-    return 0;
-}
-
 /* attend1: one query per row and head (a decoding step's single fed token) over n cached slots.
  * out[b, h, :] = sum_j p_j v[b, h, j, :],  p = softmax over kept j of scale * <q[b, h, :], k[b, h, j, :]>
  * q (B, H, D) at q + b * qb + h * D; k, v elements (b, h, j, d) at b * sb + h * sh + j * D + d; keep (B, n)

@@ -1,24 +1,36 @@
 """The lean forward's matrix products at a few rows on a CPU: a C kernel the project compiles itself.
 
 Why.  A decoding step at batch 1 multiplies one row by every weight matrix: each weight is read once
-for two flops, so the step's speed is how fast the weights stream from memory.  PyTorch's CPU build
-hands such products to its BLAS, whose one-row path streams them well below what this CPU's memory
-delivers; `affine.c` walks each matrix as one contiguous stretch, prefetching the next block, and reads
-every weight once for up to MAX_ROWS rows (a verification step of a few drafts, or a small batch,
-costs little more than one row), and a decoding step's single-query attention runs there too.  What
-it gains is measured, paired, by chapter 10's time breakdown (`specdec.measure.step_split.forward_gain`).  It computes the same sums in another order: results equal
-torch's to float32 rounding (tested, with the lean forward's logits and tokens).
+for two flops, so the step's speed is how fast the weights stream from memory; a verification step,
+or a batch, multiplies a few dozen rows, and then how many multiply-adds each loaded weight feeds
+matters too.  PyTorch's CPU build hands such products to its BLAS, which streams a row-major weight
+well below what this CPU's memory delivers and re-reads it for every few rows.  `affine.c` reads each
+weight from a copy of it laid out in panels of 64 columns (packed once, the layout a BLAS packs into
+per call): a panel streams as one contiguous stretch, its sums for six rows at a time stay in vector
+registers, and the next rows re-read it from cache.  A decoding step's single-query attention runs
+there too.  What it gains is measured, paired, by chapter 10's time breakdown
+(`specdec.measure.step_split.forward_gain`).  It computes the same sums in another order: results
+equal torch's to float32 rounding (tested, with the lean forward's logits and tokens).
+
+The panels cost a second copy of every weight the kernel multiplies (`packed` keeps one per model,
+in memory advised for huge pages, while the model lives).  They follow the weight: a product whose
+weight was changed in place (its version counter moved) packs it again before multiplying; a
+parameter replaced by another tensor is seen when the model is wrapped again (`packed` compares the
+tensors).  A weight created in inference mode has no version counter, so it is packed again at every
+call.
 
 Built on first use with the machine's C compiler (``$CC``, else ``cc``) for this CPU
-(``-march=native``) into a cache folder (``$SPECDEC_KERNEL_DIR``, else ``~/.cache/specdec``) under a
-name hashing the source, the flags, the compiler and the CPU's flags, so a machine never loads
-another's build; written to a temporary file and renamed, so concurrent first uses are safe.  The
-compile has a timeout.  Where it cannot be built (no compiler, an error) `available()` is False and
-`why()` says why: the lean forward then uses torch's products (`uses_kernel`), the same law.
+(``-march=native``: AVX-512 where the CPU has it, plain C otherwise) into a cache folder
+(``$SPECDEC_KERNEL_DIR``, else ``~/.cache/specdec``) under a name hashing the source, the flags, the
+compiler and the CPU's flags, so a machine never loads another's build; written to a temporary file
+and renamed, so concurrent first uses are safe.  The compile has a timeout.  Where it cannot be built
+(no compiler, an error) `available()` is False and `why()` says why: the lean forward then uses
+torch's products (`uses_kernel`), the same law.
 
 The kernel is single-threaded, so it is used only when torch runs one thread (`uses_kernel`):
 with more, torch's BLAS divides a product between threads.  The reassociation flags let the compiler
-vectorise the head's dot products (another summation order; no NaN or infinity is assumed away).
+vectorise the attention's and the layer norm's sums (another summation order; no NaN or infinity is
+assumed away).
 
 Example: affine(x, w, b) equals torch.addmm(b, x, w) to float32 rounding for x (M, K) with M <= MAX_ROWS.
 """
@@ -28,18 +40,23 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import mmap
 import os
 import platform
 import subprocess
 import tempfile
 import threading
+import weakref
 from pathlib import Path
 
+import numpy as np
 import torch
 
-__all__ = ["MAX_ROWS", "Affine", "affine", "affine_t", "attend1", "available", "named", "uses_kernel", "why"]
+__all__ = ["MAX_ROWS", "Affine", "affine", "affine_t", "attend1", "available", "named", "packed", "uses_kernel", "why"]
 
 MAX_ROWS = 48  # past a few dozen rows a product is arithmetic-bound, where the BLAS's blocking wins
+WIDTH = 64     # a panel's columns (affine.c)
+HUGE = 2 << 20  # a transparent huge page on x86-64
 SOURCE = Path(__file__).with_name("affine.c")
 FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-fassociative-math",
          "-fno-signed-zeros", "-fno-trapping-math", "-shared", "-fPIC")
@@ -85,7 +102,7 @@ def _build() -> ctypes.CDLL:
     p, n = ctypes.c_void_p, ctypes.c_long
     f = ctypes.c_float
     dll.affine.argtypes, dll.affine.restype = [p, p, p, p, p, n, n, n, p, p, f], ctypes.c_int
-    dll.affine_t.argtypes, dll.affine_t.restype = [p, p, p, p, n, n, n, p, p, f], ctypes.c_int
+    dll.pack.argtypes, dll.pack.restype = [p, n, n, p, ctypes.c_int], None
     dll.attend1.argtypes, dll.attend1.restype = [p, p, p, p, p, p, n, n, n, n, n, n, n, ctypes.c_float], None
     return dll
 
@@ -154,6 +171,21 @@ def _rows(x: torch.Tensor, k: int) -> torch.Tensor:
     return x.contiguous()
 
 
+def _panel_floats(K: int, N: int) -> int:
+    return -(-N // WIDTH) * K * WIDTH
+
+
+def _huge_floats(n: int) -> torch.Tensor:
+    """n float32 zeros in one anonymous mapping advised for transparent huge pages (2 MiB pages where
+    the OS grants them), starting on a huge page: panels streamed from it pay no TLB miss every 4 KiB."""
+    area = mmap.mmap(-1, 4 * n + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        area.madvise(mmap.MADV_HUGEPAGE)
+    raw = np.frombuffer(area, dtype=np.uint8)
+    start = -raw.ctypes.data % HUGE
+    return torch.from_numpy(raw[start:start + 4 * n]).view(torch.float32)
+
+
 class Affine:
     """One weight's product on the kernel, checked once: ``Affine(w, b, norm)(x, residual)`` is
     b + n(x) @ w (+ residual) for w (K, N) (a Conv1D weight); with ``transposed`` it is n(x) @ w.T (+ b)
@@ -161,12 +193,14 @@ class Affine:
     (gamma (K,), beta (K,), eps) torch's layer_norm of each row.  x (M, K) with M <= MAX_ROWS; a new
     (M, N) tensor.  Every tensor must be a contiguous float32 CPU tensor of the right shape (else a
     ValueError here); they are held, so the memory the kernel reads stays valid even if a model's
-    parameters are later replaced (the product then keeps the values it was built on)."""
+    parameters are later replaced (the product then keeps the values it was built on).  The weight is
+    packed into ``panels`` (a float32 tensor of at least the panels' size; a new one when None) and
+    packed again when it changed in place (module docstring)."""
 
-    __slots__ = ("K", "N", "transposed", "_held", "_args")
+    __slots__ = ("K", "N", "transposed", "_held", "_args", "_panels", "_version")
 
     def __init__(self, w: torch.Tensor, b: torch.Tensor | None = None, norm: tuple | None = None, *,
-                 transposed: bool = False):
+                 transposed: bool = False, panels: torch.Tensor | None = None):
         if w.dim() != 2:
             raise ValueError(f"a weight is a matrix, got shape {tuple(w.shape)}")
         (self.N, self.K), self.transposed = (w.shape if transposed else w.shape[::-1]), transposed
@@ -180,8 +214,22 @@ class Affine:
                                   or not t.is_contiguous()):
                 raise ValueError(f"the kernel's {name} must be a contiguous float32 CPU tensor of shape {shape}, "
                                  f"got {t.dtype} {tuple(t.shape)} on {t.device}")
+        need = _panel_floats(self.K, self.N)
+        if panels is None:
+            panels = torch.empty(need)
+        elif panels.dtype != torch.float32 or not panels.is_contiguous() or panels.numel() < need:
+            raise ValueError(f"the panels must be a contiguous float32 tensor of at least {need} values, "
+                             f"got {panels.dtype} {tuple(panels.shape)}")
         self._held = tuple(None if t is None else t.detach() for t, _ in parts.values())
-        self._args = tuple(None if t is None else t.data_ptr() for t in self._held) + (float(eps),)
+        self._panels = panels
+        self._args = (panels.data_ptr(),) + tuple(None if t is None else t.data_ptr() for t in self._held[1:]) + (float(eps),)
+        self._version = None
+        self._pack()
+
+    def _pack(self):
+        w = self._held[0]
+        _dll().pack(w.data_ptr(), self.K, self.N, self._args[0], int(self.transposed))
+        self._version = None if w.is_inference() else w._version
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         return _recorded("specdec::affine_t" if self.transposed else "specdec::affine", self._run, x, residual)
@@ -189,23 +237,42 @@ class Affine:
     def _run(self, x: torch.Tensor, residual: torch.Tensor | None) -> torch.Tensor:
         x = _rows(x, self.K)
         M = x.shape[0]
+        if self._version is None or self._held[0]._version != self._version:
+            self._pack()
+        if self.transposed and residual is not None:
+            raise ValueError("the head's product takes no residual")
+        if residual is not None and (residual.shape != (M, self.N) or residual.dtype != torch.float32
+                                     or residual.device.type != "cpu"):
+            raise ValueError(f"the residual must be float32 ({M}, {self.N}) on the CPU, got {residual.dtype} "
+                             f"{tuple(residual.shape)} on {residual.device}")
+        r = None if residual is None else residual.contiguous()
         y = torch.empty(M, self.N)
-        w, b, g, beta, eps = self._args
-        if self.transposed:
-            if residual is not None:
-                raise ValueError("the head's product takes no residual")
-            code = _dll().affine_t(x.data_ptr(), w, b, y.data_ptr(), M, self.K, self.N, g, beta, eps)
-        else:
-            if residual is not None and (residual.shape != (M, self.N) or residual.dtype != torch.float32
-                                         or residual.device.type != "cpu"):
-                raise ValueError(f"the residual must be float32 ({M}, {self.N}) on the CPU, got {residual.dtype} "
-                                 f"{tuple(residual.shape)} on {residual.device}")
-            r = None if residual is None else residual.contiguous()
-            code = _dll().affine(x.data_ptr(), w, b, None if r is None else r.data_ptr(), y.data_ptr(), M, self.K,
-                                 self.N, g, beta, eps)
-        if code:
+        p, b, g, beta, eps = self._args
+        if _dll().affine(x.data_ptr(), p, b, None if r is None else r.data_ptr(), y.data_ptr(), M, self.K, self.N,
+                         g, beta, eps):
             raise MemoryError("the kernel could not allocate its layer-normed rows")
         return y
+
+
+_PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # owner -> (tensors' identity, products)
+
+
+def packed(owner, specs: list[tuple]) -> list[Affine]:
+    """`Affine` products for ``specs`` [(w, b, norm, transposed), ...], their panels side by side in one
+    huge-page mapping, kept with ``owner`` (a model: weakly referenced) so that wrapping the same model
+    again packs nothing; packed anew when any tensor of ``specs`` is another tensor than last time."""
+    key = tuple((t.data_ptr(), tuple(t.shape)) if isinstance(t, torch.Tensor) else t
+                for w, b, norm, tr in specs for t in (w, b, *(norm or (None,) * 3), tr))
+    hit = _PACKED.get(owner)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    sizes = [_panel_floats(*((w.shape[1], w.shape[0]) if tr else w.shape)) for w, _, _, tr in specs]
+    area, at, products = _huge_floats(sum(sizes)), 0, []
+    for (w, b, norm, tr), n in zip(specs, sizes):
+        products.append(Affine(w, b, norm, transposed=tr, panels=area[at:at + n]))
+        at += n
+    _PACKED[owner] = (key, products)
+    return products
 
 
 def affine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, residual: torch.Tensor | None = None,

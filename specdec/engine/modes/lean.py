@@ -9,7 +9,8 @@ copies, no module dispatch, no output bookkeeping.  What that gains in decoding 
 ``lean_gain`` (paired, with intervals; the book shows the committed numbers).  At up to
 `kernel.MAX_ROWS` rows on one CPU thread its matrix products (each with the layer norm before it)
 and a single fed token's attention run on the project's C kernel (`specdec.engine.modes.kernel`),
-which streams the weights faster than torch's BLAS does at so few rows; elsewhere (another device or
+which reads each weight from a packed copy (one per model, kept while the model lives: the weights'
+memory twice) faster than torch's BLAS does at so few rows; elsewhere (another device or
 dtype, more rows or threads, autograd, no C compiler) on torch's operators.  It
 is an implementation of the model, not a different model: its logits equal Hugging Face's up to
 fp32 rounding (a fused GELU and another attention kernel; tested to 1e-4 on every position a caller
@@ -107,13 +108,16 @@ class LeanGPT2(KVCompat):
                         b.attn.c_proj.bias, b.ln_2.weight, b.ln_2.bias, b.mlp.c_fc.weight, b.mlp.c_fc.bias,
                         b.mlp.c_proj.weight, b.mlp.c_proj.bias) for b in t.h]
         eps, ln_f, head = self.eps, (t.ln_f.weight, t.ln_f.bias), (model.lm_head.weight, getattr(model.lm_head, "bias", None))
-        try:  # each weight's product on the kernel, checked once (`specdec.engine.modes.kernel`); else torch's
-            self.products = [(kernel.Affine(wa, ba, (w1, b1, eps)), kernel.Affine(wp, bp),
-                              kernel.Affine(wf, bf, (w2, b2, eps)), kernel.Affine(wq, bq))
-                             for w1, b1, wa, ba, wp, bp, w2, b2, wf, bf, wq, bq in self.blocks]
-            self.head = kernel.Affine(head[0], head[1], (*ln_f, eps), transposed=True)
-        except ValueError:  # another dtype or device, or a weight laid out otherwise
-            self.products, self.head = None, None
+        specs = [spec for w1, b1, wa, ba, wp, bp, w2, b2, wf, bf, wq, bq in self.blocks
+                 for spec in ((wa, ba, (w1, b1, eps), False), (wp, bp, None, False), (wf, bf, (w2, b2, eps), False),
+                              (wq, bq, None, False))] + [(head[0], head[1], (*ln_f, eps), True)]
+        self.products, self.head = None, None
+        if kernel.available():
+            try:  # each weight's product on the kernel, checked and packed once per model (`kernel.packed`)
+                done = kernel.packed(model, specs)
+                self.products, self.head = [tuple(done[4 * i:4 * i + 4]) for i in range(len(self.blocks))], done[-1]
+            except ValueError:  # another dtype or device, or a weight laid out otherwise: torch's products
+                pass
 
     def new_cache(self, slots: int) -> GrowCache:
         """The cache the engine decodes on (`specdec.engine.kv.new_cache`): a `GrowCache` of ``slots``
