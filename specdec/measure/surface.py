@@ -17,12 +17,16 @@ outputs are samples of nothing).  Per target, one at a time (memory):
      `speedup_vs_alpha` gives each point's median with its paired bootstrap interval and verdict;
      beside them S_steps with its forward terms priced as the loop paid for them (`_inloop`), which
      leaves the engine's own work per step as the only term not priced;
-  4. the prediction fixed before the runs, S_pilot: before step 2, a pilot (``pilot_rounds`` rounds of
-     the baseline and every k at the middle alpha, on each batch's cell, seeds above the timed
-     runs') prices the verification forward and the draft's token in the loop, per (batch, k), as
-     `_inloop` does; each timed run's steps are known before it runs (the instrument is seeded per
-     run, `specdec.measure.controlled.controlled_steps`), so S_pilot = (its tokens per step / the
-     baseline's) / (T_loop(k+1)/T_loop(1) + k c_loop) is computed, for every run, before the sweep.
+  4. the prediction fixed before the runs, S_pilot: before step 2, a pilot (``pilot_rounds`` rounds,
+     on each batch's cell, seeds above the timed runs': the baseline, every k at the middle alpha,
+     the baseline again) prices, per (batch, k), the verification forward and the draft's token in
+     the loop as `_inloop` does, against the mean of the two baselines, and the engine's own work per
+     step (a step's time outside its forwards) of the run, h_k, and of the baseline, h_0, in the same
+     unit; each timed run's steps are known before it runs (the instrument is seeded per run,
+     `specdec.measure.controlled.controlled_steps`), so S_pilot = (its tokens per step / the
+     baseline's) (1 + h_0) / (T_loop(k+1)/T_loop(1) + k c_loop + h_k) is computed, for every run,
+     before the sweep.  The engine's work is priced because the faster the forwards, the larger its
+     share of a step: left out, the prediction overstates every speedup by about that share.
 Shapes named in ``curve_only`` get step 1 at batch 1 and nothing else (the synthesis figure's curves).
 Every random draw (weights, contexts, the runs' seeds) comes from the one generator passed in.
 
@@ -125,7 +129,8 @@ def controlled_runs(targets, draft: str, alphas, ks, *, new_tokens: int, context
                                                                                                  + k * c),
                                **_inloop(r, base_t1[(B, r["repeat"])], base_steps[(B, r["repeat"])]),
                                "predicted_pilot": fixed[B, k, a, r["repeat"]][0], "verify_pilot": prices[B, k][0],
-                               "c_pilot": prices[B, k][1],
+                               "c_pilot": prices[B, k][1], "host_pilot": prices[B, k][2],
+                               "host_base_pilot": prices[B, k][3],
                                "steps_as_predicted": _per_step(r) == fixed[B, k, a, r["repeat"]][1],
                                "cpu_share": r["cpu_share"], "reruns": r["reruns"]})
         del target
@@ -133,9 +138,11 @@ def controlled_runs(targets, draft: str, alphas, ks, *, new_tokens: int, context
 
 
 def _pilot(configs: list[Config], cells: list[Cell], alpha: float, rounds: int, seed: int) -> dict:
-    """{(batch, k): (T_loop(k+1)/T_loop(1), c_loop)}: the in-loop prices (`_inloop`'s) of a pilot of
-    ``rounds`` rounds, on every cell, of the baseline and each k at ``alpha``, seeded ``seed`` + round
-    (above the timed runs' seeds): medians over rounds of each run against its round's baseline."""
+    """{(batch, k): (T_loop(k+1)/T_loop(1), c_loop, h_k, h_0)}: the in-loop prices (`_inloop`'s) of a
+    pilot of ``rounds`` rounds, on every cell, of the baseline, each k at ``alpha`` and the baseline
+    again, seeded ``seed`` + round (above the timed runs' seeds), with the engine's work per step of
+    the run and of the baseline (module docstring, item 4): medians over rounds, each run against its
+    round's two baselines' mean."""
     if rounds < 1:
         raise ValueError(f"the pilot needs at least one round, got {rounds}")
     base = next(c for c in configs if c.labels["k"] == 0)
@@ -144,12 +151,16 @@ def _pilot(configs: list[Config], cells: list[Cell], alpha: float, rounds: int, 
     for rnd in range(rounds):
         for cell in cells:
             B = cell.labels["batch"]
-            t1 = _per_later_step(base.run(cell.inputs, seed + rnd), "t_target_steady")
-            for c in at:
-                run, k = c.run(cell.inputs, seed + rnd), c.labels["k"]
+            first = base.run(cell.inputs, seed + rnd)
+            runs = [(c.labels["k"], c.run(cell.inputs, seed + rnd)) for c in at]
+            bases = (first, base.run(cell.inputs, seed + rnd))
+            t1 = float(np.mean([_per_later_step(b, "t_target_steady") for b in bases]))
+            h0 = float(np.mean([_host_per_step(b) for b in bases])) / t1
+            for k, run in runs:
                 got.setdefault((B, k), []).append((_per_later_step(run, "t_target_steady") / t1,
-                                                   _per_later_step(run, "t_draft_forward_steady") / k / t1))
-    return {key: (float(np.median([v for v, _ in xs])), float(np.median([c for _, c in xs]))) for key, xs in got.items()}
+                                                   _per_later_step(run, "t_draft_forward_steady") / k / t1,
+                                                   _host_per_step(run) / t1, h0))
+    return {key: tuple(float(np.median([x[i] for x in xs])) for i in range(4)) for key, xs in got.items()}
 
 
 def _pilot_prediction(price: tuple, alpha: float, k: int, batch: int, new_tokens: int, seed: int) -> tuple:
@@ -158,8 +169,13 @@ def _pilot_prediction(price: tuple, alpha: float, k: int, batch: int, new_tokens
     row records whether its steps were the predicted ones (``steps_as_predicted``)."""
     steps = controlled_steps(alpha, k, batch, new_tokens, seed + ACCEPT_SEED)
     per_step = _per_step({"tokens": sum(e for *_, e in steps), "first_step_tokens": steps[0][2], "steps": len(steps)})
-    verify, c = price
-    return per_step / batch / (verify + k * c), per_step
+    verify, c, host, host0 = price
+    return per_step / batch * (1 + host0) / (verify + k * c + host), per_step
+
+
+def _host_per_step(run: dict) -> float:
+    """Seconds per step after the first outside the step's model forwards: the engine's own work."""
+    return (run["t_step_steady"] - run["t_target_steady"] - run["t_draft_forward_steady"]) / max(int(run["steps"]) - 1, 1)
 
 
 def _per_later_step(run: dict, key: str) -> float:

@@ -58,10 +58,14 @@ def test_rows_pairs_and_predictions(out):
         # the pilot's prediction, fixed before the sweep: the run's own steps (known from its seed) priced
         # by the pilot's in-loop terms of its (batch, k), the same for every alpha and round
         assert r["steps_as_predicted"] is True
+        # and the engine's own work per step, the run's and the baseline's, in units of the baseline's T(1)
         assert r["predicted_pilot"] == pytest.approx(r["tokens_per_step"] / r["baseline_tokens_per_step"]
-                                                     / (r["verify_pilot"] + r["k"] * r["c_pilot"]))
-        assert {(x["verify_pilot"], x["c_pilot"]) for x in ctrl if (x["batch"], x["k"]) == (r["batch"], r["k"])} \
-            == {(r["verify_pilot"], r["c_pilot"])} and r["verify_pilot"] > 0 and r["c_pilot"] > 0
+                                                     * (1 + r["host_base_pilot"])
+                                                     / (r["verify_pilot"] + r["k"] * r["c_pilot"] + r["host_pilot"]))
+        prices = ("verify_pilot", "c_pilot", "host_pilot", "host_base_pilot")
+        assert {tuple(x[p] for p in prices) for x in ctrl if (x["batch"], x["k"]) == (r["batch"], r["k"])} \
+            == {tuple(r[p] for p in prices)} and r["verify_pilot"] > 0 and r["c_pilot"] > 0
+        assert r["host_pilot"] > 0 and r["host_base_pilot"] > 0, "a step always does some work outside its forwards"
     for B in (1, 2):  # one baseline per (batch, round)
         same = {r["baseline_tokens_per_s"] for r in ctrl if r["batch"] == B and r["repeat"] == 0}
         assert len(same) == 1
