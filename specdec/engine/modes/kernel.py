@@ -155,11 +155,10 @@ def _recorded(name: str, fn, *args):
         return fn(*args)
 
 
-def uses_kernel(*weights: torch.Tensor) -> bool:
-    """Whether products on ``weights`` run on the kernel now: it is available, torch runs one thread,
-    no gradient is being recorded, and every weight is a contiguous float32 CPU tensor."""
-    return (torch.get_num_threads() == 1 and not torch.is_grad_enabled() and available()
-            and all(w.device.type == "cpu" and w.dtype == torch.float32 and w.is_contiguous() for w in weights))
+def uses_kernel() -> bool:
+    """Whether the lean forward may run its products on the kernel now: it is available, torch runs one
+    thread and no gradient is being recorded.  Which weights it can take is `Affine`'s to check."""
+    return torch.get_num_threads() == 1 and not torch.is_grad_enabled() and available()
 
 
 def _rows(x: torch.Tensor, k: int) -> torch.Tensor:
