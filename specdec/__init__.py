@@ -18,7 +18,7 @@ The trusted path: the modules a reader must read to trust the headline results.
   `specdec.engine.inputs` (argument checks), `specdec.engine.kv`, `specdec.engine.cache`,
   `specdec.engine.stats`, `specdec.engine.modes` (which forward a call runs) and
   `specdec.engine.modes.lean` (GPT-2's forward written out: what a plain call runs) with its cache,
-  `specdec.engine.modes.grow`;
+  `specdec.engine.modes.grow`, and its arithmetic, `specdec.engine.modes.kernel` (with `affine.c`);
 - a measured speedup: `specdec.measure.harness`, `specdec.measure.protocol` (paired intervals and
   the words they allow), `specdec.measure.cost_curve`, `specdec.core.cost`.
 Everything else is optional (the compiled forward, tested to give the same tokens), a peer's adapter, a

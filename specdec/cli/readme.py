@@ -35,7 +35,7 @@ TRUSTED = {
     "exactness": ("specdec.core.sampling", "specdec.core.verify", "specdec.core.exact", "specdec.core.stats"),
     "the engine": ("specdec.engine.decode", "specdec.engine.step", "specdec.engine.drafters", "specdec.engine.inputs",
                    "specdec.engine.kv", "specdec.engine.cache", "specdec.engine.stats", "specdec.engine.modes",
-                   "specdec.engine.modes.lean", "specdec.engine.modes.grow"),
+                   "specdec.engine.modes.lean", "specdec.engine.modes.grow", "specdec.engine.modes.kernel"),
     "a measured speedup": ("specdec.measure.harness", "specdec.measure.protocol", "specdec.measure.cost_curve",
                            "specdec.core.cost"),
 }
