@@ -4,8 +4,10 @@ Why.  A decoding step at batch 1 reads every weight once, so its speed is how fa
 from memory.  Scattered over 4 KiB pages, that stream pays a TLB miss every 4 KiB and the CPU's
 hardware prefetchers stop at every page boundary; laid end to end in one anonymous mapping advised for
 transparent huge pages (``madvise(MADV_HUGEPAGE)``, 2 MiB pages where the kernel grants them) it
-flows on.  What it gains is measured, paired, by chapter 10's time breakdown
-(`specdec.measure.step_split.forward_gain`).  Values are copied unchanged, so every forward computes
+flows on.  The lean forward's C kernel streams its own packed copy instead
+(`specdec.engine.modes.kernel`), so on the default path the arena serves the embeddings, biases and
+norms, and every forward on torch's products.  What it gains is measured, paired, by chapter 10's
+time breakdown (`specdec.measure.step_split.forward_gain`).  Values are copied unchanged, so every forward computes
 the same numbers.
 
 Each parameter keeps a storage of its own (a separate view of the mapping), so code that finds

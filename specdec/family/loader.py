@@ -206,7 +206,7 @@ def _load_model(name: str, *, dtype, device: str, checked: bool, root: Path | No
         digests = _weights_sha256(Path(name)) if Path(name).is_dir() else _hub_weights_sha256(name)
     model = model.to(device).eval()
     if torch.device(device).type == "cpu":
-        pack_weights(model)  # end to end, huge-page-advised: what a batch-1 step streams (`specdec.family.arena`)
+        pack_weights(model)  # end to end, huge-page-advised (`specdec.family.arena`): what torch's products stream
     model.weights_sha256 = digests
     return model
 

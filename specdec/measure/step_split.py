@@ -163,7 +163,8 @@ def forward_gain(model, prompts, *, change: str, batch: int, length: int, rounds
     and verdict (module docstring); refuses to time runs whose tokens differ.  ``change`` is one of
     CHANGES: "in-place cache" (a DynamicCache without it), "kernel" (torch's products without it,
     `specdec.engine.modes.kernel`), "packed weights" (copies of the weights as torch allocates them
-    without it, `specdec.family.arena`; both sides are copies of ``model``)."""
+    without it, `specdec.family.arena`; both sides are copies of ``model``; with the kernel its
+    products read their own panels, so this times what else reads the weights)."""
     if rounds < 2 or rounds % 2:
         raise ValueError(f"rounds must be even and >= 2, got {rounds}")
     if change not in CHANGES:

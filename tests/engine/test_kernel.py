@@ -30,31 +30,39 @@ def _g(seed=0):
     return torch.Generator().manual_seed(seed)
 
 
+def _affine(x, w, b, residual=None, norm=None):
+    return kernel.Affine(w, b, norm)(x, residual)
+
+
+def _affine_t(x, wt, b=None, norm=None):
+    return kernel.Affine(wt, b, norm, transposed=True)(x)
+
+
 @pytest.mark.parametrize("M,K,N", [(1, 384, 1152), (3, 37, 21), (kernel.MAX_ROWS, 48, 64), (2, 16, 5), (13, 37, 130)])
 def test_affine_equals_addmm_with_and_without_the_residual(M, K, N):
-    """N = 5, 21 and 130 end in a partial panel and a partial vector; M = 13 and MAX_ROWS cross the
-    six-row tiles."""
+    """N = 5, 21 and 130 end in a partial panel and a partial vector; M = 13 ends in a partial six-row
+    tile, MAX_ROWS fills eight."""
     assert kernel.available(), kernel.why()
     g = _g()
     x, w, b, r = (torch.randn(M, K, generator=g), torch.randn(K, N, generator=g), torch.randn(N, generator=g),
                   torch.randn(M, N, generator=g))
-    assert torch.allclose(kernel.affine(x, w, b), torch.addmm(b, x, w), **TOL)
-    assert torch.allclose(kernel.affine(x, w, b, r), torch.addmm(b, x, w) + r, **TOL)
-    assert not torch.allclose(kernel.affine(x, w, b + 1e-3), torch.addmm(b, x, w), **TOL), "the tolerance must see a bias off by 1e-3"
+    assert torch.allclose(_affine(x, w, b), torch.addmm(b, x, w), **TOL)
+    assert torch.allclose(_affine(x, w, b, r), torch.addmm(b, x, w) + r, **TOL)
+    assert not torch.allclose(_affine(x, w, b + 1e-3), torch.addmm(b, x, w), **TOL), "the tolerance must see a bias off by 1e-3"
     norm = (torch.randn(K, generator=g), torch.randn(K, generator=g), 1e-5)
     want = torch.addmm(b, F.layer_norm(x, (K,), *norm), w) + r
-    assert torch.allclose(kernel.affine(x, w, b, r, norm=norm), want, **TOL)
-    assert not torch.allclose(kernel.affine(x, w, b, r, norm=(norm[0], norm[1], 1e-1)), want, **TOL), "eps is read"
+    assert torch.allclose(_affine(x, w, b, r, norm=norm), want, **TOL)
+    assert not torch.allclose(_affine(x, w, b, r, norm=(norm[0], norm[1], 1e-1)), want, **TOL), "eps is read"
 
 
 @pytest.mark.parametrize("M,K,N", [(1, 384, 2048), (5, 33, 17)])
 def test_affine_t_equals_the_tied_heads_linear(M, K, N):
     g = _g(1)
     x, wt, b = torch.randn(M, K, generator=g), torch.randn(N, K, generator=g), torch.randn(N, generator=g)
-    assert torch.allclose(kernel.affine_t(x, wt), F.linear(x, wt), **TOL)
-    assert torch.allclose(kernel.affine_t(x, wt, b), F.linear(x, wt, b), **TOL)
+    assert torch.allclose(_affine_t(x, wt), F.linear(x, wt), **TOL)
+    assert torch.allclose(_affine_t(x, wt, b), F.linear(x, wt, b), **TOL)
     norm = (torch.randn(K, generator=g), torch.randn(K, generator=g), 1e-5)
-    assert torch.allclose(kernel.affine_t(x, wt, b, norm=norm), F.linear(F.layer_norm(x, (K,), *norm), wt, b), **TOL)
+    assert torch.allclose(_affine_t(x, wt, b, norm=norm), F.linear(F.layer_norm(x, (K,), *norm), wt, b), **TOL)
 
 
 def test_single_query_attention_equals_sdpa_on_cache_views_with_holes():
@@ -81,15 +89,15 @@ def test_what_the_kernel_cannot_take_is_refused_or_left_to_torch():
     g = _g(3)
     w, b = torch.randn(8, 4, generator=g), torch.randn(4, generator=g)
     with pytest.raises(ValueError, match="at most"):
-        kernel.affine(torch.randn(kernel.MAX_ROWS + 1, 8), w, b)
+        _affine(torch.randn(kernel.MAX_ROWS + 1, 8), w, b)
     with pytest.raises(ValueError, match="float32 CPU rows of width 8"):
-        kernel.affine(torch.randn(1, 8, dtype=torch.float64), w, b)
+        _affine(torch.randn(1, 8, dtype=torch.float64), w, b)
     with pytest.raises(ValueError, match="width 8"):
-        kernel.affine(torch.randn(1, 7), w, b)
+        _affine(torch.randn(1, 7), w, b)
     with pytest.raises(ValueError, match="residual"):
-        kernel.affine(torch.randn(2, 8), w, b, torch.randn(1, 4))
+        _affine(torch.randn(2, 8), w, b, torch.randn(1, 4))
     with pytest.raises(ValueError, match=r"norm weight must be .* shape \(8,\), got torch.float32 \(7,\)"):
-        kernel.affine(torch.randn(2, 8), w, b, norm=(torch.ones(7), torch.zeros(8), 1e-5))
+        _affine(torch.randn(2, 8), w, b, norm=(torch.ones(7), torch.zeros(8), 1e-5))
     with pytest.raises(ValueError, match="weight must be a contiguous"):
         kernel.Affine(w.t().contiguous().t(), b)
     with pytest.raises(ValueError, match="bias must be"):
@@ -154,7 +162,7 @@ def test_without_a_compiler_the_kernel_says_why_and_lean_runs_torchs_products(ti
     assert not kernel.available() and "no C compiler" in kernel.why()
     assert not kernel.uses_kernel()
     with pytest.raises(RuntimeError, match="kernel is unavailable: no C compiler"):
-        kernel.affine(torch.ones(1, 4), torch.ones(4, 2), torch.zeros(2))
+        _affine(torch.ones(1, 4), torch.ones(4, 2), torch.zeros(2))
     ids = torch.randint(0, 64, (1, 6), generator=_g(5))
     got = _decode(tiny_pair[0], tiny_pair[1], ids)
     monkeypatch.setattr(kernel, "_STATE", {})
@@ -223,9 +231,14 @@ def test_the_plain_c_tiles_equal_the_avx512_ones(tmp_path):
     import ctypes
     import subprocess
 
+    import os
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("-mno-avx512f is an x86-64 flag")
     lib = tmp_path / "plain.so"
     flags = [f for f in kernel.FLAGS if not f.startswith(("-march", "-mprefer"))]
-    done = subprocess.run(["cc", *flags, "-mno-avx512f", "-o", str(lib), str(kernel.SOURCE)], capture_output=True,
+    done = subprocess.run([os.environ.get("CC", "cc"), *flags, "-mno-avx512f", "-o", str(lib), str(kernel.SOURCE)], capture_output=True,
                           text=True, timeout=kernel.COMPILE_TIMEOUT_S)
     assert done.returncode == 0, done.stderr
     dll = ctypes.CDLL(str(lib))
@@ -238,4 +251,22 @@ def test_the_plain_c_tiles_equal_the_avx512_ones(tmp_path):
     dll.pack(w.data_ptr(), K, N, panels.data_ptr(), 0)
     assert dll.affine(x.data_ptr(), panels.data_ptr(), b.data_ptr(), r.data_ptr(), y.data_ptr(), M, K, N, None, None, 0.0) == 0
     assert torch.allclose(y, torch.addmm(b, x, w) + r, **TOL)
-    assert torch.allclose(y, kernel.affine(x, w, b, r), **TOL)
+    assert torch.allclose(y, _affine(x, w, b, r), **TOL)
+
+
+def test_a_write_through_data_is_seen_once_the_model_is_forgotten():
+    """``.data`` has a version counter of its own: the pack stays stale (the negative control) until
+    `forget`; then both a held product and a new wrap read the new values."""
+    with torch.inference_mode(False):
+        model = torch.nn.Linear(8, 20)
+    x = torch.randn(3, 8, generator=_g(13))
+    held = kernel.packed(model, [(model.weight, model.bias, None, True)])[0]
+    held(x)
+    model.weight.data.mul_(2.0)
+    assert not torch.allclose(held(x), F.linear(x, model.weight, model.bias), **TOL), "unseen without forget"
+    kernel.forget(model)
+    assert torch.allclose(held(x), F.linear(x, model.weight, model.bias), **TOL)
+    again = kernel.packed(model, [(model.weight, model.bias, None, True)])[0]
+    assert again is not held and torch.allclose(again(x), F.linear(x, model.weight, model.bias), **TOL)
+    with pytest.raises(ValueError, match="layer norm needs its weight and its bias"):
+        kernel.Affine(model.weight, model.bias, (torch.ones(8), None, 1e-5), transposed=True)

@@ -17,7 +17,8 @@ in memory advised for huge pages, while the model lives).  They follow the weigh
 weight was changed in place (its version counter moved) packs it again before multiplying; a
 parameter replaced by another tensor is seen when the model is wrapped again (`packed` compares the
 tensors).  A weight created in inference mode has no version counter, so it is packed again at every
-call.
+call.  Writes through ``param.data`` (a tensor with a counter of its own) are not seen: after them,
+`forget` the model.
 
 Built on first use with the machine's C compiler (``$CC``, else ``cc``) for this CPU
 (``-march=native``: AVX-512 where the CPU has it, plain C otherwise) into a cache folder
@@ -32,7 +33,7 @@ with more, torch's BLAS divides a product between threads.  The reassociation fl
 vectorise the attention's and the layer norm's sums (another summation order; no NaN or infinity is
 assumed away).
 
-Example: affine(x, w, b) equals torch.addmm(b, x, w) to float32 rounding for x (M, K) with M <= MAX_ROWS.
+Example: Affine(w, b)(x) equals torch.addmm(b, x, w) to float32 rounding for x (M, K) with M <= MAX_ROWS.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["MAX_ROWS", "Affine", "affine", "affine_t", "attend1", "available", "named", "packed", "uses_kernel", "why"]
+__all__ = ["MAX_ROWS", "Affine", "attend1", "available", "forget", "named", "packed", "uses_kernel", "why"]
 
 MAX_ROWS = 48  # past a few dozen rows a product is arithmetic-bound, where the BLAS's blocking wins
 WIDTH = 64     # a panel's columns (affine.c)
@@ -204,6 +205,8 @@ class Affine:
             raise ValueError(f"a weight is a matrix, got shape {tuple(w.shape)}")
         (self.N, self.K), self.transposed = (w.shape if transposed else w.shape[::-1]), transposed
         g, beta, eps = norm if norm is not None else (None, None, 0.0)
+        if norm is not None and (g is None or beta is None):
+            raise ValueError("the kernel's layer norm needs its weight and its bias")
         parts = {"weight": (w, tuple(w.shape)), "bias": (b, (self.N,)), "norm weight": (g, (self.K,)),
                  "norm bias": (beta, (self.K,))}
         if b is None and not transposed:
@@ -274,15 +277,13 @@ def packed(owner, specs: list[tuple]) -> list[Affine]:
     return products
 
 
-def affine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, residual: torch.Tensor | None = None,
-           norm: tuple | None = None) -> torch.Tensor:
-    """b + n(x) @ w (+ residual) once: `Affine` (w, b, norm)(x, residual)."""
-    return Affine(w, b, norm)(x, residual)
-
-
-def affine_t(x: torch.Tensor, wt: torch.Tensor, b: torch.Tensor | None = None, norm: tuple | None = None) -> torch.Tensor:
-    """n(x) @ wt.T (+ b) once: `Affine` (wt, b, norm, transposed=True)(x)."""
-    return Affine(wt, b, norm, transposed=True)(x)
+def forget(owner) -> None:
+    """Drop ``owner``'s packed products (`packed`) and mark them stale, so that the next wrap packs its
+    weights anew and a product still held packs again before multiplying: what to call after writing
+    weights through ``param.data``, which their version counters do not see."""
+    _, products = _PACKED.pop(owner, (None, ()))
+    for p in products:
+        p._version = None
 
 
 def attend1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, scale: float):

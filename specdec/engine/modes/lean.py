@@ -112,7 +112,7 @@ class LeanGPT2(KVCompat):
                  for spec in ((wa, ba, (w1, b1, eps), False), (wp, bp, None, False), (wf, bf, (w2, b2, eps), False),
                               (wq, bq, None, False))] + [(head[0], head[1], (*ln_f, eps), True)]
         self.products, self.head = None, None
-        if kernel.available():
+        if all(s[0].device.type == "cpu" and s[0].dtype == torch.float32 for s in specs) and kernel.available():
             try:  # each weight's product on the kernel, checked and packed once per model (`kernel.packed`)
                 done = kernel.packed(model, specs)
                 self.products, self.head = [tuple(done[4 * i:4 * i + 4]) for i in range(len(self.blocks))], done[-1]
