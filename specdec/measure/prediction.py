@@ -41,8 +41,8 @@ import numpy as np
 from specdec.core.cost import best_k, break_even_alpha_best_k
 from specdec.io.results import records
 
-__all__ = ["step_profile", "lookup", "predicted_steady_s", "paired_predictions", "regime_rows", "regime_inputs",
-           "regime_costs", "regime_points"]
+__all__ = ["step_profile", "lookup", "engine_per_step", "predicted_steady_s", "paired_predictions", "regime_rows",
+           "regime_inputs", "regime_costs", "regime_points"]
 
 
 def step_profile(stats) -> str:
@@ -112,6 +112,12 @@ def _forwards(k: int, a: int, catch: int, T, draft: str, context: int, interleav
     return T("target", k + 1, a, context), T(draft, first, a, context) + (k - 1) * T(draft, 1, a, context)
 
 
+def engine_per_step(run: dict) -> float:
+    """A run's seconds per step after its first outside its model forwards (the engine's own work,
+    its overhead o): from its t_step_steady, t_target_steady, t_draft_forward_steady and steps."""
+    return (run["t_step_steady"] - run["t_target_steady"] - run["t_draft_forward_steady"]) / max(int(run["steps"]) - 1, 1)
+
+
 def predicted_steady_s(run: dict, T, draft: str, *, context: int, interleaved: bool = True,
                        scale: float = 1.0) -> float:
     """A run's predicted time after its first step (module docstring); ``run`` needs step_profile,
@@ -122,7 +128,7 @@ def predicted_steady_s(run: dict, T, draft: str, *, context: int, interleaved: b
     later = max(int(run["steps"]) - 1, 0)
     if later == 0:
         return float("nan")
-    o = (run["t_step_steady"] - run["t_target_steady"] - run["t_draft_forward_steady"]) / later
+    o = engine_per_step(run)
     total = 0.0
     for k, a, catch, m in _parse(run["step_profile"]):
         t, d = _forwards(k, a, catch, T, draft, context, interleaved)

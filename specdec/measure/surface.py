@@ -50,6 +50,7 @@ from specdec.family.arena import pack_weights
 from specdec.measure.controlled import ControlledAcceptance, controlled_steps
 from specdec.measure.cost_curve import cost_curve
 from specdec.measure.harness import Cell, Config, sweep
+from specdec.measure.prediction import engine_per_step
 from specdec.measure.protocol import comparison
 from specdec.io.results import records
 
@@ -155,11 +156,11 @@ def _pilot(configs: list[Config], cells: list[Cell], alpha: float, rounds: int, 
             runs = [(c.labels["k"], c.run(cell.inputs, seed + rnd)) for c in at]
             bases = (first, base.run(cell.inputs, seed + rnd))
             t1 = float(np.mean([_per_later_step(b, "t_target_steady") for b in bases]))
-            h0 = float(np.mean([_host_per_step(b) for b in bases])) / t1
+            h0 = float(np.mean([engine_per_step(b) for b in bases])) / t1
             for k, run in runs:
                 got.setdefault((B, k), []).append((_per_later_step(run, "t_target_steady") / t1,
                                                    _per_later_step(run, "t_draft_forward_steady") / k / t1,
-                                                   _host_per_step(run) / t1, h0))
+                                                   engine_per_step(run) / t1, h0))
     return {key: tuple(float(np.median([x[i] for x in xs])) for i in range(4)) for key, xs in got.items()}
 
 
@@ -171,11 +172,6 @@ def _pilot_prediction(price: tuple, alpha: float, k: int, batch: int, new_tokens
     per_step = _per_step({"tokens": sum(e for *_, e in steps), "first_step_tokens": steps[0][2], "steps": len(steps)})
     verify, c, host, host0 = price
     return per_step / batch * (1 + host0) / (verify + k * c + host), per_step
-
-
-def _host_per_step(run: dict) -> float:
-    """Seconds per step after the first outside the step's model forwards: the engine's own work."""
-    return (run["t_step_steady"] - run["t_target_steady"] - run["t_draft_forward_steady"]) / max(int(run["steps"]) - 1, 1)
 
 
 def _per_later_step(run: dict, key: str) -> float:
