@@ -49,7 +49,7 @@ CHANGES = ("in-place cache", "kernel", "packed weights")  # the lean forward's m
 GROUPS = {"matrix products": ("aten::addmm", "aten::mm", "aten::bmm", "_C::onednn_mm", "specdec::affine",
                               "specdec::affine_t"),
           "attention": ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math",
-                        "_C::cpu_attention_with_kv_cache", "vllm::unified_attention_with_output", "specdec::attend1"),
+                        "_C::cpu_attention_with_kv_cache", "vllm::unified_attention_with_output", "specdec::attend"),
           "copies": ("aten::copy_", "aten::cat", "_C::cpu_attn_reshape_and_cache", "vllm::unified_kv_cache_update")}
 # ours (the lean forward: torch's operators, or its kernel's calls as `specdec.engine.modes.kernel.named`
 # records them, the layer norms before products inside them) and vLLM's CPU build (0.32: oneDNN matrix products, its own attention and

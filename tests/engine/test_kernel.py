@@ -1,4 +1,4 @@
-"""specdec.engine.modes.kernel: the lean forward's C products and single-query attention equal torch's to
+"""specdec.engine.modes.kernel: the lean forward's C products and attention equal torch's to
 float32 rounding, on the shapes and layouts the engine hands them (tails of a block, strided cache
 views, holes), refuse what they cannot take, and when the kernel cannot be built the lean forward
 runs torch's products and decodes the same tokens."""
@@ -65,24 +65,60 @@ def test_affine_t_equals_the_tied_heads_linear(M, K, N):
     assert torch.allclose(_affine_t(x, wt, b, norm=norm), F.linear(F.layer_norm(x, (K,), *norm), wt, b), **TOL)
 
 
-def test_single_query_attention_equals_sdpa_on_cache_views_with_holes():
-    """Keys and values as a GrowCache hands them (a view of a larger buffer); row 0 keeps every slot,
-    row 1 has holes; a row with no kept slot is NaN, never a silent number."""
+def _lean_mask(keep, s, n):
+    """The lean forward's attention mask for s fed tokens after n - s cached slots (`LeanGPT2._mask`)."""
+    past = n - s
+    if s == 1:
+        return keep.bool()[:, None, None, :]
+    causal = torch.ones(s, n, dtype=torch.bool).tril_(past)
+    own = torch.ones(s, n, dtype=torch.bool).triu_(past).tril_(past)
+    return (keep.bool()[:, None, None, :] & causal) | own
+
+
+@pytest.mark.parametrize("s, D", [(1, 5), (1, 32), (3, 5), (3, 32), (5, 16)])
+def test_attention_equals_sdpa_with_the_lean_mask_on_cache_views_with_holes(s, D):
+    """Keys and values as a GrowCache hands them (a view of a larger buffer), queries strided as the
+    forward's qkv split leaves them; row 0 keeps every slot, row 1 has holes, one of them a fed
+    token's own slot (kept anyway when several tokens are fed); D 5 takes the scalar loop, 16 and 32
+    the vector one.  A single query with no kept slot is NaN, never a silent number."""
     g = _g(2)
-    B, H, n, D, cap = 2, 3, 7, 5, 12
+    B, H, n, cap = 2, 3, 19, 24
     kb, vb = torch.randn(B, H, cap, D, generator=g), torch.randn(B, H, cap, D, generator=g)
     k, v = kb[:, :, :n], vb[:, :, :n]
-    q = torch.randn(B, 1, 3, H, D, generator=g).permute(2, 0, 3, 1, 4).unbind(0)[0]  # (B, H, 1, D), strided like the forward's
-    keep = torch.tensor([[1] * n, [1, 0, 1, 1, 0, 0, 1]], dtype=torch.uint8)
+    q = torch.randn(B, s, 3, H, D, generator=g).permute(2, 0, 3, 1, 4).unbind(0)[0]  # (B, H, s, D), strided like the forward's
+    keep = torch.ones(B, n, dtype=torch.uint8)
+    keep[1, [1, 4, 5, 9, n - 2]] = 0
     scale = 1 / math.sqrt(D)
-    want = F.scaled_dot_product_attention(q, k, v, attn_mask=keep.bool()[:, None, None, :], scale=scale)
-    got = kernel.attend1(q, k, v, keep, scale)
-    assert got.shape == (B, H * D)
-    assert torch.allclose(got, want.transpose(1, 2).reshape(B, H * D), **TOL)
-    assert torch.allclose(kernel.attend1(q, k, v, None, scale)[0], got[0], **TOL)
-    assert not torch.allclose(kernel.attend1(q, k, v, None, scale)[1], got[1], **TOL), "the holes must change row 1"
-    none = kernel.attend1(q, k, v, torch.zeros(B, n, dtype=torch.uint8), scale)
-    assert torch.isnan(none).all()
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=_lean_mask(keep, s, n), scale=scale)
+    got = kernel.attend(q, k, v, keep, scale)
+    assert got.shape == (B * s, H * D)
+    assert torch.allclose(got, want.transpose(1, 2).reshape(B * s, H * D), **TOL)
+    free = kernel.attend(q, k, v, None, scale).view(B, s, -1)
+    assert torch.allclose(free[0], got.view(B, s, -1)[0], **TOL)
+    assert not torch.allclose(free[1], got.view(B, s, -1)[1], **TOL), "the holes must change row 1"
+    none = kernel.attend(q, k, v, torch.zeros(B, n, dtype=torch.uint8), scale)
+    if s == 1:
+        assert torch.isnan(none).all()
+    else:  # each query still attends its own slot
+        assert torch.allclose(none, F.scaled_dot_product_attention(q, k, v, attn_mask=_lean_mask(
+            torch.zeros(B, n, dtype=torch.uint8), s, n), scale=scale).transpose(1, 2).reshape(B * s, H * D), **TOL)
+
+
+@pytest.mark.parametrize("D", [5, 16])
+def test_attention_passes_a_nan_on_and_gives_a_hole_no_weight(D):
+    """A NaN key reaches the output (nothing assumed away); a hole whose key is huge changes nothing."""
+    g = _g(4)
+    B, H, n = 1, 2, 21
+    q, k, v = torch.randn(B, H, 1, D, generator=g), torch.randn(B, H, n, D, generator=g), torch.randn(B, H, n, D, generator=g)
+    keep = torch.ones(B, n, dtype=torch.uint8)
+    keep[0, 3] = 0
+    base = kernel.attend(q, k, v, keep, 0.5)
+    k2 = k.clone()
+    k2[0, :, 3] = 1e4
+    assert torch.equal(kernel.attend(q, k2, v, keep, 0.5), base)
+    k2[0, 0, 7, 0] = float("nan")
+    out = kernel.attend(q, k2, v, keep, 0.5).view(H, D)
+    assert torch.isnan(out[0]).all() and not torch.isnan(out[1]).any()
 
 
 def test_what_the_kernel_cannot_take_is_refused_or_left_to_torch():
@@ -105,9 +141,11 @@ def test_what_the_kernel_cannot_take_is_refused_or_left_to_torch():
     with pytest.raises(ValueError, match="no residual"):
         kernel.Affine(w.t().contiguous(), transposed=True)(torch.randn(1, 8), torch.randn(1, 4))
     q, kv = torch.randn(1, 2, 2, 4), torch.randn(1, 2, 5, 4)
-    assert kernel.attend1(q, kv, kv, None, 0.5) is None  # two queries: torch's attention
+    assert kernel.attend(q, kv.transpose(2, 3).contiguous().transpose(2, 3), kv, None, 0.5) is None  # keys' rows strided: torch's attention
+    assert kernel.attend(q, kv, kv.double(), None, 0.5) is None
+    assert kernel.attend(torch.randn(1, 2, 6, 4), kv, kv, None, 0.5) is None  # more queries than slots
     with pytest.raises(ValueError, match="uint8"):
-        kernel.attend1(torch.randn(1, 2, 1, 4), kv, kv, torch.ones(1, 5, dtype=torch.bool), 0.5)
+        kernel.attend(torch.randn(1, 2, 1, 4), kv, kv, torch.ones(1, 5, dtype=torch.bool), 0.5)
     assert kernel.uses_kernel()
     with pytest.raises(ValueError, match="weight must be a contiguous float32"):
         kernel.Affine(w.double(), b)
@@ -195,7 +233,7 @@ def test_within_named_a_profile_sees_the_kernels_calls_and_outside_it_none(tiny_
                 _decode(tiny_pair[0], None, ids)
         return {e.key for e in prof.key_averages() if e.key.startswith("specdec::")}
 
-    assert names(True) == {"specdec::affine", "specdec::affine_t", "specdec::attend1"}
+    assert names(True) == {"specdec::affine", "specdec::affine_t", "specdec::attend"}
     assert names(False) == set()
 
 
@@ -227,7 +265,8 @@ def test_packed_keeps_one_pack_per_model_until_a_tensor_is_replaced():
 
 
 def test_the_plain_c_tiles_equal_the_avx512_ones(tmp_path):
-    """The kernel built without AVX-512 (the plain-C tiles another CPU gets) gives addmm's values."""
+    """The kernel built without AVX-512 (the plain-C tiles and attention another CPU gets) gives addmm's
+    and torch's attention's values."""
     import ctypes
     import subprocess
 
@@ -252,6 +291,15 @@ def test_the_plain_c_tiles_equal_the_avx512_ones(tmp_path):
     assert dll.affine(x.data_ptr(), panels.data_ptr(), b.data_ptr(), r.data_ptr(), y.data_ptr(), M, K, N, None, None, 0.0) == 0
     assert torch.allclose(y, torch.addmm(b, x, w) + r, **TOL)
     assert torch.allclose(y, _affine(x, w, b, r), **TOL)
+    dll.attend.argtypes = [v] * 6 + [n] * 10 + [ctypes.c_float]
+    B, H, s, L, D = 2, 3, 3, 11, 16  # D a multiple of 16: the vector path where AVX-512 is
+    q, k, vv = torch.randn(B, H, s, D, generator=g), torch.randn(B, H, L, D, generator=g), torch.randn(B, H, L, D, generator=g)
+    keep, out, scores = torch.ones(B, L, dtype=torch.uint8), torch.empty(B * s, H * D), torch.empty(L)
+    keep[1, [2, 9]] = 0
+    dll.attend(q.data_ptr(), k.data_ptr(), vv.data_ptr(), keep.data_ptr(), out.data_ptr(), scores.data_ptr(),
+               B, H, s, L, D, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), 0.25)
+    want = F.scaled_dot_product_attention(q, k, vv, attn_mask=_lean_mask(keep, s, L), scale=0.25)
+    assert torch.allclose(out, want.transpose(1, 2).reshape(B * s, H * D), **TOL)
 
 
 def test_a_write_through_data_is_seen_once_the_model_is_forgotten():

@@ -128,42 +128,107 @@ int affine(const float *restrict x0, const float *restrict P, const float *restr
         free((void *)x);
     return 0;
 }
-/* attend1: one query per row and head (a decoding step's single fed token) over n cached slots.
- * out[b, h, :] = sum_j p_j v[b, h, j, :],  p = softmax over kept j of scale * <q[b, h, :], k[b, h, j, :]>
- * q (B, H, D) at q + b * qb + h * D; k, v elements (b, h, j, d) at b * sb + h * sh + j * D + d; keep (B, n)
- * bytes (nonzero = attend) or NULL (every slot); out (B, H, D) contiguous; scores: n floats of scratch.
- * A row with no kept slot gets NaN, as a softmax over nothing would. */
-void attend1(const float *restrict q, const float *restrict k, const float *restrict v,
-             const unsigned char *restrict keep, float *restrict out, float *restrict scores,
-             long B, long H, long n, long D, long qb, long sb, long sh, float scale) {
+/* attend: s queries per row and head (the tokens a forward feeds, the last s of its n slots) over
+ * the slots before them and their own.  Query i (own slot c = n - s + i) attends slot j <= c when
+ * keep marks j (keep NULL: every slot) or, with s > 1, j == c: the lean forward's mask (lean.py).
+ * out[b, i, h, :] = sum_j p_j v[b, h, j, :],  p = softmax over attended j of scale * <q, k[b, h, j, :]>
+ * q element (b, h, i, d) at b * qb + h * qh + i * qs + d; k, v elements (b, h, j, d) at
+ * b * sb + h * sh + j * D + d; keep (B, n) bytes (nonzero = attend); out (B, s, H, D) contiguous;
+ * scores: n floats of scratch.  A query with no slot to attend gets NaN, as a softmax over nothing
+ * would; a NaN in q, k or v reaches the output.
+ * Why vectors: a query's work is n dot products, n exponentials and n scaled rows of v; the scalar
+ * exponential dominated.  With AVX-512 (and D a multiple of 16) the exponential runs 16 at a time
+ * (exp512: a degree-6 polynomial after range reduction, within a few float32 ulps of expf). */
+#ifdef __AVX512F__
+static inline __m512 exp512(__m512 x) { /* exp(x) for x <= 0; -inf -> 0, NaN -> NaN */
+    const __m512 t = _mm512_max_ps(_mm512_set1_ps(-104.0f), x); /* NaN x stays NaN (second operand) */
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), t);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    const __m512 e = _mm512_scalef_ps(p, n);
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_NEQ_UQ), e);
+}
+
+static void attend_query(const float *restrict qi, const float *restrict kh, const float *restrict vh,
+                         const unsigned char *restrict kb, float *restrict o, float *restrict scores,
+                         long last, long own_always, long D, float scale) {
+    float mx = -INFINITY;
+    for (long j = 0; j <= last; j++) {
+        __m512 acc = _mm512_setzero_ps();
+        for (long d = 0; d < D; d += 16)
+            acc = _mm512_fmadd_ps(_mm512_loadu_ps(qi + d), _mm512_loadu_ps(kh + j * D + d), acc);
+        const float t = (!kb || kb[j] || (own_always && j == last)) ? _mm512_reduce_add_ps(acc) * scale : -INFINITY;
+        scores[j] = t;
+        if (t > mx)
+            mx = t;
+    }
+    const __m512 m = _mm512_set1_ps(mx);
+    __m512 tot = _mm512_setzero_ps();
+    for (long j = 0; j <= last; j += 16) {
+        const __mmask16 lane = last + 1 - j >= 16 ? 0xFFFF : (__mmask16)((1u << (last + 1 - j)) - 1);
+        const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(lane, scores + j), m));
+        _mm512_mask_storeu_ps(scores + j, lane, e);
+        tot = _mm512_add_ps(tot, _mm512_maskz_mov_ps(lane, e));
+    }
+    const float total = _mm512_reduce_add_ps(tot);
+    for (long d = 0; d < D; d += 16) {
+        __m512 a = _mm512_setzero_ps();
+        for (long j = 0; j <= last; j++)
+            a = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), _mm512_loadu_ps(vh + j * D + d), a);
+        _mm512_storeu_ps(o + d, _mm512_mul_ps(a, _mm512_set1_ps(total > 0.0f ? 1.0f / total : NAN)));
+    }
+}
+#endif
+
+void attend(const float *restrict q, const float *restrict k, const float *restrict v,
+            const unsigned char *restrict keep, float *restrict out, float *restrict scores,
+            long B, long H, long s, long n, long D, long qb, long qh, long qs, long sb, long sh, float scale) {
     for (long b = 0; b < B; b++) {
+        const unsigned char *kb = keep ? keep + b * n : 0;
         for (long h = 0; h < H; h++) {
-            const float *qh = q + b * qb + h * D, *kh = k + b * sb + h * sh, *vh = v + b * sb + h * sh;
-            const unsigned char *kb = keep ? keep + b * n : 0;
-            float *o = out + (b * H + h) * D;
-            float mx = -INFINITY;
-            for (long j = 0; j < n; j++) {
-                float s = 0.0f;
-                for (long d = 0; d < D; d++)
-                    s += qh[d] * kh[j * D + d];
-                scores[j] = s * scale;
-                if ((!kb || kb[j]) && scores[j] > mx)
-                    mx = scores[j];
-            }
-            for (long d = 0; d < D; d++)
-                o[d] = 0.0f;
-            float total = 0.0f;
-            for (long j = 0; j < n; j++) {
-                if (kb && !kb[j])
+            const float *kh = k + b * sb + h * sh, *vh = v + b * sb + h * sh;
+            for (long i = 0; i < s; i++) {
+                const float *qi = q + b * qb + h * qh + i * qs;
+                const long own = n - s + i;
+                float *o = out + ((b * s + i) * H + h) * D;
+#ifdef __AVX512F__
+                if (D % 16 == 0) {
+                    attend_query(qi, kh, vh, kb, o, scores, own, s > 1, D, scale);
                     continue;
-                const float e = expf(scores[j] - mx);
-                total += e;
+                }
+#endif
+                float mx = -INFINITY;
+                for (long j = 0; j <= own; j++) {
+                    float t = 0.0f;
+                    for (long d = 0; d < D; d++)
+                        t += qi[d] * kh[j * D + d];
+                    scores[j] = t * scale;
+                    if ((!kb || kb[j] || (s > 1 && j == own)) && scores[j] > mx)
+                        mx = scores[j];
+                }
                 for (long d = 0; d < D; d++)
-                    o[d] += e * vh[j * D + d];
+                    o[d] = 0.0f;
+                float total = 0.0f;
+                for (long j = 0; j <= own; j++) {
+                    if (kb && !kb[j] && !(s > 1 && j == own))
+                        continue;
+                    const float e = expf(scores[j] - mx);
+                    total += e;
+                    for (long d = 0; d < D; d++)
+                        o[d] += e * vh[j * D + d];
+                }
+                const float inv = total > 0.0f ? 1.0f / total : NAN;
+                for (long d = 0; d < D; d++)
+                    o[d] *= inv;
             }
-            const float inv = total > 0.0f ? 1.0f / total : NAN;
-            for (long d = 0; d < D; d++)
-                o[d] *= inv;
         }
     }
 }

@@ -7,9 +7,10 @@ matters too.  PyTorch's CPU build hands such products to its BLAS, which streams
 well below what this CPU's memory delivers and re-reads it for every few rows.  `affine.c` reads each
 weight from a copy of it laid out in panels of 64 columns (packed once, the layout a BLAS packs into
 per call): a panel streams as one contiguous stretch, its sums for six rows at a time stay in vector
-registers, and the next rows re-read it from cache.  A decoding step's single-query attention runs
-there too.  What it gains is measured, paired, by chapter 10's time breakdown
-(`specdec.measure.step_split.forward_gain`).  It computes the same sums in another order: results
+registers, and the next rows re-read it from cache.  The fed tokens' attention (one query per row in
+a decoding step, k + 1 in a verification) runs there too: at so few queries over a masked cache,
+torch's attention spends most of its time outside the arithmetic.  What it gains is measured,
+paired, by chapter 10's time breakdown (`specdec.measure.step_split.forward_gain`).  It computes the same sums in another order: results
 equal torch's to float32 rounding (tested, with the lean forward's logits and tokens).
 
 The panels cost a second copy of every weight the kernel multiplies (`packed` keeps one per model,
@@ -53,7 +54,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["MAX_ROWS", "Affine", "attend1", "available", "forget", "named", "packed", "uses_kernel", "why"]
+__all__ = ["MAX_ROWS", "Affine", "attend", "available", "forget", "named", "packed", "uses_kernel", "why"]
 
 MAX_ROWS = 48  # past a few dozen rows a product is arithmetic-bound, where the BLAS's blocking wins
 WIDTH = 64     # a panel's columns (affine.c)
@@ -104,7 +105,7 @@ def _build() -> ctypes.CDLL:
     f = ctypes.c_float
     dll.affine.argtypes, dll.affine.restype = [p, p, p, p, p, n, n, n, p, p, f], ctypes.c_int
     dll.pack.argtypes, dll.pack.restype = [p, n, n, p, ctypes.c_int], None
-    dll.attend1.argtypes, dll.attend1.restype = [p, p, p, p, p, p, n, n, n, n, n, n, n, ctypes.c_float], None
+    dll.attend.argtypes, dll.attend.restype = [p, p, p, p, p, p, n, n, n, n, n, n, n, n, n, n, f], None
     return dll
 
 
@@ -139,7 +140,7 @@ def why() -> str | None:
 @contextlib.contextmanager
 def named():
     """Within it, every kernel call is recorded by `torch.profiler` as an operator of its own:
-    "specdec::affine" (a product), "specdec::affine_t" (the head), "specdec::attend1" (attention).
+    "specdec::affine" (a product), "specdec::affine_t" (the head), "specdec::attend" (attention).
     A profiler sees only torch's operators, so this is how a profiled step sees the kernel's time;
     outside it a call pays one flag test."""
     before, _NAMED[0] = _NAMED[0], True
@@ -286,26 +287,30 @@ def forget(owner) -> None:
         p._version = None
 
 
-def attend1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, scale: float):
-    """`_attend1` (below), recorded as "specdec::attend1" within `named`."""
-    return _recorded("specdec::attend1", _attend1, q, k, v, keep, scale)
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, scale: float):
+    """`_attend` (below), recorded as "specdec::attend" within `named`."""
+    return _recorded("specdec::attend", _attend, q, k, v, keep, scale)
 
 
-def _attend1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, scale: float):
-    """Scaled dot-product attention of one query per row and head over every cached slot ``keep``
-    marks (None: all): q (B, H, 1, D), k and v (B, H, n, D) float32 CPU with rows of D contiguous
-    (a `GrowCache` view or a contiguous tensor), keep (B, n) uint8; a new (B, H * D) tensor, the heads
-    side by side as the output projection reads them.  A row with no kept slot is NaN.  None when the
-    tensors' layout does not fit the kernel (the caller then runs torch's attention)."""
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, scale: float):
+    """Scaled dot-product attention of the s fed tokens' queries over the n slots of the cache, the fed
+    tokens' own the last s, with the lean forward's mask (`specdec.engine.modes.lean`): query i attends
+    slot j up to its own when ``keep`` marks j (None: every slot), and, with s > 1, always its own slot.
+    q (B, H, s, D), k and v (B, H, n, D): float32 CPU with rows of D contiguous (q as the forward's
+    qkv split leaves it, k and v a `GrowCache` view or contiguous); keep (B, n) uint8.  A new
+    (B * s, H * D) tensor, the heads side by side as the output projection reads them.  A query with
+    nothing to attend is NaN.  None when the tensors' layout does not fit the kernel (the caller then
+    runs torch's attention)."""
     B, H, s, D = q.shape
     n = k.shape[2]
-    if (s != 1 or q.stride(3) != 1 or q.stride(1) != D or k.shape != (B, H, n, D) or v.shape != k.shape
+    if (q.stride(3) != 1 or k.shape != (B, H, n, D) or v.shape != k.shape or s > n
             or k.stride() != v.stride() or k.stride(3) != 1 or k.stride(2) != D
             or any(t.dtype != torch.float32 or t.device.type != "cpu" for t in (q, k, v))):
         return None
     if keep is not None and (keep.shape != (B, n) or keep.dtype != torch.uint8 or not keep.is_contiguous()):
         raise ValueError(f"keep must be a contiguous uint8 ({B}, {n}) mask, got {keep.dtype} {tuple(keep.shape)}")
-    out, scores = torch.empty(B, H * D), torch.empty(n)
-    _dll().attend1(q.data_ptr(), k.data_ptr(), v.data_ptr(), None if keep is None else keep.data_ptr(),
-                   out.data_ptr(), scores.data_ptr(), B, H, n, D, q.stride(0), k.stride(0), k.stride(1), scale)
+    out, scores = torch.empty(B * s, H * D), torch.empty(n)
+    _dll().attend(q.data_ptr(), k.data_ptr(), v.data_ptr(), None if keep is None else keep.data_ptr(),
+                  out.data_ptr(), scores.data_ptr(), B, H, s, n, D, q.stride(0), q.stride(1), q.stride(2),
+                  k.stride(0), k.stride(1), scale)
     return out

@@ -8,7 +8,7 @@ final norm, the tied head) as a flat sequence of tensor calls on the model's par
 copies, no module dispatch, no output bookkeeping.  What that gains in decoding is `make bench`'s
 ``lean_gain`` (paired, with intervals; the book shows the committed numbers).  At up to
 `kernel.MAX_ROWS` rows on one CPU thread its matrix products (each with the layer norm before it)
-and a single fed token's attention run on the project's C kernel (`specdec.engine.modes.kernel`),
+and the fed tokens' attention run on the project's C kernel (`specdec.engine.modes.kernel`),
 which reads each weight from a packed copy (one per model, kept while the model lives: the weights'
 memory twice) faster than torch's BLAS does at so few rows; elsewhere (another device or
 dtype, more rows or threads, autograd, no C compiler) on torch's operators.  It
@@ -160,14 +160,14 @@ class LeanGPT2(KVCompat):
         h = F.embedding(ids, m.transformer.wte.weight) + F.embedding(pos, m.transformer.wpe.weight)
         fast = self.products is not None and B * s <= kernel.MAX_ROWS and kernel.uses_kernel()
         am = kw.get("attention_mask")
-        slots = am.to(torch.uint8).contiguous() if fast and s == 1 and am is not None else None  # (B, L) kept slots
+        slots = am.to(torch.uint8).contiguous() if fast and am is not None else None  # (B, L) kept slots
         for i, (w1, b1, wa, ba, wp, bp, w2, b2, wf, bf, wq, bq) in enumerate(self.blocks):
             pa, pp, pf, pq = self.products[i] if fast else (None,) * 4
             qkv = _affine(pa, h.view(-1, E), wa, ba, norm=(w1, b1, self.eps))
             q, k, v = qkv.view(B, s, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
             if cache is not None:
                 k, v = cache.update(k, v, i)
-            o = kernel.attend1(q, k, v, slots, self.scale) if fast and s == 1 else None
+            o = kernel.attend(q, k, v, slots, self.scale) if fast else None
             if o is None:
                 o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale).transpose(1, 2).reshape(-1, E)
             h = _affine(pp, o, wp, bp, h.view(-1, E))
