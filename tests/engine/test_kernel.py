@@ -106,16 +106,17 @@ def test_attention_equals_sdpa_with_the_lean_mask_on_cache_views_with_holes(s, D
 
 @pytest.mark.parametrize("D", [5, 16])
 def test_attention_passes_a_nan_on_and_gives_a_hole_no_weight(D):
-    """A NaN key reaches the output (nothing assumed away); a hole whose key is huge changes nothing."""
+    """A NaN key reaches the output (nothing assumed away); a hole whose key is huge and value NaN
+    changes nothing, on the vector path as on the plain loop."""
     g = _g(4)
     B, H, n = 1, 2, 21
     q, k, v = torch.randn(B, H, 1, D, generator=g), torch.randn(B, H, n, D, generator=g), torch.randn(B, H, n, D, generator=g)
     keep = torch.ones(B, n, dtype=torch.uint8)
     keep[0, 3] = 0
     base = kernel.attend(q, k, v, keep, 0.5)
-    k2 = k.clone()
-    k2[0, :, 3] = 1e4
-    assert torch.equal(kernel.attend(q, k2, v, keep, 0.5), base)
+    k2, v2 = k.clone(), v.clone()
+    k2[0, :, 3], v2[0, :, 3] = 1e4, float("nan")  # a hole is never read
+    assert torch.equal(kernel.attend(q, k2, v2, keep, 0.5), base)
     k2[0, 0, 7, 0] = float("nan")
     out = kernel.attend(q, k2, v, keep, 0.5).view(H, D)
     assert torch.isnan(out[0]).all() and not torch.isnan(out[1]).any()
@@ -318,3 +319,20 @@ def test_a_write_through_data_is_seen_once_the_model_is_forgotten():
     assert again is not held and torch.allclose(again(x), F.linear(x, model.weight, model.bias), **TOL)
     with pytest.raises(ValueError, match="layer norm needs its weight and its bias"):
         kernel.Affine(model.weight, model.bias, (torch.ones(8), None, 1e-5), transposed=True)
+
+
+def test_the_kernel_writes_float32_whatever_torchs_default_dtype():
+    """Its outputs are float32 buffers even when torch's default dtype is another (else the C code
+    would write floats into doubles)."""
+    g = _g(6)
+    q, k, v = torch.randn(1, 2, 2, 16, generator=g), torch.randn(1, 2, 5, 16, generator=g), torch.randn(1, 2, 5, 16, generator=g)
+    x, w, b = torch.randn(3, 8, generator=g), torch.randn(8, 4, generator=g), torch.randn(4, generator=g)
+    want_att, want_aff = kernel.attend(q, k, v, None, 0.25), _affine(x, w, b)
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        got_att, got_aff = kernel.attend(q, k, v, None, 0.25), kernel.Affine(w, b)(x)
+    finally:
+        torch.set_default_dtype(before)
+    assert got_att.dtype == got_aff.dtype == torch.float32
+    assert torch.equal(got_att, want_att) and torch.equal(got_aff, want_aff)

@@ -134,8 +134,9 @@ int affine(const float *restrict x0, const float *restrict P, const float *restr
  * out[b, i, h, :] = sum_j p_j v[b, h, j, :],  p = softmax over attended j of scale * <q, k[b, h, j, :]>
  * q element (b, h, i, d) at b * qb + h * qh + i * qs + d; k, v elements (b, h, j, d) at
  * b * sb + h * sh + j * D + d; keep (B, n) bytes (nonzero = attend); out (B, s, H, D) contiguous;
- * scores: n floats of scratch.  A query with no slot to attend gets NaN, as a softmax over nothing
- * would; a NaN in q, k or v reaches the output.
+ * scores: n floats of scratch.  A query with no slot to attend gets NaN (torch's attention returns
+ * zeros there; the engine never asks it, and a NaN its checks catch is no silent number); a NaN in q
+ * or in an attended slot's k or v reaches the output, a hole is never read.
  * Why vectors: a query's work is n dot products, n exponentials and n scaled rows of v; the scalar
  * exponential dominated.  With AVX-512 (and D a multiple of 16) the exponential runs 16 at a time
  * (exp512: a degree-6 polynomial after range reduction, within a few float32 ulps of expf). */
@@ -181,8 +182,11 @@ static void attend_query(const float *restrict qi, const float *restrict kh, con
     const float total = _mm512_reduce_add_ps(tot);
     for (long d = 0; d < D; d += 16) {
         __m512 a = _mm512_setzero_ps();
-        for (long j = 0; j <= last; j++)
+        for (long j = 0; j <= last; j++) {
+            if (kb && !kb[j] && !(own_always && j == last))
+                continue; /* a hole's value is never read, as in the plain loop */
             a = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), _mm512_loadu_ps(vh + j * D + d), a);
+        }
         _mm512_storeu_ps(o + d, _mm512_mul_ps(a, _mm512_set1_ps(total > 0.0f ? 1.0f / total : NAN)));
     }
 }

@@ -219,7 +219,7 @@ class Affine:
                                  f"got {t.dtype} {tuple(t.shape)} on {t.device}")
         need = _panel_floats(self.K, self.N)
         if panels is None:
-            panels = torch.empty(need)
+            panels = torch.empty(need, dtype=torch.float32)
         elif panels.dtype != torch.float32 or not panels.is_contiguous() or panels.numel() < need:
             raise ValueError(f"the panels must be a contiguous float32 tensor of at least {need} values, "
                              f"got {panels.dtype} {tuple(panels.shape)}")
@@ -249,7 +249,7 @@ class Affine:
             raise ValueError(f"the residual must be float32 ({M}, {self.N}) on the CPU, got {residual.dtype} "
                              f"{tuple(residual.shape)} on {residual.device}")
         r = None if residual is None else residual.contiguous()
-        y = torch.empty(M, self.N)
+        y = torch.empty(M, self.N, dtype=torch.float32)
         p, b, g, beta, eps = self._args
         if _dll().affine(x.data_ptr(), p, b, None if r is None else r.data_ptr(), y.data_ptr(), M, self.K, self.N,
                          g, beta, eps):
@@ -299,7 +299,7 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tenso
     q (B, H, s, D), k and v (B, H, n, D): float32 CPU with rows of D contiguous (q as the forward's
     qkv split leaves it, k and v a `GrowCache` view or contiguous); keep (B, n) uint8.  A new
     (B * s, H * D) tensor, the heads side by side as the output projection reads them.  A query with
-    nothing to attend is NaN.  None when the tensors' layout does not fit the kernel (the caller then
+    nothing to attend is NaN (torch's attention gives zeros; the engine never asks it).  None when the tensors' layout does not fit the kernel (the caller then
     runs torch's attention)."""
     B, H, s, D = q.shape
     n = k.shape[2]
@@ -309,7 +309,7 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tenso
         return None
     if keep is not None and (keep.shape != (B, n) or keep.dtype != torch.uint8 or not keep.is_contiguous()):
         raise ValueError(f"keep must be a contiguous uint8 ({B}, {n}) mask, got {keep.dtype} {tuple(keep.shape)}")
-    out, scores = torch.empty(B * s, H * D), torch.empty(n)
+    out, scores = torch.empty(B * s, H * D, dtype=torch.float32), torch.empty(n, dtype=torch.float32)
     _dll().attend(q.data_ptr(), k.data_ptr(), v.data_ptr(), None if keep is None else keep.data_ptr(),
                   out.data_ptr(), scores.data_ptr(), B, H, s, n, D, q.stride(0), q.stride(1), q.stride(2),
                   k.stride(0), k.stride(1), scale)

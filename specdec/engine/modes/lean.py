@@ -160,7 +160,7 @@ class LeanGPT2(KVCompat):
         h = F.embedding(ids, m.transformer.wte.weight) + F.embedding(pos, m.transformer.wpe.weight)
         fast = self.products is not None and B * s <= kernel.MAX_ROWS and kernel.uses_kernel()
         am = kw.get("attention_mask")
-        slots = am.to(torch.uint8).contiguous() if fast and am is not None else None  # (B, L) kept slots
+        slots = am.ne(0).to(torch.uint8) if fast and am is not None else None  # (B, L) kept slots, as _mask reads them
         for i, (w1, b1, wa, ba, wp, bp, w2, b2, wf, bf, wq, bq) in enumerate(self.blocks):
             pa, pp, pf, pq = self.products[i] if fast else (None,) * 4
             qkv = _affine(pa, h.view(-1, E), wa, ba, norm=(w1, b1, self.eps))
