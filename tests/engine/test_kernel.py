@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from specdec.engine.decode import generate
 from specdec.engine.modes import kernel
 from specdec.engine.modes.grow import GrowCache
-from specdec.engine.modes.lean import lean
+from specdec.engine.modes.lean import LeanGPT2, lean
 
 TOL = dict(rtol=1e-5, atol=1e-4)  # sums of hundreds of products of ~1: float32 rounding reaches ~4e-5
 
@@ -66,13 +66,8 @@ def test_affine_t_equals_the_tied_heads_linear(M, K, N):
 
 
 def _lean_mask(keep, s, n):
-    """The lean forward's attention mask for s fed tokens after n - s cached slots (`LeanGPT2._mask`)."""
-    past = n - s
-    if s == 1:
-        return keep.bool()[:, None, None, :]
-    causal = torch.ones(s, n, dtype=torch.bool).tril_(past)
-    own = torch.ones(s, n, dtype=torch.bool).triu_(past).tril_(past)
-    return (keep.bool()[:, None, None, :] & causal) | own
+    """The lean forward's own attention mask for s fed tokens after n - s cached slots."""
+    return LeanGPT2._mask(keep, keep.shape[0], s, n - s, keep.device)
 
 
 @pytest.mark.parametrize("s, D", [(1, 5), (1, 32), (3, 5), (3, 32), (5, 16)])
@@ -281,9 +276,7 @@ def test_the_plain_c_tiles_equal_the_avx512_ones(tmp_path):
     done = subprocess.run([os.environ.get("CC", "cc"), *flags, "-mno-avx512f", "-o", str(lib), str(kernel.SOURCE)], capture_output=True,
                           text=True, timeout=kernel.COMPILE_TIMEOUT_S)
     assert done.returncode == 0, done.stderr
-    dll = ctypes.CDLL(str(lib))
-    v, n = ctypes.c_void_p, ctypes.c_long
-    dll.pack.argtypes, dll.affine.argtypes = [v, n, n, v, ctypes.c_int], [v, v, v, v, v, n, n, n, v, v, ctypes.c_float]
+    dll = kernel.declare(ctypes.CDLL(str(lib)))
     M, K, N = 9, 37, 130
     g = _g(12)
     x, w, b, r = torch.randn(M, K, generator=g), torch.randn(K, N, generator=g), torch.randn(N, generator=g), torch.randn(M, N, generator=g)
@@ -292,7 +285,6 @@ def test_the_plain_c_tiles_equal_the_avx512_ones(tmp_path):
     assert dll.affine(x.data_ptr(), panels.data_ptr(), b.data_ptr(), r.data_ptr(), y.data_ptr(), M, K, N, None, None, 0.0) == 0
     assert torch.allclose(y, torch.addmm(b, x, w) + r, **TOL)
     assert torch.allclose(y, _affine(x, w, b, r), **TOL)
-    dll.attend.argtypes = [v] * 6 + [n] * 10 + [ctypes.c_float]
     B, H, s, L, D = 2, 3, 3, 11, 16  # D a multiple of 16: the vector path where AVX-512 is
     q, k, vv = torch.randn(B, H, s, D, generator=g), torch.randn(B, H, L, D, generator=g), torch.randn(B, H, L, D, generator=g)
     keep, out, scores = torch.ones(B, L, dtype=torch.uint8), torch.empty(B * s, H * D), torch.empty(L)

@@ -140,6 +140,11 @@ int affine(const float *restrict x0, const float *restrict P, const float *restr
  * Why vectors: a query's work is n dot products, n exponentials and n scaled rows of v; the scalar
  * exponential dominated.  With AVX-512 (and D a multiple of 16) the exponential runs 16 at a time
  * (exp512: a degree-6 polynomial after range reduction, within a few float32 ulps of expf). */
+/* Whether a query whose own slot is `own` attends slot j <= own (the rule above). */
+static inline int attended(const unsigned char *restrict kb, long j, long own, long own_always) {
+    return !kb || kb[j] || (own_always && j == own);
+}
+
 #ifdef __AVX512F__
 static inline __m512 exp512(__m512 x) { /* exp(x) for x <= 0; -inf -> 0, NaN -> NaN */
     const __m512 t = _mm512_max_ps(_mm512_set1_ps(-104.0f), x); /* NaN x stays NaN (second operand) */
@@ -166,7 +171,7 @@ static void attend_query(const float *restrict qi, const float *restrict kh, con
         __m512 acc = _mm512_setzero_ps();
         for (long d = 0; d < D; d += 16)
             acc = _mm512_fmadd_ps(_mm512_loadu_ps(qi + d), _mm512_loadu_ps(kh + j * D + d), acc);
-        const float t = (!kb || kb[j] || (own_always && j == last)) ? _mm512_reduce_add_ps(acc) * scale : -INFINITY;
+        const float t = attended(kb, j, last, own_always) ? _mm512_reduce_add_ps(acc) * scale : -INFINITY;
         scores[j] = t;
         if (t > mx)
             mx = t;
@@ -183,7 +188,7 @@ static void attend_query(const float *restrict qi, const float *restrict kh, con
     for (long d = 0; d < D; d += 16) {
         __m512 a = _mm512_setzero_ps();
         for (long j = 0; j <= last; j++) {
-            if (kb && !kb[j] && !(own_always && j == last))
+            if (!attended(kb, j, last, own_always))
                 continue; /* a hole's value is never read, as in the plain loop */
             a = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), _mm512_loadu_ps(vh + j * D + d), a);
         }
@@ -191,6 +196,34 @@ static void attend_query(const float *restrict qi, const float *restrict kh, con
     }
 }
 #endif
+
+static void attend_query_plain(const float *restrict qi, const float *restrict kh, const float *restrict vh,
+                               const unsigned char *restrict kb, float *restrict o, float *restrict scores,
+                               long last, long own_always, long D, float scale) {
+    float mx = -INFINITY;
+    for (long j = 0; j <= last; j++) {
+        float t = 0.0f;
+        for (long d = 0; d < D; d++)
+            t += qi[d] * kh[j * D + d];
+        scores[j] = t * scale;
+        if (attended(kb, j, last, own_always) && scores[j] > mx)
+            mx = scores[j];
+    }
+    for (long d = 0; d < D; d++)
+        o[d] = 0.0f;
+    float total = 0.0f;
+    for (long j = 0; j <= last; j++) {
+        if (!attended(kb, j, last, own_always))
+            continue;
+        const float e = expf(scores[j] - mx);
+        total += e;
+        for (long d = 0; d < D; d++)
+            o[d] += e * vh[j * D + d];
+    }
+    const float inv = total > 0.0f ? 1.0f / total : NAN;
+    for (long d = 0; d < D; d++)
+        o[d] *= inv;
+}
 
 void attend(const float *restrict q, const float *restrict k, const float *restrict v,
             const unsigned char *restrict keep, float *restrict out, float *restrict scores,
@@ -209,29 +242,7 @@ void attend(const float *restrict q, const float *restrict k, const float *restr
                     continue;
                 }
 #endif
-                float mx = -INFINITY;
-                for (long j = 0; j <= own; j++) {
-                    float t = 0.0f;
-                    for (long d = 0; d < D; d++)
-                        t += qi[d] * kh[j * D + d];
-                    scores[j] = t * scale;
-                    if ((!kb || kb[j] || (s > 1 && j == own)) && scores[j] > mx)
-                        mx = scores[j];
-                }
-                for (long d = 0; d < D; d++)
-                    o[d] = 0.0f;
-                float total = 0.0f;
-                for (long j = 0; j <= own; j++) {
-                    if (kb && !kb[j] && !(s > 1 && j == own))
-                        continue;
-                    const float e = expf(scores[j] - mx);
-                    total += e;
-                    for (long d = 0; d < D; d++)
-                        o[d] += e * vh[j * D + d];
-                }
-                const float inv = total > 0.0f ? 1.0f / total : NAN;
-                for (long d = 0; d < D; d++)
-                    o[d] *= inv;
+                attend_query_plain(qi, kh, vh, kb, o, scores, own, s > 1, D, scale);
             }
         }
     }

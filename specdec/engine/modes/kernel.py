@@ -10,8 +10,9 @@ per call): a panel streams as one contiguous stretch, its sums for six rows at a
 registers, and the next rows re-read it from cache.  The fed tokens' attention (one query per row in
 a decoding step, k + 1 in a verification) runs there too: at so few queries over a masked cache,
 torch's attention spends most of its time outside the arithmetic.  What it gains is measured,
-paired, by chapter 10's time breakdown (`specdec.measure.step_split.forward_gain`).  It computes the same sums in another order: results
-equal torch's to float32 rounding (tested, with the lean forward's logits and tokens).
+paired, by chapter 10's time breakdown (`specdec.measure.step_split.forward_gain`).  It computes the
+same sums in another order: results equal torch's to float32 rounding (tested, with the lean
+forward's logits and tokens).
 
 The panels cost a second copy of every weight the kernel multiplies (`packed` keeps one per model,
 in memory advised for huge pages, while the model lives).  They follow the weight: a product whose
@@ -54,7 +55,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["MAX_ROWS", "Affine", "attend", "available", "forget", "named", "packed", "uses_kernel", "why"]
+__all__ = ["MAX_ROWS", "Affine", "attend", "available", "declare", "forget", "named", "packed", "uses_kernel", "why"]
 
 MAX_ROWS = 48  # past a few dozen rows a product is arithmetic-bound, where the BLAS's blocking wins
 WIDTH = 64     # a panel's columns (affine.c)
@@ -100,7 +101,11 @@ def _build() -> ctypes.CDLL:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-    dll = ctypes.CDLL(str(lib))
+    return declare(ctypes.CDLL(str(lib)))
+
+
+def declare(dll: ctypes.CDLL) -> ctypes.CDLL:
+    """``dll`` (a build of `affine.c`) with its functions' C signatures set; returned for chaining."""
     p, n = ctypes.c_void_p, ctypes.c_long
     f = ctypes.c_float
     dll.affine.argtypes, dll.affine.restype = [p, p, p, p, p, n, n, n, p, p, f], ctypes.c_int
@@ -299,8 +304,8 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tenso
     q (B, H, s, D), k and v (B, H, n, D): float32 CPU with rows of D contiguous (q as the forward's
     qkv split leaves it, k and v a `GrowCache` view or contiguous); keep (B, n) uint8.  A new
     (B * s, H * D) tensor, the heads side by side as the output projection reads them.  A query with
-    nothing to attend is NaN (torch's attention gives zeros; the engine never asks it).  None when the tensors' layout does not fit the kernel (the caller then
-    runs torch's attention)."""
+    nothing to attend is NaN (torch's attention gives zeros; the engine never asks it).  None when the
+    tensors' layout does not fit the kernel (the caller then runs torch's attention)."""
     B, H, s, D = q.shape
     n = k.shape[2]
     if (q.stride(3) != 1 or k.shape != (B, H, n, D) or v.shape != k.shape or s > n

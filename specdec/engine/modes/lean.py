@@ -124,7 +124,8 @@ class LeanGPT2(KVCompat):
         slots, which appends in place where a DynamicCache copies every slot each step."""
         return GrowCache(slots)
 
-    def _mask(self, attention_mask, B: int, s: int, past: int, device) -> torch.Tensor | None:
+    @staticmethod
+    def _mask(attention_mask, B: int, s: int, past: int, device) -> torch.Tensor | None:
         """(B, 1, s, past + s) bool (or what broadcasts to it): causal and the caller's holes, and
         (s > 1) each query's own slot."""
         L = past + s
